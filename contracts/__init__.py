@@ -1,0 +1,1 @@
+"""Pydantic contracts shared by every stage. This package never imports pipeline/."""

@@ -1,0 +1,214 @@
+"""Corpus mappings: how one raw corpus becomes normalized tables (configs/corpora/<name>.toml)."""
+
+from __future__ import annotations
+
+import re
+from typing import Annotated, Literal
+
+from pydantic import Field, field_validator, model_validator
+
+from contracts.base import Frozen
+
+TIME_FORMATS_NAMED = ("iso8601", "epoch_s", "epoch_ms", "epoch_us")
+
+
+class TimeSpec(Frozen):
+    """How the time column is read and turned into UTC."""
+
+    column: str = Field(description="Name of the time column in the raw files.")
+    format: str = Field(
+        description="'iso8601', 'epoch_s', 'epoch_ms', 'epoch_us', or a strftime pattern (e.g. '%Y-%m-%d %H:%M:%S')."
+    )
+    timezone: str = Field("UTC", description="IANA zone of naive (offset-free) timestamps.")
+    ambiguous: Literal["earliest", "latest", "reject"] = Field(
+        "earliest",
+        description="Local times that occur twice (DST fall-back): the earlier (summer) offset, the later, or reject.",
+    )
+    row_order: Literal["ascending", "descending", "any"] = Field(
+        "any", description="Declared order of rows by time; a file that breaks it is an error naming the row."
+    )
+
+    @field_validator("format")
+    @classmethod
+    def _known_format(cls, value: str) -> str:
+        if value not in TIME_FORMATS_NAMED and "%" not in value:
+            raise ValueError(
+                f"unknown time format {value!r}: use one of {', '.join(TIME_FORMATS_NAMED)} or a strftime pattern with % codes"
+            )
+        return value
+
+
+class CounterRule(Frozen):
+    """A cumulative counter turned into per-interval increments."""
+
+    zero_is_dropout: bool = Field(True, description="A reading of exactly 0 is a logging dropout, not a reset.")
+    max_gap_steps: float = Field(
+        1.0, gt=0, description="Difference only readings at most this many local steps apart (else counter_gap)."
+    )
+    step_window: int = Field(
+        5, ge=1, description="Rows on each side whose timestamp gaps give the local step (median)."
+    )
+    max_increment: float | None = Field(None, description="An increment above this is rejected as counter_jump.")
+
+
+class PointSpec(Frozen):
+    """Inline metadata of one stream: what the source column (or stream key) measures."""
+
+    point_class: str = Field(description="Brick class of the point, e.g. 'Supply_Water_Temperature_Sensor'.")
+    label: str = Field(description="Human label; '{site}' is replaced by the site label.")
+    unit: str | None = Field(None, description="QUDT unit local name, e.g. 'DEG_C'.")
+    equipment: str | None = Field(None, description="Equipment key within the site, e.g. 'primary_loop'.")
+    equipment_type: str | None = Field(None, description="Brick class of the equipment, e.g. 'Hot_Water_Loop'.")
+    location: str | None = Field(None, description="Location key within the site, if any.")
+    optional: bool = Field(False, description="The column may be absent from a file without an error.")
+    counter: CounterRule | None = Field(None, description="Set when the column is a cumulative counter.")
+
+
+class BrickMetadata(Frozen):
+    """Sites, equipment and points read from Brick/RDF Turtle graphs."""
+
+    kind: Literal["brick"]
+    files: str = Field(description="Glob of Turtle files, relative to the corpus folder.")
+    site_classes: list[str] = Field(
+        default=["https://w3id.org/rec#Building", "https://brickschema.org/schema/Brick#Building"],
+        description="Full IRIs of the classes whose instances are sites.",
+    )
+    site_id: str = Field("{local}", description="Template for a site id; {local} is the site IRI's local name.")
+    unmapped_columns: Literal["error", "reject"] = Field(
+        "reject", description="A value column no point refers to: an error, or every cell rejected (unmapped_column)."
+    )
+
+
+class TableMetadata(Frozen):
+    """Stream metadata from a CSV table, one row per stream key."""
+
+    kind: Literal["table"]
+    file: str = Field(description="CSV path relative to the corpus folder.")
+    key_column: str = Field(description="Column holding the stream key (wide column name or long stream value).")
+    point_class_column: str
+    label_column: str
+    unit_column: str | None = None
+    equipment_column: str | None = None
+    equipment_type_column: str | None = None
+    location_column: str | None = None
+    unmapped_columns: Literal["error", "reject"] = "error"
+
+
+class InlineMetadata(Frozen):
+    """Stream metadata declared in the mapping itself, keyed by source column or stream key."""
+
+    kind: Literal["inline"]
+    site_label: str = Field("{site}", description="Template for a site's label; {site} is the site key.")
+    points: dict[str, PointSpec] = Field(description="Source key -> point.")
+    unmapped_columns: Literal["error", "reject"] = "error"
+
+
+Metadata = Annotated[BrickMetadata | TableMetadata | InlineMetadata, Field(discriminator="kind")]
+
+
+class _CsvFiles(Frozen):
+    files: str = Field(description="Glob of value files relative to the corpus folder.")
+    file_pattern: str = Field(description="Regex matched against the file name; named groups feed the templates.")
+    delimiter: str = Field(",", min_length=1, max_length=1)
+    encoding: str = Field("utf-8", description="Text encoding of the files.")
+
+    @field_validator("file_pattern")
+    @classmethod
+    def _compiles(cls, value: str) -> str:
+        try:
+            re.compile(value)
+        except re.error as exc:
+            raise ValueError(f"file_pattern is not a valid regex: {exc}") from exc
+        return value
+
+
+class WideCsv(_CsvFiles):
+    """One file per site: a time column and one column per stream."""
+
+    kind: Literal["wide_csv"]
+    site: str | None = Field(
+        None, description="Template of the site key from file_pattern groups; absent when Brick metadata gives sites."
+    )
+    stream_id: str = Field("{site}__{key}", description="Template of a stream id from {site} and {key} (column).")
+    ignore_columns: list[str] = Field(default=[], description="Columns that are neither time nor values.")
+
+
+class LongCsv(_CsvFiles):
+    """Rows of (stream, time, value)."""
+
+    kind: Literal["long_csv"]
+    stream_column: str
+    value_column: str
+    site: str = Field("{site}", description="Template of the site key from file_pattern groups.")
+    stream_id: str = Field("{site}__{key}", description="Template from {site} and {key} (stream column value).")
+
+
+class FilePerStream(_CsvFiles):
+    """One file per stream; the stream key comes from the file name (group 'key')."""
+
+    kind: Literal["file_per_stream"]
+    value_column: str
+    site: str = Field("{site}", description="Template of the site key from file_pattern groups.")
+    stream_id: str = Field("{site}__{key}", description="Template from {site} and {key}.")
+
+    @model_validator(mode="after")
+    def _has_key_group(self) -> FilePerStream:
+        if "key" not in re.compile(self.file_pattern).groupindex:
+            raise ValueError("file_pattern of file_per_stream needs a named group (?P<key>...) for the stream key")
+        return self
+
+
+Values = Annotated[WideCsv | LongCsv | FilePerStream, Field(discriminator="kind")]
+
+
+class Cleaning(Frozen):
+    """Declared rules for invalid values; each rejected cell records the rule's reason."""
+
+    missing_tokens: list[str] = Field(default=["", "NA"], description="Cell texts meaning 'no value' (missing).")
+    sentinels: list[float] = Field(default=[], description="Values that mean 'no reading' (sentinel).")
+    dropout_rows: bool = Field(
+        False, description="Reject whole rows whose value cells all read 0 or are missing (dropout_row)."
+    )
+    zero_dropout_classes: list[str] = Field(
+        default=[], description="Point classes for which a reading of exactly 0 is a dropout (zero_dropout)."
+    )
+    ranges: dict[str, tuple[float, float]] = Field(
+        default={}, description="Point class -> inclusive plausible [min, max]; outside is out_of_range."
+    )
+    duplicates: Literal["keep_first_row", "keep_last_row", "reject_all"] = Field(
+        "keep_first_row", description="Several valid values for one (stream, UTC time): which survives."
+    )
+
+    @model_validator(mode="after")
+    def _ranges_ordered(self) -> Cleaning:
+        for cls_name, (low, high) in self.ranges.items():
+            if not low <= high:
+                raise ValueError(f"range for {cls_name} has min {low} > max {high}")
+        return self
+
+
+class CorpusMapping(Frozen):
+    """Everything needed to turn data/raw/<name> into normalized tables."""
+
+    name: str = Field(pattern=r"^[a-z0-9][a-z0-9_-]*$", description="Corpus name; also its artifacts folder.")
+    title: str = Field(description="One-line description shown in reports.")
+    raw_dir: str | None = Field(None, description="Raw folder relative to the project root (default data/raw/<name>).")
+    metadata: Metadata
+    values: Values
+    time: TimeSpec
+    cleaning: Cleaning = Cleaning()
+    held_out_sites: list[str] = Field(default=[], description="Site ids whose tasks go to the test split only.")
+
+    @model_validator(mode="after")
+    def _site_source(self) -> CorpusMapping:
+        from_graph = isinstance(self.metadata, BrickMetadata)
+        if isinstance(self.values, WideCsv):
+            if from_graph and self.values.site is not None:
+                raise ValueError("values.site must be absent with brick metadata: the graph's storedAt links give sites")
+            if not from_graph and self.values.site is None:
+                raise ValueError("values.site is required: a template of the site key from file_pattern groups")
+        elif from_graph:
+            raise ValueError("brick metadata works with the wide_csv layout; use table or inline metadata otherwise")
+        if self.cleaning.dropout_rows and not isinstance(self.values, WideCsv):
+            raise ValueError("cleaning.dropout_rows applies to wide_csv rows only; remove it for this layout")
+        return self

@@ -1,0 +1,42 @@
+"""The ingest report: what was read, what became observations, what was rejected and why."""
+
+from __future__ import annotations
+
+from pydantic import Field
+
+from contracts.base import Frozen
+
+
+class FileAccount(Frozen):
+    """Accounting for one raw value file."""
+
+    source: str = Field(description="Path relative to the corpus folder.")
+    raw_value_cells: int = Field(description="Records x value columns counted from the raw file.")
+    observations: int = Field(description="Cells that became observations.")
+    rejects: int = Field(description="Cells rejected, each with a reason.")
+
+
+class MissingColumn(Frozen):
+    """A point metadata refers to whose column is absent from its file (left out, not an error)."""
+
+    source: str
+    column: str
+    point: str
+
+
+class IngestReport(Frozen):
+    """Summary of one corpus's ingest; observations + rejects == raw_value_cells always."""
+
+    corpus: str
+    sites: int
+    streams: int
+    observations: int
+    rejects: int
+    raw_value_cells: int
+    rejects_by_reason: dict[str, int] = Field(description="Reason -> rejected cells.")
+    rejects_by_stream: dict[str, dict[str, int]] = Field(description="Stream id -> reason -> rejected cells.")
+    files: list[FileAccount]
+    missing_columns: list[MissingColumn] = Field(description="Metadata points whose column no file has.")
+    unmapped_columns: list[str] = Field(description="'file:column' value columns no metadata maps (cells rejected).")
+    raw_sha256: dict[str, str] = Field(description="Every raw file (relative path) -> sha256.")
+    notes: list[str] = Field(description="Choices made among multiple metadata edges, and similar remarks.")

@@ -1,0 +1,85 @@
+"""The one canonical JSON writer and the identity hashes (xxh3-128) used by every artifact."""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import tempfile
+from pathlib import Path
+from typing import Any
+
+import xxhash
+
+# Bump when the hashing or serialization scheme changes: every digest depends on it.
+HASH_SCHEME_VERSION = 1
+
+
+def _check_floats(value: Any, where: str = "$") -> None:
+    if isinstance(value, float) and not math.isfinite(value):
+        raise ValueError(f"non-finite float at {where}: canonical JSON has no NaN or infinity")
+    if isinstance(value, dict):
+        for key, item in value.items():
+            _check_floats(item, f"{where}.{key}")
+    elif isinstance(value, (list, tuple)):
+        for index, item in enumerate(value):
+            _check_floats(item, f"{where}[{index}]")
+
+
+def canonical_json(value: Any) -> str:
+    """Sorted keys, compact separators, UTF-8 text, no NaN: the same bytes for the same value."""
+    return json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False, allow_nan=False)
+
+
+def canonical_bytes(value: Any) -> bytes:
+    return canonical_json(value).encode("utf-8")
+
+
+def pretty_json(value: Any) -> str:
+    """Indented but otherwise canonical JSON, for files people read (manifests, reports)."""
+    return json.dumps(value, sort_keys=True, indent=2, ensure_ascii=False, allow_nan=False) + "\n"
+
+
+def digest(data: bytes | str) -> str:
+    """xxh3-128 hex digest of bytes (str is UTF-8 encoded)."""
+    if isinstance(data, str):
+        data = data.encode("utf-8")
+    return xxhash.xxh3_128_hexdigest(data)
+
+
+def digest_value(value: Any) -> str:
+    """Digest of a JSON-able value through its canonical form."""
+    return digest(canonical_bytes(value))
+
+
+def digest_file(path: Path, chunk: int = 1 << 22) -> str:
+    hasher = xxhash.xxh3_128()
+    with open(path, "rb") as handle:
+        while block := handle.read(chunk):
+            hasher.update(block)
+    return hasher.hexdigest()
+
+
+def atomic_write_bytes(path: Path, data: bytes) -> None:
+    """Write to a temporary file beside `path`, then rename: readers never see half a file."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    try:
+        with os.fdopen(fd, "wb") as handle:
+            handle.write(data)
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+
+
+def write_json(path: Path, value: Any, *, pretty: bool = True) -> None:
+    _check_floats(value)
+    text = pretty_json(value) if pretty else canonical_json(value) + "\n"
+    atomic_write_bytes(path, text.encode("utf-8"))
+
+
+def write_jsonl(path: Path, rows: list[Any]) -> None:
+    for row in rows:
+        _check_floats(row)
+    atomic_write_bytes(path, b"".join(canonical_bytes(row) + b"\n" for row in rows))

@@ -1,0 +1,76 @@
+"""SHA256SUMS of a raw corpus folder: verify before ingest, write on request."""
+
+from __future__ import annotations
+
+import hashlib
+from pathlib import Path
+
+from pipeline.canonical import atomic_write_bytes
+from pipeline.errors import ChecksumError
+
+SUMS_NAME = "SHA256SUMS"
+
+
+def sha256_file(path: Path, chunk: int = 1 << 22) -> str:
+    hasher = hashlib.sha256()
+    with open(path, "rb") as handle:
+        while block := handle.read(chunk):
+            hasher.update(block)
+    return hasher.hexdigest()
+
+
+def _normalize(rel: str) -> str:
+    return rel[2:] if rel.startswith("./") else rel
+
+
+def read_sums(folder: Path) -> dict[str, str]:
+    """Relative path -> expected sha256, from `<hex>  <path>` lines."""
+    sums: dict[str, str] = {}
+    path = folder / SUMS_NAME
+    for number, line in enumerate(path.read_text(encoding="utf-8").splitlines(), start=1):
+        if not line.strip():
+            continue
+        parts = line.split(maxsplit=1)
+        if len(parts) != 2 or len(parts[0]) != 64:
+            raise ChecksumError(f"{path}:{number}: expected '<sha256>  <path>', got {line!r}; regenerate with checksum --write")
+        sums[_normalize(parts[1].lstrip("*").strip())] = parts[0].lower()
+    return sums
+
+
+def verify(folder: Path) -> dict[str, str]:
+    """Check every listed file; returns relative path -> sha256. No SHA256SUMS: hashes computed, nothing checked."""
+    if not (folder / SUMS_NAME).is_file():
+        return {rel: sha256_file(folder / rel) for rel in list_files(folder)}
+    sums = read_sums(folder)
+    for rel, expected in sorted(sums.items()):
+        target = folder / rel
+        if not target.is_file():
+            raise ChecksumError(
+                f"{target}: listed in {folder / SUMS_NAME} but missing; restore the file from its source (see SOURCE.md)"
+            )
+        actual = sha256_file(target)
+        if actual != expected:
+            raise ChecksumError(
+                f"{target}: sha256 {actual[:12]}... does not match {expected[:12]}... in {SUMS_NAME}; "
+                "restore the original file, or if the change is intended run "
+                "`telemetry-bench checksum --corpus NAME --write`"
+            )
+    return sums
+
+
+def list_files(folder: Path) -> list[str]:
+    return sorted(
+        p.relative_to(folder).as_posix()
+        for p in folder.rglob("*")
+        if p.is_file() and p.name != SUMS_NAME and not p.name.startswith(".")
+    )
+
+
+def write_sums(folder: Path) -> int:
+    """Write SHA256SUMS for every file in the folder; returns how many files it lists."""
+    if not folder.is_dir():
+        raise ChecksumError(f"{folder}: raw corpus folder not found")
+    files = list_files(folder)
+    text = "".join(f"{sha256_file(folder / rel)}  {rel}\n" for rel in files)
+    atomic_write_bytes(folder / SUMS_NAME, text.encode("utf-8"))
+    return len(files)

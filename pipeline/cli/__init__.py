@@ -1,0 +1,27 @@
+"""The `telemetry-bench` command line: each command parses options and calls one library function."""
+
+from __future__ import annotations
+
+import click
+
+from pipeline import __version__
+from pipeline.cli import ingest
+
+
+@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+@click.version_option(__version__, prog_name="telemetry-bench")
+@click.option("--root", type=click.Path(file_okay=False), help="Project root (default: $TELEMETRY_BENCH_ROOT or the current folder).")
+@click.option("--artifacts", type=click.Path(file_okay=False), help="Artifacts folder (default: <root>/artifacts).")
+@click.option("--debug", is_flag=True, help="Show full tracebacks instead of one-line errors.")
+def main(root: str | None, artifacts: str | None, debug: bool) -> None:
+    """Compile read-only telemetry into deterministic, replayable agent benchmarks.
+
+    \b
+    Example:
+      telemetry-bench ingest --corpus xai4heat
+      telemetry-bench inspect ingest --corpus xai4heat --json
+    """
+
+
+for _command in ingest.COMMANDS:
+    main.add_command(_command)

@@ -1,0 +1,54 @@
+"""Load and validate configs/corpora/<name>.toml into a CorpusMapping."""
+
+from __future__ import annotations
+
+import tomllib
+from pathlib import Path
+
+from pydantic import ValidationError
+
+from contracts.corpus import CorpusMapping
+from pipeline.errors import ConfigError
+from pipeline.workspace import Workspace
+
+
+def _format_validation(path: Path, exc: ValidationError) -> str:
+    problems = []
+    for err in exc.errors():
+        where = ".".join(str(part) for part in err["loc"]) or "(top level)"
+        problems.append(f"{where}: {err['msg']}")
+    return f"{path}: invalid corpus mapping: " + "; ".join(problems)
+
+
+def load_mapping(path: Path) -> CorpusMapping:
+    """Parse and validate one mapping; unknown keys and bad values are errors naming the key."""
+    if not path.is_file():
+        raise ConfigError(f"{path}: corpus mapping not found; create it or check the corpus name")
+    try:
+        data = tomllib.loads(path.read_text(encoding="utf-8"))
+    except (tomllib.TOMLDecodeError, UnicodeDecodeError) as exc:
+        raise ConfigError(f"{path}: not valid TOML ({exc}); fix the syntax") from exc
+    if data.get("name") != path.stem:
+        raise ConfigError(f"{path}: name = {data.get('name')!r} must equal the file name {path.stem!r}")
+    try:
+        return CorpusMapping.model_validate(data)
+    except ValidationError as exc:
+        raise ConfigError(_format_validation(path, exc)) from exc
+
+
+def corpus_names(ws: Workspace) -> list[str]:
+    """Every corpus with a mapping, sorted."""
+    return sorted(path.stem for path in ws.corpora_config_dir.glob("*.toml"))
+
+
+def select_corpora(ws: Workspace, requested: tuple[str, ...] | list[str]) -> list[str]:
+    known = corpus_names(ws)
+    if not requested:
+        return known
+    unknown = [name for name in requested if name not in known]
+    if unknown:
+        raise ConfigError(
+            f"unknown corpus {', '.join(unknown)}: known are {', '.join(known) or 'none'} "
+            f"(a corpus needs {ws.corpora_config_dir}/<name>.toml)"
+        )
+    return list(dict.fromkeys(requested))

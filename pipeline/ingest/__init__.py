@@ -1,0 +1,1 @@
+"""Ingest: raw telemetry and metadata -> normalized Parquet tables with full accounting."""

@@ -1,0 +1,95 @@
+"""Read a delimited text file as strings, keeping every record accounted for.
+
+Each record gets its 1-based record number (the header is record 1; equal to the line number
+unless a quoted field spans lines). Records with the wrong number of fields are returned
+separately, never dropped silently.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.csv as pacsv
+
+from pipeline.errors import IngestError
+
+
+@dataclass
+class RawTable:
+    path: Path
+    header: list[str]
+    table: pa.Table  # every column as string, raw text kept ("" for an empty cell)
+    rows: np.ndarray  # record number of each table row
+    malformed: list[tuple[int, str]]  # (record number, text) of records with a wrong field count
+
+
+def _decode_check(path: Path, data: bytes, encoding: str) -> bytes:
+    try:
+        text = data.decode(encoding)
+    except UnicodeDecodeError as exc:
+        line = data.count(b"\n", 0, exc.start) + 1
+        raise IngestError(
+            f"{path}: line {line}: bytes {data[exc.start:exc.end]!r} are not valid {encoding}; "
+            "re-encode the file as UTF-8 or declare its encoding in values.encoding"
+        ) from exc
+    except LookupError as exc:
+        raise IngestError(f"{path}: unknown encoding {encoding!r} in values.encoding") from exc
+    return data if encoding.replace("-", "").lower() == "utf8" else text.encode("utf-8")
+
+
+def read_strings(path: Path, delimiter: str = ",", encoding: str = "utf-8") -> RawTable:
+    """Read the whole file; a missing, empty or undecodable file is an IngestError naming it."""
+    if not path.is_file():
+        raise IngestError(f"{path}: file not found; restore it or fix values.files in the corpus mapping")
+    data = _decode_check(path, path.read_bytes(), encoding)
+    if data.startswith(b"\xef\xbb\xbf"):
+        data = data[3:]
+    if not data.strip():
+        raise IngestError(f"{path}: file is empty; it needs a header row and data rows (restore it or remove it)")
+    first_line = data.split(b"\n", 1)[0].rstrip(b"\r").decode("utf-8")
+    header = next(iter(pacsv.read_csv(
+        pa.py_buffer(first_line.encode("utf-8") + b"\n"),
+        parse_options=pacsv.ParseOptions(delimiter=delimiter),
+        read_options=pacsv.ReadOptions(autogenerate_column_names=True),
+    ).to_pylist()), {}).values()
+    header = [str(name) for name in header]
+    dupes = sorted({name for name in header if header.count(name) > 1})
+    if dupes:
+        raise IngestError(f"{path}: line 1: duplicate column names {', '.join(dupes)}; rename them in the header")
+
+    malformed: list[tuple[int | None, str]] = []
+
+    def on_invalid(row: pacsv.InvalidRow) -> str:
+        malformed.append((row.number, row.text))
+        return "skip"
+
+    def parse(threads: bool) -> pa.Table:
+        return pacsv.read_csv(
+            pa.py_buffer(data),
+            read_options=pacsv.ReadOptions(use_threads=threads, column_names=header, skip_rows=1),
+            parse_options=pacsv.ParseOptions(delimiter=delimiter, invalid_row_handler=on_invalid),
+            convert_options=pacsv.ConvertOptions(
+                column_types={name: pa.string() for name in header},
+                strings_can_be_null=False,
+                quoted_strings_can_be_null=False,
+                null_values=[],
+            ),
+        )
+
+    try:
+        table = parse(threads=True)
+        if any(number is None for number, _ in malformed):
+            malformed.clear()
+            table = parse(threads=False)  # record numbers are only known single-threaded
+    except pa.ArrowInvalid as exc:
+        raise IngestError(f"{path}: cannot be parsed as delimited text ({exc}); check values.delimiter") from exc
+    bad = sorted((int(number), text) for number, text in malformed)
+    rows = np.arange(2, table.num_rows + 2, dtype=np.int64)
+    if bad:
+        # Shift each good record's number past the malformed records before it.
+        bad_numbers = np.array([number for number, _ in bad], dtype=np.int64)
+        rows = rows + np.searchsorted(bad_numbers - np.arange(len(bad_numbers)), rows, side="right")
+    return RawTable(path=path, header=header, table=table, rows=rows, malformed=bad)

@@ -1,0 +1,73 @@
+"""Test helpers: tiny workspaces built from slices of the real shipped corpora."""
+
+from __future__ import annotations
+
+import shutil
+from collections.abc import Iterable
+from pathlib import Path
+
+import polars as pl
+
+from pipeline.config import load_mapping
+from pipeline.ingest.api import ingest_corpora
+from pipeline.workspace import Workspace
+
+REPO = Path(__file__).resolve().parents[1]
+RAW = REPO / "data" / "raw"
+
+
+def real_lines(rel: str, numbers: Iterable[int]) -> list[str]:
+    """Header plus the given 1-based line numbers of a shipped raw file, verbatim."""
+    lines = (RAW / rel).read_text(encoding="utf-8").splitlines()
+    return [lines[0]] + [lines[n - 1] for n in numbers]
+
+
+def make_workspace(tmp: Path, name: str, config: str, files: dict[str, str | bytes]) -> Workspace:
+    """A project root with one corpus mapping and its raw files (text or bytes)."""
+    (tmp / "configs" / "corpora").mkdir(parents=True, exist_ok=True)
+    (tmp / "configs" / "corpora" / f"{name}.toml").write_text(config, encoding="utf-8")
+    raw = tmp / "data" / "raw" / name
+    raw.mkdir(parents=True, exist_ok=True)
+    for rel, content in files.items():
+        target = raw / rel
+        target.parent.mkdir(parents=True, exist_ok=True)
+        if isinstance(content, bytes):
+            target.write_bytes(content)
+        else:
+            target.write_text(content, encoding="utf-8")
+    return Workspace.from_root(tmp)
+
+
+def copy_config(name: str) -> str:
+    return (REPO / "configs" / "corpora" / f"{name}.toml").read_text(encoding="utf-8")
+
+
+def copy_real(tmp: Path, corpus: str, rels: list[str]) -> None:
+    for rel in rels:
+        target = tmp / "data" / "raw" / corpus / rel
+        target.parent.mkdir(parents=True, exist_ok=True)
+        shutil.copyfile(RAW / corpus / rel, target)
+
+
+def ingest(ws: Workspace, name: str) -> dict[str, pl.DataFrame]:
+    """Run ingest for one corpus and load every normalized table."""
+    ingest_corpora(ws, [name])
+    out = ws.stage_dir(name, "ingest")
+    return {p.stem: pl.read_parquet(p) for p in out.glob("*.parquet")}
+
+
+def mapping(ws: Workspace, name: str):
+    return load_mapping(ws.corpus_config(name))
+
+
+XAI_HEADER = "datetime,t_amb,t_ref,t_sup_prim,t_ret_prim,t_sup_sec,t_ret_sec,e,pe"
+
+
+def xai_config(**overrides: str) -> str:
+    """The shipped xai4heat mapping, with `key = value` lines replaced where asked."""
+    text = copy_config("xai4heat")
+    for key, value in overrides.items():
+        lines = text.splitlines()
+        lines = [f"{key} = {value}" if line.split("=")[0].strip() == key else line for line in lines]
+        text = "\n".join(lines) + "\n"
+    return text

@@ -1,0 +1,26 @@
+"""One canonical JSON writer; pinned digests (changing them is a deliberate, reviewed act)."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+
+from pipeline.canonical import HASH_SCHEME_VERSION, canonical_json, digest, digest_value, write_json
+
+
+def test_canonical_json_is_sorted_compact_and_utf8():
+    assert canonical_json({"b": 1, "a": [1.5, "ü"]}) == '{"a":[1.5,"ü"],"b":1}'
+
+
+def test_non_finite_floats_are_refused(tmp_path):
+    with pytest.raises(ValueError):
+        canonical_json({"x": math.nan})
+    with pytest.raises(ValueError, match=r"\$.x\[0\]"):
+        write_json(tmp_path / "x.json", {"x": [math.inf]})
+
+
+def test_pinned_digests():
+    assert HASH_SCHEME_VERSION == 1
+    assert digest(b"telemetry-bench") == "a835166896dc4eeba9b433abe0ec7907"
+    assert digest_value({"a": 1, "b": [1, 2]}) == digest('{"a":1,"b":[1,2]}')
