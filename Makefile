@@ -17,7 +17,7 @@ $(STAMP): pyproject.toml constraints.txt
 	@touch $(STAMP)
 
 build: $(STAMP)
-	$(TB) ingest
+	$(TB) build
 
 test: $(STAMP)
 	$(BIN)/python -m pytest -q

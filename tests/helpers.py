@@ -8,8 +8,8 @@ from pathlib import Path
 
 import polars as pl
 
+from pipeline.build import build
 from pipeline.config import load_mapping
-from pipeline.ingest.api import ingest_corpora
 from pipeline.workspace import Workspace
 
 REPO = Path(__file__).resolve().parents[1]
@@ -51,7 +51,7 @@ def copy_real(tmp: Path, corpus: str, rels: list[str]) -> None:
 
 def ingest(ws: Workspace, name: str) -> dict[str, pl.DataFrame]:
     """Run ingest for one corpus and load every normalized table."""
-    ingest_corpora(ws, [name])
+    build(ws, [name], until="ingest")
     out = ws.stage_dir(name, "ingest")
     return {p.stem: pl.read_parquet(p) for p in out.glob("*.parquet")}
 

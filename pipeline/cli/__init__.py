@@ -5,7 +5,7 @@ from __future__ import annotations
 import click
 
 from pipeline import __version__
-from pipeline.cli import ingest
+from pipeline.cli import build, ingest
 
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})
@@ -23,5 +23,7 @@ def main(root: str | None, artifacts: str | None, debug: bool) -> None:
     """
 
 
-for _command in ingest.COMMANDS:
+for _command in (*build.COMMANDS, *ingest.COMMANDS):
     main.add_command(_command)
+for _command in build.INSPECT:
+    ingest.inspect.add_command(_command)

@@ -9,21 +9,25 @@ from pipeline.cli import common as cli
 
 @click.command()
 @click.option("--corpus", "corpora", multiple=True, help="Corpus to ingest (repeatable; default: all).")
+@click.option("--force", is_flag=True, help="Rebuild even when the stage's identity is unchanged.")
 @click.pass_context
 @cli.handle_errors
-def ingest(ctx: click.Context, corpora: tuple[str, ...]) -> None:
-    """Read raw corpora into normalized Parquet tables with full accounting.
+def ingest(ctx: click.Context, corpora: tuple[str, ...], force: bool) -> None:
+    """Read raw corpora into normalized Parquet tables with full accounting (the first build stage).
 
     \b
     Example:
       telemetry-bench ingest --corpus xai4heat
     """
-    from pipeline.ingest.api import ingest_corpora
+    from pipeline.build import build
+    from pipeline.ingest.stage import read_report
 
-    for report in ingest_corpora(cli.workspace(ctx), corpora):
+    ws = cli.workspace(ctx)
+    for outcome in build(ws, corpora, until="ingest", force=force):
+        report = read_report(ws.stage_dir(outcome.corpus, "ingest"))
         click.echo(
             f"{report.corpus}: {report.sites} sites, {report.streams} streams, {report.observations} observations, "
-            f"{report.rejects} rejects of {report.raw_value_cells} raw value cells"
+            f"{report.rejects} rejects of {report.raw_value_cells} raw value cells ({outcome.status})"
         )
 
 

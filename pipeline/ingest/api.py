@@ -2,19 +2,10 @@
 
 from __future__ import annotations
 
-from contracts.ingest import IngestReport
 from pipeline import checksums
 from pipeline.config import load_mapping, select_corpora
-from pipeline.ingest.stage import read_report, run_ingest
+from pipeline.ingest.stage import read_report
 from pipeline.workspace import Workspace
-
-
-def ingest_corpora(ws: Workspace, corpora: tuple[str, ...] | list[str]) -> list[IngestReport]:
-    reports = []
-    for name in select_corpora(ws, corpora):
-        mapping = load_mapping(ws.corpus_config(name))
-        reports.append(run_ingest(mapping, ws.raw_dir(name, mapping.raw_dir), ws.stage_dir(name, "ingest")))
-    return reports
 
 
 def ingest_summary(ws: Workspace, corpus: str) -> dict:

@@ -1,0 +1,133 @@
+"""The stage registry and `build`: every stage, in order, for every corpus, cached by identity."""
+
+from __future__ import annotations
+
+import tomllib
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+from pydantic import ValidationError
+
+from contracts.build import BuildConfig, StoreConfig
+from contracts.corpus import CorpusMapping
+from contracts.ingest import IngestReport
+from contracts.manifest import StageManifest
+from pipeline.config import load_mapping, select_corpora
+from pipeline.errors import ConfigError
+from pipeline.manifest import (
+    StageIdentity,
+    StageOutcome,
+    StageResult,
+    code_version,
+    config_digest,
+    contract_hash,
+    library_versions,
+    raw_inputs,
+    require_manifest,
+    run_stage,
+)
+from pipeline.workspace import Workspace
+
+
+def load_build_config(ws: Workspace) -> BuildConfig:
+    path = ws.configs_dir / "build.toml"
+    if not path.is_file():
+        return BuildConfig()
+    try:
+        return BuildConfig.model_validate(tomllib.loads(path.read_text(encoding="utf-8")))
+    except (tomllib.TOMLDecodeError, ValidationError) as exc:
+        raise ConfigError(f"{path}: invalid build config: {exc}") from exc
+
+
+@dataclass(frozen=True)
+class Context:
+    ws: Workspace
+    mapping: CorpusMapping
+    config: BuildConfig
+    threads: int | None  # runtime only: never part of any identity
+
+    @property
+    def corpus(self) -> str:
+        return self.mapping.name
+
+    def stage_dir(self, stage: str) -> Path:
+        return self.ws.stage_dir(self.corpus, stage)
+
+
+def _ingest_identity(ctx: Context) -> tuple[dict, dict[str, str]]:
+    return ctx.mapping.model_dump(mode="json"), raw_inputs(ctx.ws.raw_dir(ctx.corpus, ctx.mapping.raw_dir))
+
+
+def _ingest_run(ctx: Context, out: Path) -> StageResult:
+    from pipeline.ingest.stage import run_ingest
+    from pipeline.ingest.tables import TABLES
+
+    report = run_ingest(ctx.mapping, ctx.ws.raw_dir(ctx.corpus, ctx.mapping.raw_dir), out)
+    counts = {"observations": report.observations, "rejects": report.rejects, "streams": report.streams, "sites": report.sites}
+    return StageResult(outputs=[f"{t}.parquet" for t in TABLES] + ["report.json"], row_counts=counts,
+                       details={"raw_value_cells": report.raw_value_cells})
+
+
+def _upstream_outputs(ctx: Context, stage: str) -> dict[str, str]:
+    manifest = require_manifest(ctx.stage_dir(stage), stage)
+    return {f"{stage}/{name}": out.xxh3 for name, out in manifest.outputs.items()}
+
+
+def _store_identity(ctx: Context) -> tuple[dict, dict[str, str]]:
+    return ctx.config.store.model_dump(mode="json"), _upstream_outputs(ctx, "ingest")
+
+
+def _store_run(ctx: Context, out: Path) -> StageResult:
+    from pipeline.store.build import build_store
+
+    return build_store(ctx.stage_dir("ingest"), out, ctx.config.store, ctx.threads)
+
+
+@dataclass(frozen=True)
+class Stage:
+    name: str
+    packages: tuple[str, ...]  # pipeline subpackages the stage runs (core and contracts always count)
+    contracts: tuple[type, ...]
+    identity: Callable[[Context], tuple[dict, dict[str, str]]]  # (config slice, inputs)
+    run: Callable[[Context, Path], StageResult]
+
+
+STAGES: tuple[Stage, ...] = (
+    Stage("ingest", ("ingest",), (CorpusMapping, IngestReport), _ingest_identity, _ingest_run),
+    Stage("store", ("store",), (StoreConfig, StageManifest), _store_identity, _store_run),
+)
+
+
+def stage_names() -> list[str]:
+    return [stage.name for stage in STAGES]
+
+
+def identity_of(stage: Stage, ctx: Context) -> StageIdentity:
+    config, inputs = stage.identity(ctx)
+    return StageIdentity(
+        corpus=ctx.corpus, stage=stage.name, code_version=code_version(stage.packages),
+        contract_hash=contract_hash(stage.contracts), config_hash=config_digest(config),
+        libraries=library_versions(), inputs=inputs,
+    )
+
+
+def build(
+    ws: Workspace, corpora: tuple[str, ...] | list[str] = (), *, until: str | None = None, threads: int | None = None,
+    force: bool = False, on_done: Callable[[StageOutcome], None] | None = None,
+) -> list[StageOutcome]:
+    """Run every stage (up to `until`) for every selected corpus; unchanged stages are reported cached."""
+    if until is not None and until not in stage_names():
+        raise ConfigError(f"unknown stage {until!r}: stages are {', '.join(stage_names())}")
+    config = load_build_config(ws)
+    outcomes = []
+    for corpus in select_corpora(ws, corpora):
+        ctx = Context(ws=ws, mapping=load_mapping(ws.corpus_config(corpus)), config=config, threads=threads)
+        for stage in STAGES:
+            outcome = run_stage(identity_of(stage, ctx), ctx.stage_dir(stage.name), lambda out, s=stage: s.run(ctx, out), force)
+            outcomes.append(outcome)
+            if on_done:
+                on_done(outcome)
+            if stage.name == until:
+                break
+    return outcomes

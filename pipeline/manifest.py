@@ -1,0 +1,180 @@
+"""Stage identity and caching: code version, contract and config hashes, manifests, atomic stage swaps."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import tempfile
+import time
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+from importlib import metadata
+from pathlib import Path
+
+from pydantic import BaseModel, ValidationError
+
+from contracts.manifest import OutputFile, StageManifest
+from pipeline.canonical import HASH_SCHEME_VERSION, digest_file, digest_value, write_json
+from pipeline.errors import StageError
+
+MANIFEST = "manifest.json"
+PACKAGE_ROOT = Path(__file__).resolve().parents[1]
+# Modules of pipeline/ that every stage runs; stage packages are added per stage.
+CORE_MODULES = (
+    "__init__", "canonical", "checksums", "config", "errors", "manifest", "parquet", "progress", "workspace",
+)
+LIBRARIES = ("duckdb", "numpy", "polars", "pyarrow", "pydantic", "pyoxigraph", "xxhash")
+
+
+def library_versions() -> dict[str, str]:
+    return {name: metadata.version(name) for name in LIBRARIES}
+
+
+def code_files(packages: Iterable[str]) -> list[Path]:
+    """contracts/, the core modules of pipeline/, and the named pipeline subpackages."""
+    files = sorted((PACKAGE_ROOT / "contracts").rglob("*.py"))
+    files += [PACKAGE_ROOT / "pipeline" / f"{name}.py" for name in CORE_MODULES]
+    for package in packages:
+        files += sorted((PACKAGE_ROOT / "pipeline" / package).rglob("*.py"))
+    return files
+
+
+def code_version(packages: Iterable[str]) -> str:
+    """Content hash of the source the stage runs; independent of git, paths and mtimes."""
+    parts = [(path.relative_to(PACKAGE_ROOT).as_posix(), digest_file(path)) for path in code_files(packages)]
+    return digest_value(parts)
+
+
+def contract_hash(models: Iterable[type[BaseModel]]) -> str:
+    return digest_value([[model.__name__, model.model_json_schema()] for model in models])
+
+
+def hash_outputs(folder: Path, names: Iterable[str]) -> dict[str, OutputFile]:
+    return {name: OutputFile(xxh3=digest_file(folder / name), bytes=(folder / name).stat().st_size) for name in sorted(names)}
+
+
+def read_manifest(folder: Path) -> StageManifest | None:
+    path = folder / MANIFEST
+    if not path.is_file():
+        return None
+    try:
+        return StageManifest.model_validate_json(path.read_text(encoding="utf-8"))
+    except (ValidationError, ValueError):
+        return None  # unreadable manifest: the stage is simply rebuilt
+
+
+def outputs_intact(folder: Path, manifest: StageManifest, extra: Iterable[str] = ()) -> bool:
+    """Every recorded output exists with its recorded hash (and every extra file exists)."""
+    for name, out in manifest.outputs.items():
+        path = folder / name
+        if not path.is_file() or path.stat().st_size != out.bytes or digest_file(path) != out.xxh3:
+            return False
+    return all((folder / name).exists() for name in extra)
+
+
+@dataclass
+class StageResult:
+    """What a stage's run function returns about the files it wrote into its folder."""
+
+    outputs: list[str]
+    row_counts: dict[str, int]
+    logical_digests: dict[str, str] = field(default_factory=dict)
+    details: dict = field(default_factory=dict)
+    unhashed_outputs: list[str] = field(default_factory=list)  # e.g. a .duckdb file: checked to exist only
+
+
+@dataclass(frozen=True)
+class StageIdentity:
+    corpus: str
+    stage: str
+    code_version: str
+    contract_hash: str
+    config_hash: str
+    libraries: dict[str, str]
+    inputs: dict[str, str]
+
+    @property
+    def cache_key(self) -> str:
+        return digest_value(
+            [HASH_SCHEME_VERSION, self.corpus, self.stage, self.code_version, self.contract_hash,
+             self.config_hash, self.libraries, self.inputs]
+        )
+
+
+@dataclass(frozen=True)
+class StageOutcome:
+    corpus: str
+    stage: str
+    status: str  # "built" or "cached"
+    seconds: float
+    manifest: StageManifest
+
+
+def _swap_in(tmp: Path, final: Path) -> None:
+    """Replace `final` by `tmp` so a reader sees the old folder, then the new one, never half of one."""
+    old = None
+    if final.exists():
+        old = final.with_name(f".{final.name}.old-{os.getpid()}")
+        os.replace(final, old)
+    os.replace(tmp, final)
+    if old is not None:
+        shutil.rmtree(old, ignore_errors=True)
+
+
+def run_stage(identity: StageIdentity, final: Path, run: Callable[[Path], StageResult], force: bool = False) -> StageOutcome:
+    """Skip the stage when its manifest's cache key matches and outputs are intact; else build atomically."""
+    start = time.perf_counter()
+    existing = read_manifest(final)
+    if (
+        not force
+        and existing is not None
+        and existing.cache_key == identity.cache_key
+        and outputs_intact(final, existing, existing.details.get("unhashed_outputs", []))
+    ):
+        return StageOutcome(identity.corpus, identity.stage, "cached", time.perf_counter() - start, existing)
+    final.parent.mkdir(parents=True, exist_ok=True)
+    tmp = Path(tempfile.mkdtemp(prefix=f".{final.name}.tmp-", dir=final.parent))
+    try:
+        result = run(tmp)
+        details = dict(result.details)
+        if result.unhashed_outputs:
+            details["unhashed_outputs"] = sorted(result.unhashed_outputs)
+        manifest = StageManifest(
+            scheme_version=HASH_SCHEME_VERSION,
+            corpus=identity.corpus,
+            stage=identity.stage,
+            code_version=identity.code_version,
+            contract_hash=identity.contract_hash,
+            config_hash=identity.config_hash,
+            libraries=identity.libraries,
+            inputs=identity.inputs,
+            outputs=hash_outputs(tmp, result.outputs),
+            row_counts=dict(sorted(result.row_counts.items())),
+            logical_digests=dict(sorted(result.logical_digests.items())),
+            cache_key=identity.cache_key,
+            details=details,
+        )
+        write_json(tmp / MANIFEST, manifest.model_dump(mode="json"))
+        _swap_in(tmp, final)
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
+    return StageOutcome(identity.corpus, identity.stage, "built", time.perf_counter() - start, manifest)
+
+
+def require_manifest(folder: Path, what: str) -> StageManifest:
+    manifest = read_manifest(folder)
+    if manifest is None:
+        raise StageError(f"{folder}: no {what} manifest; run `telemetry-bench build` first")
+    return manifest
+
+
+def raw_inputs(folder: Path) -> dict[str, str]:
+    """Content hash of every file of a raw corpus folder (its identity as an input)."""
+    files = sorted(p for p in folder.rglob("*") if p.is_file() and not p.name.startswith("."))
+    return {p.relative_to(folder).as_posix(): digest_file(p) for p in files}
+
+
+def config_digest(value: object) -> str:
+    return digest_value(value)
+

@@ -1,0 +1,143 @@
+"""Derived tables computed on observations sorted by (stream_id, ts), with deterministic reductions.
+
+Groups are contiguous runs of the sorted rows, so every reduction is a numpy `reduceat` over
+fixed segments: the same bits on every run and thread count (DETERMINISM.md). Windows are
+half-open [start, end) on UTC days, Monday weeks and calendar months.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import polars as pl
+
+EVERY = {"day": "1d", "week": "1w", "month": "1mo"}
+
+
+def with_steps(obs: pl.DataFrame, step_window: int) -> pl.DataFrame:
+    """Add gap_us (to the previous observation) and step_us (median of the nearby gaps)."""
+    return obs.with_columns(gap_us=pl.col("ts").diff().over("stream_id")).with_columns(
+        step_us=pl.col("gap_us").cast(pl.Float64)
+        .rolling_median(2 * step_window + 1, center=True, min_samples=1)
+        .over("stream_id").round(0).cast(pl.Int64)
+    )
+
+
+def _segments(keys: list[np.ndarray]) -> np.ndarray:
+    """Start index of each run of equal keys (rows already sorted by them)."""
+    n = len(keys[0])
+    change = np.zeros(n, dtype=bool)
+    if n:
+        change[0] = True
+        for key in keys:
+            change[1:] |= key[1:] != key[:-1]
+    return np.flatnonzero(change)
+
+
+def _moments(values: np.ndarray, starts: np.ndarray, ddof: int) -> dict[str, np.ndarray]:
+    counts = np.diff(np.append(starts, len(values)))
+    mean = np.add.reduceat(values, starts) / counts
+    dev = values - np.repeat(mean, counts)
+    ss = np.add.reduceat(dev * dev, starts)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        std = np.where(counts > ddof, np.sqrt(ss / np.maximum(counts - ddof, 1)), np.nan)
+    return {
+        "count": counts.astype(np.int64), "mean": mean, "std": std,
+        "min": np.minimum.reduceat(values, starts), "max": np.maximum.reduceat(values, starts),
+    }
+
+
+def _stream_codes(stream: pl.Series) -> np.ndarray:
+    return stream.rank("dense").to_numpy().astype(np.int64)
+
+
+def aggregates(obs: pl.DataFrame, ddof: int) -> pl.DataFrame:
+    """count, mean, std, min, max, local step, longest gap, coverage and gap ratio per stream x window."""
+    codes = _stream_codes(obs["stream_id"])
+    ts = obs["ts"].to_numpy()
+    values = obs["value"].to_numpy()
+    gap = obs["gap_us"].fill_null(np.iinfo(np.int64).max).to_numpy()
+    frames = []
+    for period, every in EVERY.items():
+        moment = pl.from_epoch(obs["ts"], time_unit="us").dt.truncate(every)
+        start = moment.dt.epoch("us").to_numpy()
+        end = moment.dt.offset_by(every).dt.epoch("us").to_numpy()
+        seg = _segments([codes, start])
+        ends = np.append(seg[1:], len(ts)) - 1
+        inner = np.maximum.reduceat(np.minimum(gap, ts - start), seg)
+        longest = np.maximum(inner, end[seg] - ts[ends])
+        frame = pl.DataFrame({
+            "stream_id": obs["stream_id"].gather(seg),
+            "period": pl.Series([period] * len(seg), dtype=pl.String),
+            "window_start": start[seg], "window_end": end[seg],
+            **_moments(values, seg, ddof),
+            "first_ts": ts[seg], "last_ts": ts[ends], "longest_gap_us": longest,
+        })
+        steps = (
+            obs.select(pl.col("step_us")).with_columns(_seg=pl.Series(np.repeat(np.arange(len(seg)), np.diff(np.append(seg, len(ts))))))
+            .group_by("_seg", maintain_order=True).agg(pl.col("step_us").median().round(0).cast(pl.Int64))
+        )
+        frames.append(frame.with_columns(step_us=steps["step_us"]))
+    out = pl.concat(frames)
+    length = (pl.col("window_end") - pl.col("window_start")).cast(pl.Float64)
+    step = pl.col("step_us").cast(pl.Float64)
+    return out.with_columns(
+        coverage=pl.when(step > 0).then(pl.min_horizontal(pl.lit(1.0), pl.col("count") / (length / step))).otherwise(0.0),
+        gap_ratio=pl.when(step > 0).then(pl.col("longest_gap_us") / step).otherwise(None),
+        std=pl.col("std").fill_nan(None),
+    ).sort("stream_id", "period", "window_start")
+
+
+def profiles(obs: pl.DataFrame, ddof: int) -> pl.DataFrame:
+    """Calendar profile: count, mean, std, min, max per stream x UTC day of week (0 = Monday) x hour."""
+    moment = pl.from_epoch(pl.col("ts"), time_unit="us")
+    keyed = obs.select(
+        "stream_id", "ts", "value", dow=(moment.dt.weekday() - 1).cast(pl.Int64), hour=moment.dt.hour().cast(pl.Int64)
+    ).sort("stream_id", "dow", "hour", "ts")
+    seg = _segments([_stream_codes(keyed["stream_id"]), keyed["dow"].to_numpy(), keyed["hour"].to_numpy()])
+    return pl.DataFrame({
+        "stream_id": keyed["stream_id"].gather(seg), "dow": keyed["dow"].gather(seg), "hour": keyed["hour"].gather(seg),
+        **_moments(keyed["value"].to_numpy(), seg, ddof),
+    }).with_columns(std=pl.col("std").fill_nan(None))
+
+
+def previews(obs: pl.DataFrame, points: int) -> pl.DataFrame:
+    """`points` evenly spaced observations per stream (all of them when fewer)."""
+    counts = obs.group_by("stream_id", maintain_order=True).len()
+    picks = []
+    offset = 0
+    for n in counts["len"].to_list():
+        picks.append(offset + np.unique(np.rint(np.arange(points) * (n - 1) / (points - 1)).astype(np.int64)))
+        offset += n
+    chosen = obs.select("stream_id", "ts", "value")[np.concatenate(picks) if picks else []]
+    return chosen.with_columns(idx=pl.int_range(pl.len()).over("stream_id").cast(pl.Int64)).select("stream_id", "idx", "ts", "value")
+
+
+def quality(obs: pl.DataFrame, streams: pl.DataFrame, rejects: pl.DataFrame) -> pl.DataFrame:
+    """Whole-stream quality: step, longest gap, coverage, gap ratio and the defect fractions."""
+    per = obs.group_by("stream_id", maintain_order=True).agg(
+        n=pl.len(), first_ts=pl.col("ts").first(), last_ts=pl.col("ts").last(),
+        step_us=pl.col("gap_us").median().round(0).cast(pl.Int64), longest_gap_us=pl.col("gap_us").max(),
+        zero_fraction=(pl.col("value") == 0).mean(),
+        constant_fraction=(pl.col("value") == pl.col("value").shift(1)).drop_nulls().mean(),
+        distinct_values=pl.col("value").n_unique().cast(pl.Int64),
+    )
+    bad = rejects.filter(pl.col("stream_id").is_not_null()).group_by("stream_id").agg(
+        rejected=pl.len(), duplicates=(pl.col("reason") == "duplicate_timestamp").sum(),
+        non_finite=(pl.col("reason") == "non_finite").sum(),
+    )
+    table = streams.select("stream_id").join(per, on="stream_id", how="left").join(bad, on="stream_id", how="left")
+    total = (pl.col("n").fill_null(0) + pl.col("rejected").fill_null(0)).clip(lower_bound=1).cast(pl.Float64)
+    step = pl.col("step_us").cast(pl.Float64)
+    expected = (pl.col("last_ts") - pl.col("first_ts")).cast(pl.Float64) / step + 1
+    return table.select(
+        "stream_id", n=pl.col("n").fill_null(0).cast(pl.Int64), first_ts="first_ts", last_ts="last_ts",
+        step_us="step_us", longest_gap_us="longest_gap_us",
+        coverage=pl.when(step > 0).then(pl.min_horizontal(pl.lit(1.0), pl.col("n") / expected)).otherwise(0.0),
+        gap_ratio=pl.when(step > 0).then(pl.col("longest_gap_us") / step).otherwise(None),
+        duplicate_fraction=pl.col("duplicates").fill_null(0) / total,
+        nan_fraction=pl.col("non_finite").fill_null(0) / total,
+        reject_fraction=pl.col("rejected").fill_null(0) / total,
+        zero_fraction=pl.col("zero_fraction").fill_null(0.0).cast(pl.Float64),
+        constant_fraction=pl.col("constant_fraction").fill_null(0.0).cast(pl.Float64),
+        distinct_values=pl.col("distinct_values").fill_null(0),
+    ).sort("stream_id")

@@ -1,0 +1,156 @@
+"""build: stage manifests, caching by identity, atomic outputs, determinism across thread counts."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+
+import duckdb
+import pytest
+from click.testing import CliRunner
+
+from pipeline.build import build
+from pipeline.cli import main
+from pipeline.manifest import MANIFEST
+from pipeline.store.build import STORE_FILE, open_store
+from pipeline.workspace import Workspace
+from tests.helpers import REPO, copy_config, real_lines, xai_config
+
+XAI = "\n".join(real_lines("xai4heat/xai4heat_scada_L8.csv", range(2, 800))) + "\n"
+HHW_CSV = "\n".join(real_lines("hhw/timeseries/127hhw_system_data.csv", range(2, 500))) + "\n"
+
+
+def tiny_workspace(root) -> Workspace:
+    (root / "configs" / "corpora").mkdir(parents=True)
+    shutil.copyfile(REPO / "configs" / "build.toml", root / "configs" / "build.toml")
+    (root / "configs" / "corpora" / "xai4heat.toml").write_text(xai_config(held_out_sites="[]"))
+    (root / "configs" / "corpora" / "hhw.toml").write_text(copy_config("hhw").replace('held_out_sites = ["building124"]', "held_out_sites = []"))
+    raw = root / "data" / "raw"
+    (raw / "xai4heat").mkdir(parents=True)
+    (raw / "xai4heat" / "xai4heat_scada_L8.csv").write_text(XAI)
+    (raw / "hhw" / "brick").mkdir(parents=True)
+    (raw / "hhw" / "timeseries").mkdir(parents=True)
+    shutil.copyfile(REPO / "data/raw/hhw/brick/building_127_condensing_m.ttl", raw / "hhw/brick/building_127_condensing_m.ttl")
+    (raw / "hhw" / "timeseries" / "127hhw_system_data.csv").write_text(HHW_CSV)
+    return Workspace.from_root(root)
+
+
+def statuses(outcomes) -> dict[tuple[str, str], str]:
+    return {(o.corpus, o.stage): o.status for o in outcomes}
+
+
+@pytest.fixture
+def ws(tmp_path):
+    workspace = tiny_workspace(tmp_path / "project")
+    build(workspace)
+    return workspace
+
+
+def test_second_build_is_cached(ws):
+    assert set(statuses(build(ws)).values()) == {"cached"}
+
+
+def test_meaningful_config_edit_rebuilds_that_corpus_only(ws):
+    path = ws.corpus_config("hhw")
+    path.write_text(path.read_text().replace("Outside_Air_Temperature_Sensor = [-50.0, 60.0]", "Outside_Air_Temperature_Sensor = [-50.0, 5.0]"))
+    result = statuses(build(ws))
+    assert result[("hhw", "ingest")] == "built" and result[("hhw", "store")] == "built"
+    assert result[("xai4heat", "ingest")] == "cached" and result[("xai4heat", "store")] == "cached"
+
+
+def test_config_edit_that_changes_no_output_stops_at_ingest(ws):
+    path = ws.corpus_config("hhw")
+    path.write_text(path.read_text().replace('missing_tokens = ["", "NA"]', 'missing_tokens = ["", "NA", "n/a"]'))
+    result = statuses(build(ws))
+    assert result[("hhw", "ingest")] == "built" and result[("hhw", "store")] == "cached"
+
+
+def test_cosmetic_edit_and_mtime_change_nothing(ws):
+    path = ws.corpus_config("hhw")
+    path.write_text("# a comment\n" + path.read_text())
+    raw = ws.root / "data/raw/xai4heat/xai4heat_scada_L8.csv"
+    os.utime(raw, (1, 1))
+    assert set(statuses(build(ws)).values()) == {"cached"}
+
+
+def test_raw_edit_rebuilds(ws):
+    raw = ws.root / "data/raw/xai4heat/xai4heat_scada_L8.csv"
+    raw.write_text(raw.read_text().replace("\n", "\n", 1) + "")  # same bytes: still cached
+    assert statuses(build(ws))[("xai4heat", "ingest")] == "cached"
+    lines = raw.read_text().splitlines()
+    raw.write_text("\n".join(lines[:-1]) + "\n")
+    assert statuses(build(ws))[("xai4heat", "ingest")] == "built"
+
+
+def test_deleted_stage_rebuilds_only_itself(ws):
+    shutil.rmtree(ws.stage_dir("hhw", "store"))
+    result = statuses(build(ws))
+    assert result[("hhw", "store")] == "built"
+    assert [k for k, v in result.items() if v == "built"] == [("hhw", "store")]
+
+
+def test_tampered_output_is_rebuilt(ws):
+    target = ws.stage_dir("xai4heat", "ingest") / "rejects.parquet"
+    target.write_bytes(target.read_bytes()[:-10])
+    assert statuses(build(ws))[("xai4heat", "ingest")] == "built"
+
+
+def test_manifest_records_identity_without_paths_or_time(ws):
+    text = (ws.stage_dir("xai4heat", "store") / MANIFEST).read_text()
+    manifest = json.loads(text)
+    assert str(ws.root) not in text and "/tmp" not in text
+    for key in ("code_version", "contract_hash", "config_hash", "libraries", "inputs", "outputs", "row_counts", "cache_key"):
+        assert manifest[key], key
+    assert len(manifest["code_version"]) == 32 and manifest["libraries"]["duckdb"]
+    assert set(manifest["logical_digests"]) == set(manifest["row_counts"])
+    assert all(name.startswith("ingest/") for name in manifest["inputs"])
+    assert not list(ws.stage_dir("xai4heat", "store").parent.glob(".*tmp*"))
+
+
+def test_threads_do_not_change_outputs(ws, tmp_path):
+    other = Workspace.from_root(ws.root, tmp_path / "other")
+    build(other, threads=1, force=True)
+    build(ws, threads=2, force=True)
+    for corpus in ("xai4heat", "hhw"):
+        for stage in ("ingest", "store"):
+            a, b = ws.stage_dir(corpus, stage), other.stage_dir(corpus, stage)
+            names = sorted(p.name for p in a.iterdir() if p.name != STORE_FILE)
+            assert names == sorted(p.name for p in b.iterdir() if p.name != STORE_FILE)
+            for name in names:
+                assert (a / name).read_bytes() == (b / name).read_bytes(), f"{corpus}/{stage}/{name}"
+
+
+def test_store_is_read_only(ws):
+    path = ws.stage_dir("xai4heat", "store") / STORE_FILE
+    assert not os.access(path, os.W_OK) or os.geteuid() == 0
+    assert oct(path.stat().st_mode & 0o777) == "0o444"
+    assert not path.with_name(STORE_FILE + ".wal").exists()
+    con = open_store(path)
+    with pytest.raises(duckdb.Error, match="read-only"):
+        con.execute("CREATE TABLE x (a INTEGER)")
+    with pytest.raises(duckdb.Error, match="read-only"):
+        con.execute("DELETE FROM observations")
+    con.close()
+
+
+def test_build_json_cli(ws):
+    result = CliRunner().invoke(main, ["--root", str(ws.root), "build", "--json"])
+    assert result.exit_code == 0, result.output
+    rows = json.loads(result.output)
+    assert [(r["corpus"], r["stage"], r["status"]) for r in rows] == [
+        ("hhw", "ingest", "cached"), ("hhw", "store", "cached"), ("xai4heat", "ingest", "cached"), ("xai4heat", "store", "cached"),
+    ]
+    assert all(isinstance(r["seconds"], float) for r in rows)
+
+
+def test_inspect_store_cli(ws):
+    result = CliRunner().invoke(main, ["--root", str(ws.root), "inspect", "store", "--corpus", "xai4heat", "--json"])
+    assert result.exit_code == 0, result.output
+    summary = json.loads(result.output)
+    assert summary["raw_value_cells"] == 798 * 8
+    assert summary["observations"] + sum(summary["rejects_by_reason"].values()) == summary["raw_value_cells"]
+    assert set(summary["thresholds"]) == {
+        "coverage_abstain", "coverage_answer", "gap_ratio_answer", "gap_ratio_abstain_window", "gap_ratio_abstain_stream",
+    }
+    assert summary["quality"]["streams"]

@@ -1,0 +1,25 @@
+"""Pinned digests of a tiny real slice. If one changes, the change to outputs was deliberate:
+review it, then update the pins in the same commit and say why in its message."""
+
+from __future__ import annotations
+
+import json
+
+from pipeline.build import build
+from pipeline.manifest import MANIFEST
+from tests.helpers import make_workspace, real_lines, xai_config
+
+PINNED = {
+    "observations": "9d98a5781544068572d30accd54f653a",
+    "aggregates": "4165f447dd92cd854b016e154971a8f8",
+    "quality": "387b8b40e315b56c9d7c530d6a5a71ce",
+    "thresholds": "f2ca692b00f97c3b99feb68b300a2e22",
+}
+
+
+def test_tiny_slice_digests_are_pinned(tmp_path):
+    body = "\n".join(real_lines("xai4heat/xai4heat_scada_L4.csv", range(36000, 36050))) + "\n"
+    ws = make_workspace(tmp_path, "xai4heat", xai_config(held_out_sites="[]"), {"xai4heat_scada_L4.csv": body})
+    build(ws)
+    manifest = json.loads((ws.stage_dir("xai4heat", "store") / MANIFEST).read_text())
+    assert {name: manifest["logical_digests"][name] for name in PINNED} == PINNED

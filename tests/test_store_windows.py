@@ -1,0 +1,124 @@
+"""Window boundaries and quality definitions on hand-made series (the store's compute layer)."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime, timedelta
+
+import numpy as np
+import polars as pl
+import pytest
+
+from pipeline.store import compute
+
+H = 3_600_000_000
+
+
+def us(*args: int) -> int:
+    return int(datetime(*args, tzinfo=UTC).timestamp() * 1_000_000)
+
+
+def series(times: list[int], values: list[float] | None = None, stream: str = "s") -> pl.DataFrame:
+    values = values if values is not None else [float(i) for i in range(len(times))]
+    frame = pl.DataFrame({"stream_id": [stream] * len(times), "ts": times, "value": values},
+                         schema={"stream_id": pl.String, "ts": pl.Int64, "value": pl.Float64})
+    return compute.with_steps(frame, 12)
+
+
+def windows(frame: pl.DataFrame, period: str) -> pl.DataFrame:
+    return compute.aggregates(frame, 0).filter(pl.col("period") == period)
+
+
+def hourly(start: int, hours: int, skip: set[int] = frozenset()) -> list[int]:
+    return [start + i * H for i in range(hours) if i not in skip]
+
+
+def test_complete_hourly_day_scores_one():
+    day = windows(series(hourly(us(2023, 5, 10), 24)), "day").row(0, named=True)
+    assert day["count"] == 24 and day["coverage"] == 1.0 and day["gap_ratio"] == 1.0
+    assert day["window_start"] == us(2023, 5, 10) and day["window_end"] == us(2023, 5, 11)
+
+
+def test_hole_lowers_coverage_and_raises_gap_ratio():
+    times = hourly(us(2023, 5, 9), 72, skip=set(range(30, 36)))  # six hours missing on May 10
+    day = windows(series(times), "day").filter(pl.col("window_start") == us(2023, 5, 10)).row(0, named=True)
+    assert day["count"] == 18 and day["coverage"] == pytest.approx(0.75)
+    assert day["longest_gap_us"] == 7 * H and day["gap_ratio"] == 7.0
+
+
+def test_data_only_in_first_half_counts_the_edge_gap():
+    day = windows(series(hourly(us(2023, 5, 10), 12)), "day").row(0, named=True)
+    assert day["coverage"] == 0.5 and day["gap_ratio"] == 13.0
+
+
+def test_cadence_change_uses_the_local_step():
+    hours = hourly(us(2024, 1, 1), 48)
+    quarters = [us(2024, 1, 3) + i * H // 4 for i in range(96 * 2)]
+    days = windows(series(hours + quarters), "day").sort("window_start")
+    assert days["count"].to_list() == [24, 24, 96, 96]
+    assert days["coverage"].to_list() == [1.0] * 4
+    assert days["step_us"].to_list() == [H, H, H // 4, H // 4]
+
+
+def test_dst_dates_are_24_hour_utc_days():
+    # 2021-03-28 and 2021-10-31 change clocks in Europe; UTC windows do not notice.
+    for date in ((2021, 3, 28), (2021, 10, 31)):
+        day = windows(series(hourly(us(*date), 24)), "day").row(0, named=True)
+        assert day["window_end"] - day["window_start"] == 24 * H and day["coverage"] == 1.0
+
+
+def test_month_ends_and_leap_february():
+    times = [us(2024, 1, 31, 23) + 3_599_999_999, us(2024, 2, 1), us(2024, 2, 29, 23), us(2024, 3, 1)]
+    months = windows(series(times), "month").sort("window_start")
+    assert months["window_start"].to_list() == [us(2024, 1, 1), us(2024, 2, 1), us(2024, 3, 1)]
+    assert months["window_end"].to_list() == [us(2024, 2, 1), us(2024, 3, 1), us(2024, 4, 1)]
+    assert months["count"].to_list() == [1, 2, 1]
+
+
+def test_weeks_start_on_monday():
+    sunday_late, monday = us(2023, 5, 14, 23), us(2023, 5, 15)  # 2023-05-15 is a Monday
+    weeks = windows(series([sunday_late, monday]), "week").sort("window_start")
+    assert weeks["window_start"].to_list() == [us(2023, 5, 8), us(2023, 5, 15)]
+    assert all(e - s == 7 * 24 * H for s, e in zip(weeks["window_start"], weeks["window_end"], strict=True))
+
+
+def test_moments_match_numpy_with_declared_ddof():
+    rng = np.random.default_rng(3)
+    values = rng.normal(20, 5, 24).tolist()
+    frame = series(hourly(us(2023, 5, 10), 24), values)
+    for ddof in (0, 1):
+        day = compute.aggregates(frame, ddof).filter(pl.col("period") == "day").row(0, named=True)
+        assert day["mean"] == pytest.approx(np.mean(values), abs=1e-12)
+        assert day["std"] == pytest.approx(np.std(values, ddof=ddof), abs=1e-12)
+        assert (day["min"], day["max"]) == (min(values), max(values))
+
+
+def test_single_observation_std_is_null_with_ddof_1():
+    day = compute.aggregates(series([us(2023, 5, 10)]), 1).filter(pl.col("period") == "day").row(0, named=True)
+    assert day["std"] is None and day["count"] == 1
+
+
+def test_whole_stream_quality():
+    times = hourly(us(2023, 5, 10), 48, skip={10, 11, 12})
+    obs = series(times, [0.0, 0.0] + [1.0] * 43)
+    streams = pl.DataFrame({"stream_id": ["s"]})
+    rejects = pl.DataFrame({"stream_id": ["s", "s"], "reason": ["duplicate_timestamp", "missing"]})
+    row = compute.quality(obs, streams, rejects).row(0, named=True)
+    assert row["n"] == 45 and row["step_us"] == H and row["longest_gap_us"] == 4 * H
+    assert row["coverage"] == pytest.approx(45 / 48) and row["gap_ratio"] == 4.0
+    assert row["duplicate_fraction"] == pytest.approx(1 / 47) and row["reject_fraction"] == pytest.approx(2 / 47)
+    assert row["zero_fraction"] == pytest.approx(2 / 45)
+
+
+def test_previews_are_evenly_spaced():
+    obs = series(hourly(us(2023, 1, 1), 1000))
+    preview = compute.previews(obs, 96)
+    assert preview.height == 96 and preview["ts"][0] == us(2023, 1, 1) and preview["ts"][-1] == us(2023, 1, 1) + 999 * H
+    short = compute.previews(series(hourly(us(2023, 1, 1), 10)), 96)
+    assert short.height == 10
+
+
+def test_profiles_by_monday_based_weekday_and_utc_hour():
+    monday_9 = datetime(2023, 5, 15, 9, tzinfo=UTC)
+    times = [int((monday_9 + timedelta(weeks=w)).timestamp() * 1e6) for w in range(3)]
+    profile = compute.profiles(series(times, [1.0, 2.0, 3.0]), 0).row(0, named=True)
+    assert (profile["dow"], profile["hour"], profile["count"], profile["mean"]) == (0, 9, 3, 2.0)
