@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import tomllib
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -124,7 +125,7 @@ def build(
     for corpus in select_corpora(ws, corpora):
         ctx = Context(ws=ws, mapping=load_mapping(ws.corpus_config(corpus)), config=config, threads=threads)
         for stage in STAGES:
-            outcome = run_stage(identity_of(stage, ctx), ctx.stage_dir(stage.name), lambda out, s=stage: s.run(ctx, out), force)
+            outcome = run_stage(identity_of(stage, ctx), ctx.stage_dir(stage.name), functools.partial(stage.run, ctx), force)
             outcomes.append(outcome)
             if on_done:
                 on_done(outcome)
