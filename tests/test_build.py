@@ -154,3 +154,11 @@ def test_inspect_store_cli(ws):
         "coverage_abstain", "coverage_answer", "gap_ratio_answer", "gap_ratio_abstain_window", "gap_ratio_abstain_stream",
     }
     assert summary["quality"]["streams"]
+
+
+def test_store_file_holds_what_the_manifest_digests(ws):
+    from pipeline.store.build import logical_digests
+
+    folder = ws.stage_dir("hhw", "store")
+    manifest = json.loads((folder / MANIFEST).read_text())
+    assert logical_digests(folder / STORE_FILE) == manifest["logical_digests"]

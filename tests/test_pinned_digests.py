@@ -10,7 +10,7 @@ from pipeline.manifest import MANIFEST
 from tests.helpers import make_workspace, real_lines, xai_config
 
 PINNED = {
-    "observations": "9d98a5781544068572d30accd54f653a",
+    "observations": "8ad5d56efee922f91801b3807c179341",
     "aggregates": "4165f447dd92cd854b016e154971a8f8",
     "quality": "387b8b40e315b56c9d7c530d6a5a71ce",
     "thresholds": "f2ca692b00f97c3b99feb68b300a2e22",

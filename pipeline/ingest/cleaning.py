@@ -1,4 +1,4 @@
-"""Declared cleaning rules applied column-wise to raw cells; every cell ends as a value or a reason.
+"""Declared cleaning rules, applied column-wise; every raw value cell ends as a value or a reason.
 
 Reasons, in the order they are decided (the first that applies wins):
   malformed_row, missing_timestamp, bad_timestamp, nonexistent_local_time, ambiguous_local_time,
@@ -8,13 +8,41 @@ Reasons, in the order they are decided (the first that applies wins):
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
+import numpy as np
 import polars as pl
 
 from contracts.corpus import Cleaning, CounterRule
 
 NULL_STR = pl.lit(None, dtype=pl.String)
-# File order of a cell: source name, then record number, as one sortable integer.
-FILE_ORDER = pl.col("source").rank("dense").cast(pl.Int64) * (1 << 40) + pl.col("row")
+OBS_SCHEMA = {"sid": pl.Int32, "ts": pl.Int64, "value": pl.Float64, "raw": pl.String, "file": pl.Int32, "row": pl.Int64}
+REJECT_SCHEMA = {
+    "file": pl.Int32, "row": pl.Int64, "column": pl.String, "sid": pl.Int32, "ts": pl.Int64, "raw": pl.String, "reason": pl.String,
+}
+
+
+@dataclass(frozen=True)
+class StreamRules:
+    """What the cleaning rules need to know about each stream, by stream code."""
+
+    point_class: dict[int, str]
+    counters: dict[int, CounterRule]
+
+    def zero_dropout(self, rules: Cleaning) -> set[int]:
+        classes = set(rules.zero_dropout_classes)
+        codes = {code for code, cls in self.point_class.items() if cls in classes}
+        return codes | {code for code, rule in self.counters.items() if rule.zero_is_dropout}
+
+
+@dataclass(frozen=True)
+class Slice:
+    """One value column of a read file: where its raw text is and which stream it feeds."""
+
+    column: str  # frame column with the raw text
+    label: str  # column name recorded in rejects
+    sid: int | None = None  # the stream code, or None when the frame's `sid` column holds one per row
+    unmapped: bool = False  # no metadata maps it: every cell is rejected as unmapped_column
 
 
 def _first_reason(*conditions: tuple[pl.Expr, str]) -> pl.Expr:
@@ -24,117 +52,150 @@ def _first_reason(*conditions: tuple[pl.Expr, str]) -> pl.Expr:
     return expr
 
 
-def cell_reasons(cells: pl.DataFrame, rules: Cleaning, point_class: dict[str, str], counters: dict[str, CounterRule]) -> pl.DataFrame:
-    """Add `value` and `reason` from the rules that look at one cell (or one row) at a time."""
-    text = pl.col("raw").str.strip_chars()
-    value = text.cast(pl.Float64, strict=False)
-    zero_classes = set(rules.zero_dropout_classes)
-    zero_streams = [s for s, c in point_class.items() if c in zero_classes]
-    zero_streams += [s for s, rule in counters.items() if rule.zero_is_dropout]
-    cells = cells.with_columns(
-        _rid=FILE_ORDER,
-        value=value + 0.0,  # -0.0 -> 0.0, so equal readings have equal bytes
-        _missing=text.is_in(rules.missing_tokens) | text.is_null(),
-        _class=pl.col("_sid").replace_strict(
-            {code: point_class[s] for code, s in enumerate(sorted(point_class))}, default=None, return_dtype=pl.String
-        ),
-    )
-    missing, val = pl.col("_missing"), pl.col("value")
-    has_row_reason = pl.col("pre_reason").is_not_null()
-    if rules.dropout_rows:
-        zero_or_missing = (missing | (val == 0)) & ~has_row_reason
-        flags = cells.select(_rid=pl.col("_rid"), _zm=zero_or_missing, _z=(val == 0).fill_null(False))
-        per_row = flags.group_by("_rid").agg(_dropout=pl.col("_zm").all() & pl.col("_z").any()).filter("_dropout")
-        cells = cells.with_columns(_dropout=pl.col("_rid").is_in(per_row["_rid"].implode()))
-    else:
-        cells = cells.with_columns(_dropout=pl.lit(False))
-    low = pl.col("_class").replace_strict({k: v[0] for k, v in rules.ranges.items()}, default=None, return_dtype=pl.Float64)
-    high = pl.col("_class").replace_strict({k: v[1] for k, v in rules.ranges.items()}, default=None, return_dtype=pl.Float64)
-    is_counter = pl.col("stream_id").is_in(list(counters))
-    reason = pl.coalesce(
-        pl.col("pre_reason"),
+def _per_stream(sl: Slice, mapping: dict[int, object], dtype: pl.DataType) -> pl.Expr:
+    if sl.sid is not None:
+        return pl.lit(mapping.get(sl.sid), dtype=dtype)
+    return pl.col("sid").replace_strict(mapping, default=None, return_dtype=dtype)
+
+
+def _parse(sl: Slice, index: int, rules: Cleaning) -> list[pl.Expr]:
+    """The number and the missing flag of a slice's cells, computed once as columns _v<i>, _m<i>."""
+    text = pl.col(sl.column).str.strip_chars()
+    return [
+        (text.cast(pl.Float64, strict=False) + 0.0).alias(f"_v{index}"),  # + 0.0 turns -0.0 into 0.0
+        (text.is_null() | text.is_in(rules.missing_tokens)).alias(f"_m{index}"),
+    ]
+
+
+def dropout_rows(count: int, rules: Cleaning) -> pl.Expr:
+    """A row whose value cells all read 0 or are missing, at least one of them 0."""
+    if not rules.dropout_rows or not count:
+        return pl.lit(False)
+    zero = [(pl.col(f"_v{i}") == 0).fill_null(False) for i in range(count)]
+    zero_or_missing = [pl.col(f"_m{i}") | z for i, z in enumerate(zero)]
+    return pl.all_horizontal(zero_or_missing) & pl.any_horizontal(zero)
+
+
+def cell_reason(sl: Slice, index: int, rules: Cleaning, streams: StreamRules, zero_codes: set[int]) -> pl.Expr:
+    """The reason a cell is rejected by the rules that look at one cell (or its row), else null."""
+    value, missing = pl.col(f"_v{index}"), pl.col(f"_m{index}")
+    low = _per_stream(sl, {c: rules.ranges[k][0] for c, k in streams.point_class.items() if k in rules.ranges}, pl.Float64)
+    high = _per_stream(sl, {c: rules.ranges[k][1] for c, k in streams.point_class.items() if k in rules.ranges}, pl.Float64)
+    is_counter = _per_stream(sl, dict.fromkeys(streams.counters, True), pl.Boolean).fill_null(False)
+    zero = _per_stream(sl, dict.fromkeys(zero_codes, True), pl.Boolean).fill_null(False)
+    row_level = pl.col("ts_reason")
+    if sl.unmapped:
+        row_level = pl.coalesce(row_level, pl.lit("unmapped_column"))
+    elif sl.sid is None:  # one stream per row (long files): rows whose key no metadata maps
+        row_level = pl.coalesce(row_level, pl.when(pl.col("sid").is_null()).then(pl.lit("unmapped_column")))
+    return pl.coalesce(
+        row_level,
         _first_reason(
             (pl.col("_dropout"), "dropout_row"),
             (missing, "missing"),
-            (val.is_null(), "unparseable"),
-            (~val.is_finite(), "non_finite"),
-            (val.is_in(rules.sentinels), "sentinel"),
-            (pl.col("stream_id").is_in(zero_streams) & (val == 0), "zero_dropout"),
-            (~is_counter & ((val < low) | (val > high)).fill_null(False), "out_of_range"),
+            (value.is_null(), "unparseable"),
+            (~value.is_finite(), "non_finite"),
+            (value.is_in(rules.sentinels), "sentinel"),
+            (zero & (value == 0), "zero_dropout"),
+            (~is_counter & ((value < low) | (value > high)).fill_null(False), "out_of_range"),
         ),
     )
-    return cells.with_columns(reason=reason).drop("_missing", "_class", "_dropout", "_rid")
 
 
+def split_cells(frame: pl.DataFrame, file: int, slices: list[Slice], rules: Cleaning, streams: StreamRules) -> tuple[pl.DataFrame, pl.DataFrame]:
+    """One read file -> (valid cells as observations-to-be, rejected cells), column by column."""
+    zero_codes = streams.zero_dropout(rules)
+    frame = frame.with_columns([e for i, s in enumerate(slices) for e in _parse(s, i, rules)])
+    frame = frame.with_columns(_dropout=dropout_rows(len(slices), rules))
+    frame = frame.with_columns([cell_reason(s, i, rules, streams, zero_codes).alias(f"_r{i}") for i, s in enumerate(slices)])
+    obs, rejects = [], []
+    for i, sl in enumerate(slices):
+        reason = pl.col(f"_r{i}")
+        sid = pl.lit(sl.sid, dtype=pl.Int32) if sl.sid is not None else pl.col("sid").cast(pl.Int32)
+        if sl.unmapped:
+            sid = pl.lit(None, dtype=pl.Int32)
+        obs.append(frame.filter(reason.is_null()).select(
+            sid=sid, ts="ts", value=pl.col(f"_v{i}"), raw=pl.col(sl.column), file=pl.lit(file, dtype=pl.Int32), row="row",
+        ))
+        rejects.append(frame.filter(reason.is_not_null()).select(
+            file=pl.lit(file, dtype=pl.Int32), row="row", column=pl.lit(sl.label), sid=sid, ts="ts",
+            raw=pl.col(sl.column), reason=reason,
+        ))
+    return (
+        pl.concat(obs) if obs else pl.DataFrame(schema=OBS_SCHEMA),
+        pl.concat(rejects) if rejects else pl.DataFrame(schema=REJECT_SCHEMA),
+    )
 
-def resolve_duplicates(cells: pl.DataFrame, rule: str) -> pl.DataFrame:
-    """Among valid cells sharing (stream_id, ts), keep one by the declared rule (file order: source, row)."""
-    valid = cells.with_row_index("_i").filter(pl.col("reason").is_null()).select("_i", "_sid", "ts", "source", "row")
-    repeated = valid.select(pl.struct("_sid", "ts").is_duplicated()).to_series()
-    if not repeated.any():
-        return cells
-    dup = valid.filter(repeated).with_columns(_ord=FILE_ORDER)
+
+def resolve_duplicates(obs: pl.DataFrame, rule: str) -> tuple[pl.DataFrame, pl.DataFrame]:
+    """Among valid cells sharing (stream, ts), keep one by the declared rule (file order: file, row).
+
+    `obs` must be sorted by (sid, ts, file, row); returns (kept, rejected)."""
+    same_prev = (pl.col("sid") == pl.col("sid").shift(1)) & (pl.col("ts") == pl.col("ts").shift(1))
+    same_next = (pl.col("sid") == pl.col("sid").shift(-1)) & (pl.col("ts") == pl.col("ts").shift(-1))
     if rule == "reject_all":
-        losers = dup["_i"]
+        loser = same_prev.fill_null(False) | same_next.fill_null(False)
+    elif rule == "keep_first_row":
+        loser = same_prev.fill_null(False)
     else:
-        keep = pl.col("_ord").min() if rule == "keep_first_row" else pl.col("_ord").max()
-        losers = dup.filter(pl.col("_ord") != keep.over("_sid", "ts"))["_i"]
-    loser = pl.int_range(pl.len(), dtype=pl.UInt32).is_in(losers.implode())
-    return cells.with_columns(reason=pl.when(loser).then(pl.lit("duplicate_timestamp")).otherwise(pl.col("reason")))
+        loser = same_next.fill_null(False)
+    flagged = obs.with_columns(_loser=loser)
+    if not flagged["_loser"].any():
+        return obs, pl.DataFrame(schema=REJECT_SCHEMA)
+    rejected = flagged.filter("_loser").select("file", "row", column=pl.lit(None, dtype=pl.String), sid="sid", ts="ts",
+                                               raw="raw", reason=pl.lit("duplicate_timestamp"))
+    return flagged.filter(~pl.col("_loser")).drop("_loser"), rejected
 
 
-def difference_counters(cells: pl.DataFrame, counters: dict[str, CounterRule]) -> pl.DataFrame:
-    """Turn cumulative readings into per-interval increments between consecutive valid readings."""
+def difference_counters(obs: pl.DataFrame, counters: dict[int, CounterRule], steps: pl.DataFrame) -> tuple[pl.DataFrame, pl.DataFrame]:
+    """Cumulative readings -> per-interval increments between consecutive valid readings.
+
+    `obs` sorted by (sid, ts); `steps` has (sid, ts, _step): the local step at every timestamp of
+    the counter streams (from all their rows, valid or not). Returns (observations, rejected);
+    the result keeps the order of `obs`."""
     if not counters:
-        return cells
-    by_rule: dict[CounterRule, list[str]] = {}
-    for stream, rule in sorted(counters.items()):
-        by_rule.setdefault(rule, []).append(stream)
-    cells = cells.with_row_index("_i")
-    updates = []
-    for rule, streams in by_rule.items():
-        mine = cells.filter(pl.col("stream_id").is_in(streams) & pl.col("ts").is_not_null())
-        window = 2 * rule.step_window + 1
-        steps = (
-            mine.select("stream_id", "ts").unique().sort("stream_id", "ts")
-            .with_columns(_gap=pl.col("ts").diff().over("stream_id"))
-            .with_columns(_step=pl.col("_gap").cast(pl.Float64).rolling_median(window, center=True, min_samples=1).over("stream_id"))
-        )
-        readings = (
-            mine.filter(pl.col("reason").is_null()).sort("stream_id", "ts")
-            .join(steps.select("stream_id", "ts", "_step"), on=["stream_id", "ts"], how="left")
-            .with_columns(
-                _prev_ts=pl.col("ts").shift(1).over("stream_id"),
-                _prev=pl.col("value").shift(1).over("stream_id"),
-            )
+        return obs, pl.DataFrame(schema=REJECT_SCHEMA)
+    indexed = obs.with_row_index("_i")
+    readings = indexed.filter(pl.col("sid").is_in(list(counters))).join(steps, on=["sid", "ts"], how="left", maintain_order="left")
+    values = obs["value"].to_numpy().copy()
+    keep = np.ones(obs.height, dtype=bool)
+    rejected = []
+    for rule in sorted(set(counters.values()), key=lambda r: r.model_dump_json()):
+        codes = [c for c, r in counters.items() if r == rule]
+        mine = readings.filter(pl.col("sid").is_in(codes)).with_columns(
+            _prev_ts=pl.col("ts").shift(1).over("sid"), _prev=pl.col("value").shift(1).over("sid"),
         )
         increment = pl.col("value") - pl.col("_prev")
         gap = (pl.col("ts") - pl.col("_prev_ts")).cast(pl.Float64)
         jump = (increment > rule.max_increment) if rule.max_increment is not None else pl.lit(False)
-        updates.append(
-            readings.select(
-                "_i",
-                reason=_first_reason(
-                    (pl.col("_prev").is_null(), "counter_first"),
-                    (gap > pl.col("_step") * rule.max_gap_steps * (1 + 1e-9), "counter_gap"),
-                    (increment < 0, "counter_decrease"),
-                    (jump, "counter_jump"),
-                ),
-                value=increment + 0.0,
-            )
+        mine = mine.with_columns(
+            _reason=_first_reason(
+                (pl.col("_prev").is_null(), "counter_first"),
+                (gap > pl.col("_step") * rule.max_gap_steps * (1 + 1e-9), "counter_gap"),
+                (increment < 0, "counter_decrease"),
+                (jump, "counter_jump"),
+            ),
+            _increment=increment + 0.0,
         )
-    update = pl.concat(updates)
-    merged = cells.join(update, on="_i", how="left", suffix="_new")
-    return merged.with_columns(
-        reason=pl.coalesce("reason_new", "reason"),
-        value=pl.when(pl.col("_i").is_in(update["_i"].implode())).then(pl.col("value_new")).otherwise(pl.col("value")),
-    ).drop("_i", "reason_new", "value_new")
+        good = mine.filter(pl.col("_reason").is_null())
+        values[good["_i"].to_numpy()] = good["_increment"].to_numpy()
+        bad = mine.filter(pl.col("_reason").is_not_null())
+        keep[bad["_i"].to_numpy()] = False
+        rejected.append(bad.select(
+            "file", "row", column=pl.lit(None, dtype=pl.String), sid="sid", ts="ts", raw="raw", reason="_reason",
+        ))
+    return obs.with_columns(value=pl.Series(values)).filter(pl.Series(keep)), pl.concat(rejected)
 
 
-def clean(cells: pl.DataFrame, rules: Cleaning, point_class: dict[str, str], counters: dict[str, CounterRule]) -> pl.DataFrame:
-    """All rules, in their declared order; returns the cells with `value` and `reason` set."""
-    codes = {stream: code for code, stream in enumerate(sorted(point_class))}
-    cells = cells.with_columns(_sid=pl.col("stream_id").replace_strict(codes, default=None, return_dtype=pl.Int32))
-    cells = cell_reasons(cells, rules, point_class, counters)
-    cells = resolve_duplicates(cells, rules.duplicates)
-    return difference_counters(cells, counters).drop("_sid")
+def counter_steps(frames: list[pl.DataFrame], counter_codes: list[int], window: int) -> pl.DataFrame:
+    """Local step at each timestamp of each counter stream: median of the gaps within `window` rows."""
+    present = [f for f in frames if f.height]
+    if not counter_codes or not present:
+        return pl.DataFrame(schema={"sid": pl.Int32, "ts": pl.Int64, "_step": pl.Float64})
+    times = pl.concat(present).filter(pl.col("sid").is_in(counter_codes) & pl.col("ts").is_not_null())
+    return (
+        times.select("sid", "ts").unique().sort("sid", "ts")
+        .with_columns(_gap=pl.col("ts").diff().over("sid"))
+        .with_columns(_step=pl.col("_gap").cast(pl.Float64).rolling_median(2 * window + 1, center=True, min_samples=1).over("sid"))
+        .select("sid", "ts", "_step")
+    )

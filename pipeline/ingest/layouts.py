@@ -1,22 +1,31 @@
-"""Value layouts: each turns raw files into one frame of cells (source, row, column, stream, ts, raw)."""
+"""Value layouts: each reads one raw file into a frame of raw text plus the slices that map it to streams."""
 
 from __future__ import annotations
 
 import re
+from dataclasses import dataclass
 from pathlib import Path
 
 import polars as pl
 
 from contracts.corpus import CorpusMapping, FilePerStream, LongCsv, WideCsv
 from pipeline.errors import IngestError
+from pipeline.ingest.cleaning import Slice
 from pipeline.ingest.csvread import RawTable, read_strings
 from pipeline.ingest.metadata import Resolver
 from pipeline.ingest.timeparse import parse_times
 
-CELL_SCHEMA = {
-    "source": pl.String, "row": pl.Int64, "column": pl.String, "stream_id": pl.String,
-    "ts": pl.Int64, "raw": pl.String, "pre_reason": pl.String,
-}
+
+@dataclass
+class ReadFile:
+    """One raw value file, read: `frame` has row, ts, ts_reason, raw text columns (and `sid` for long files)."""
+
+    rel: str
+    frame: pl.DataFrame
+    slices: list[Slice]
+    malformed: list[tuple[int, str]]
+    value_labels: list[str]  # value columns, for the cells of malformed records
+    cells: int
 
 
 def _file_groups(rel: str, pattern: str) -> dict[str, str]:
@@ -35,9 +44,9 @@ def _require(raw: RawTable, columns: list[str], what: str) -> None:
         )
 
 
-def _timed_frame(raw: RawTable, mapping: CorpusMapping) -> pl.DataFrame:
-    """Records as strings plus `row`, `ts` and `ts_reason`; checks the declared row order."""
-    frame = pl.from_arrow(raw.table).with_columns(row=pl.Series(raw.rows))
+def _timed_frame(raw: RawTable, mapping: CorpusMapping, keep: list[str]) -> pl.DataFrame:
+    """Records as strings (only `keep` columns) plus `row`, `ts`, `ts_reason`; checks the declared row order."""
+    frame = pl.from_arrow(raw.table.select([mapping.time.column, *keep])).with_columns(row=pl.Series(raw.rows))
     frame = parse_times(frame, mapping.time.column, mapping.time)
     if frame.height and frame["ts"].null_count() == frame.height:
         first = frame[mapping.time.column][0]
@@ -56,85 +65,59 @@ def _timed_frame(raw: RawTable, mapping: CorpusMapping) -> pl.DataFrame:
                 f"{raw.path}: row {bad['row'][0]}: time goes against the declared {order} row order "
                 f"({bad.height} such rows); fix the file or declare time.row_order = \"any\""
             )
-    return frame
+    return frame.drop(mapping.time.column) if mapping.time.column not in keep else frame
 
 
-def _malformed_cells(raw: RawTable, rel: str, columns: list[str]) -> pl.DataFrame:
-    rows = [(rel, number, column, None, None, text[:500], "malformed_row") for number, text in raw.malformed for column in columns]
-    return pl.DataFrame(rows, schema=CELL_SCHEMA, orient="row")
-
-
-def _stream_ids(resolver: Resolver, rel: str, site: str, keys: list[str], template: str) -> dict[str, str | None]:
-    ids = {}
-    unmapped = []
+def _codes(resolver: Resolver, rel: str, site: str, keys: list[str], template: str) -> dict[str, int | None]:
+    codes = {}
     for key in keys:
         stream = resolver.stream(rel, site, key, template)
-        ids[key] = stream.stream_id if stream else None
-        if stream is None:
-            unmapped.append(key)
+        codes[key] = resolver.code(stream.stream_id) if stream else None
+    unmapped = sorted(k for k, v in codes.items() if v is None)
     if unmapped and resolver.unmapped_policy == "error":
         raise IngestError(
-            f"{rel}: no metadata for {', '.join(map(repr, sorted(unmapped)))}; declare them in the mapping, "
+            f"{rel}: no metadata for {', '.join(map(repr, unmapped))}; declare them in the mapping, "
             "or set metadata.unmapped_columns = \"reject\" to record their cells as rejects"
         )
-    return ids
+    return codes
 
 
-def _cells(frame: pl.DataFrame, rel: str, key_col: str, value_col: str, ids: dict[str, str | None]) -> pl.DataFrame:
-    stream = pl.col(key_col).replace_strict(ids, default=None, return_dtype=pl.String)
-    return frame.select(
-        source=pl.lit(rel),
-        row="row",
-        column=pl.col(key_col) if key_col != "column" else pl.col("column"),
-        stream_id=stream,
-        ts="ts",
-        raw=pl.col(value_col),
-        pre_reason=pl.coalesce(
-            pl.col("ts_reason"), pl.when(stream.is_null()).then(pl.lit("unmapped_column")).otherwise(None)
-        ),
-    ).cast(CELL_SCHEMA)
-
-
-def read_wide(path: Path, rel: str, mapping: CorpusMapping, resolver: Resolver) -> tuple[pl.DataFrame, int]:
+def read_wide(path: Path, rel: str, mapping: CorpusMapping, resolver: Resolver) -> ReadFile:
     layout: WideCsv = mapping.values
     raw = read_strings(path, layout.delimiter, layout.encoding)
     _require(raw, [mapping.time.column, *layout.ignore_columns], "time.column / values.ignore_columns")
     site = resolver.site_for(rel, _file_groups(rel, layout.file_pattern), layout.site)
-    value_cols = [c for c in raw.header if c != mapping.time.column and c not in layout.ignore_columns]
-    resolver.check_columns(rel, value_cols)
-    ids = _stream_ids(resolver, rel, site, value_cols, layout.stream_id)
-    frame = _timed_frame(raw, mapping).rename({c: f"v:{c}" for c in value_cols})
-    long = frame.unpivot(on=[f"v:{c}" for c in value_cols], index=["row", "ts", "ts_reason"], variable_name="column", value_name="raw")
-    long = long.with_columns(pl.col("column").str.slice(2))
-    cells = pl.concat([_cells(long, rel, "column", "raw", ids), _malformed_cells(raw, rel, value_cols)])
-    return cells, (raw.table.num_rows + len(raw.malformed)) * len(value_cols)
+    columns = [c for c in raw.header if c != mapping.time.column and c not in layout.ignore_columns]
+    resolver.check_columns(rel, columns)
+    codes = _codes(resolver, rel, site, columns, layout.stream_id)
+    frame = _timed_frame(raw, mapping, columns)
+    slices = [Slice(column=c, label=c, sid=codes[c] if codes[c] is not None else -1, unmapped=codes[c] is None) for c in columns]
+    return ReadFile(rel, frame, slices, raw.malformed, columns, (raw.table.num_rows + len(raw.malformed)) * len(columns))
 
 
-def read_long(path: Path, rel: str, mapping: CorpusMapping, resolver: Resolver) -> tuple[pl.DataFrame, int]:
+def read_long(path: Path, rel: str, mapping: CorpusMapping, resolver: Resolver) -> ReadFile:
     layout: LongCsv = mapping.values
     raw = read_strings(path, layout.delimiter, layout.encoding)
     _require(raw, [mapping.time.column, layout.stream_column, layout.value_column], "time.column / values")
     site = resolver.site_for(rel, _file_groups(rel, layout.file_pattern), layout.site)
-    frame = _timed_frame(raw, mapping)
+    frame = _timed_frame(raw, mapping, [layout.stream_column, layout.value_column])
     keys = sorted(set(frame[layout.stream_column].to_list()))
-    ids = _stream_ids(resolver, rel, site, keys, layout.stream_id)
-    cells = pl.concat([
-        _cells(frame, rel, layout.stream_column, layout.value_column, ids),
-        _malformed_cells(raw, rel, [layout.value_column]),
-    ])
-    return cells, raw.table.num_rows + len(raw.malformed)
+    codes = _codes(resolver, rel, site, keys, layout.stream_id)
+    frame = frame.with_columns(sid=pl.col(layout.stream_column).replace_strict(codes, default=None, return_dtype=pl.Int32))
+    slices = [Slice(column=layout.value_column, label=layout.value_column, sid=None)]
+    return ReadFile(rel, frame, slices, raw.malformed, [layout.value_column], raw.table.num_rows + len(raw.malformed))
 
 
-def read_file_per_stream(path: Path, rel: str, mapping: CorpusMapping, resolver: Resolver) -> tuple[pl.DataFrame, int]:
+def read_file_per_stream(path: Path, rel: str, mapping: CorpusMapping, resolver: Resolver) -> ReadFile:
     layout: FilePerStream = mapping.values
     raw = read_strings(path, layout.delimiter, layout.encoding)
     _require(raw, [mapping.time.column, layout.value_column], "time.column / values.value_column")
     groups = _file_groups(rel, layout.file_pattern)
     site = resolver.site_for(rel, groups, layout.site)
-    ids = _stream_ids(resolver, rel, site, [groups["key"]], layout.stream_id)
-    frame = _timed_frame(raw, mapping).with_columns(_key=pl.lit(groups["key"]))
-    cells = pl.concat([_cells(frame, rel, "_key", layout.value_column, ids), _malformed_cells(raw, rel, [layout.value_column])])
-    return cells.with_columns(column=pl.lit(layout.value_column)), raw.table.num_rows + len(raw.malformed)
+    code = _codes(resolver, rel, site, [groups["key"]], layout.stream_id)[groups["key"]]
+    frame = _timed_frame(raw, mapping, [layout.value_column])
+    sl = Slice(column=layout.value_column, label=layout.value_column, sid=code if code is not None else -1, unmapped=code is None)
+    return ReadFile(rel, frame, [sl], raw.malformed, [layout.value_column], raw.table.num_rows + len(raw.malformed))
 
 
 READERS = {"wide_csv": read_wide, "long_csv": read_long, "file_per_stream": read_file_per_stream}

@@ -75,6 +75,7 @@ class Resolver:
                 key: Point(**spec.model_dump(exclude={"counter"}), counter=spec.counter) for key, spec in meta.points.items()
             }
         self.streams: dict[str, Stream] = {}
+        self.codes: dict[str, int] = {}  # stream id -> provisional code, in order of first sight
         self.sources: dict[str, set[str]] = {}
         self.missing_columns: list[dict] = []
 
@@ -135,8 +136,12 @@ class Resolver:
             if not isinstance(self.mapping.metadata, BrickMetadata):
                 point = self._register_inline(site_id, stream_id, point, rel)
             self.streams[stream_id] = Stream(stream_id=stream_id, site_id=site_id, key=key, point=point)
+            self.codes[stream_id] = len(self.codes)
         self.sources.setdefault(stream_id, set()).add(rel)
         return self.streams[stream_id]
+
+    def code(self, stream_id: str) -> int:
+        return self.codes[stream_id]
 
     def _register_inline(self, site_id: str, stream_id: str, point: Point, rel: str) -> Point:
         owner = site_id

@@ -32,30 +32,48 @@ def _localize(naive: pl.Expr, spec: TimeSpec) -> tuple[pl.Expr, pl.Expr]:
     return local.dt.convert_time_zone("UTC").dt.epoch("us"), reason
 
 
+def _first_match(text: pl.Series, formats: tuple[str, ...], dtype: pl.DataType) -> pl.Series:
+    """Parse with each format in turn, only the values still unparsed: one pass when the first fits."""
+    result = text.str.strptime(dtype, formats[0], strict=False)
+    for fmt in formats[1:]:
+        todo = result.is_null() & text.is_not_null()
+        if not todo.any():
+            break
+        result = pl.select(pl.when(todo).then(text.str.strptime(dtype, fmt, strict=False)).otherwise(result)).to_series()
+    return result
+
+
 def parse_times(frame: pl.DataFrame, column: str, spec: TimeSpec) -> pl.DataFrame:
     """Add `ts` (Int64 us UTC, null when rejected) and `ts_reason` to a frame with a string column."""
-    text = pl.col(column).str.strip_chars()
+    text = frame[column].str.strip_chars()
+    missing = text.is_null() | (text == "")
     if spec.format in EPOCH_SCALE:
+        scale = EPOCH_SCALE[spec.format]
         number = text.cast(pl.Float64, strict=False)
-        finite = number.is_finite()
-        ts = pl.when(finite).then((number * EPOCH_SCALE[spec.format]).round(0).cast(pl.Int64)).otherwise(None)
-        reason = pl.when(finite).then(pl.lit(None, dtype=pl.String)).otherwise(pl.lit(BAD))
+        exact = text.cast(pl.Int64, strict=False) * scale  # integers stay exact beyond 2**53
+        approx = pl.when(number.is_finite()).then((number * scale).round(0)).cast(pl.Int64, strict=False)
+        ts = pl.select(pl.coalesce(pl.lit(exact), approx)).to_series()
+        reason = pl.select(pl.when(ts.is_null()).then(pl.lit(BAD))).to_series()
     elif spec.format == "iso8601":
-        aware = pl.coalesce(
-            [text.str.strptime(pl.Datetime("us", "UTC"), fmt, strict=False) for fmt in _AWARE]
-        ).dt.epoch("us")
-        naive = pl.coalesce([text.str.strptime(pl.Datetime("us"), fmt, strict=False) for fmt in _NAIVE])
-        local_ts, local_reason = _localize(naive, spec)
-        ts = pl.coalesce([aware, local_ts])
-        reason = pl.when(aware.is_not_null()).then(pl.lit(None, dtype=pl.String)).otherwise(
-            pl.when(naive.is_null()).then(pl.lit(BAD)).otherwise(local_reason)
-        )
+        aware = _first_match(text, _AWARE, pl.Datetime("us", "UTC"))
+        if (aware.is_not_null() | missing).all():
+            ts, reason = aware.dt.epoch("us"), pl.Series([None] * len(text), dtype=pl.String)
+        else:
+            naive = _first_match(text, _NAIVE, pl.Datetime("us"))
+            local_ts, local_reason = _localize_series(naive, spec)
+            ts = aware.dt.epoch("us").fill_null(local_ts)
+            reason = pl.select(pl.when(aware.is_not_null()).then(None).when(naive.is_null()).then(pl.lit(BAD)).otherwise(local_reason)).to_series()
     else:
         naive = text.str.strptime(pl.Datetime("us"), spec.format, strict=False)
-        ts, local_reason = _localize(naive, spec)
-        reason = pl.when(naive.is_null()).then(pl.lit(BAD)).otherwise(local_reason)
-    missing = text.is_null() | (text == "")
+        ts, local_reason = _localize_series(naive, spec)
+        reason = pl.select(pl.when(naive.is_null()).then(pl.lit(BAD)).otherwise(local_reason)).to_series()
     return frame.with_columns(
-        ts=pl.when(missing).then(None).otherwise(ts),
-        ts_reason=pl.when(missing).then(pl.lit(MISSING)).otherwise(reason),
+        ts=pl.select(pl.when(missing).then(None).otherwise(ts)).to_series(),
+        ts_reason=pl.select(pl.when(missing).then(pl.lit(MISSING)).otherwise(reason)).to_series(),
     )
+
+
+def _localize_series(naive: pl.Series, spec: TimeSpec) -> tuple[pl.Series, pl.Series]:
+    ts, reason = _localize(pl.lit(naive), spec)
+    out = pl.select(ts=ts, reason=reason)
+    return out["ts"], out["reason"]

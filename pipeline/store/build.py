@@ -73,7 +73,8 @@ def derive_tables(ingest_dir: Path, cfg: StoreConfig) -> dict[str, pa.Table]:
     read = lambda name: pl.read_parquet(ingest_dir / f"{name}.parquet")  # noqa: E731
     obs = compute.with_steps(read("observations"), cfg.step_window)
     streams, rejects = read("streams"), read("rejects")
-    aggregates = compute.aggregates(obs, cfg.std_ddof)
+    codes = compute.stream_codes(obs["stream_id"])
+    aggregates = compute.aggregates(obs, cfg.std_ddof, codes)
     quality = compute.quality(obs, streams, rejects)
     limits_frame = thresholds(aggregates, quality, cfg)
     limits = dict(limits_frame.select("name", "value").iter_rows())
@@ -81,10 +82,10 @@ def derive_tables(ingest_dir: Path, cfg: StoreConfig) -> dict[str, pa.Table]:
     tables = {
         "sites": read("sites"), "entities": read("entities"), "relations": read("relations"),
         "streams_in": streams,
-        "observations": obs.select("stream_id", "ts", "value", "gap_us", "step_us"),
+        "observations": obs.select("stream_id", "ts", "value", "step_us"),
         "quality": quality.with_columns(quality_band=quality_band(limits, "gap_ratio_abstain_stream", clean)),
         "aggregates": aggregates.with_columns(quality_band=quality_band(limits, "gap_ratio_abstain_window")),
-        "profiles": compute.profiles(obs, cfg.std_ddof),
+        "profiles": compute.profiles(obs, cfg.std_ddof, codes),
         "previews": compute.previews(obs, cfg.preview_points),
         "thresholds": limits_frame,
     }
@@ -101,8 +102,8 @@ def build_store(ingest_dir: Path, out: Path, cfg: StoreConfig, threads: int | No
             con.execute(f"SET threads = {int(threads)}")
         for name, table in tables.items():
             con.register("incoming", table)
-            order = ", ".join(KEYS.get(name, ["stream_id"]))
-            con.execute(f"CREATE {'TEMP ' if name == 'streams_in' else ''}TABLE {name} AS SELECT * FROM incoming ORDER BY {order}")
+            # Arrow tables arrive sorted by their key; insertion order is kept (preserve_insertion_order).
+            con.execute(f"CREATE {'TEMP ' if name == 'streams_in' else ''}TABLE {name} AS SELECT * FROM incoming")
             con.unregister("incoming")
         con.execute(sql.STREAM_INDEX)
         con.execute("DROP TABLE streams_in")
@@ -119,7 +120,8 @@ def build_store(ingest_dir: Path, out: Path, cfg: StoreConfig, threads: int | No
     return StageResult(
         outputs=[f"{name}.parquet" for name in KEYS],
         row_counts={name: tables[name].num_rows for name in KEYS},
-        logical_digests=logical_digests(path),
+        # Digests of the tables as inserted; `logical_digests(path)` re-reads the file (verify does).
+        logical_digests={name: table_digest(tables[name]) for name in KEYS},
         details={"thresholds": limits, "std_ddof": cfg.std_ddof},
         unhashed_outputs=[STORE_FILE],
     )

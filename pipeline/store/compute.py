@@ -10,7 +10,9 @@ from __future__ import annotations
 import numpy as np
 import polars as pl
 
-EVERY = {"day": "1d", "week": "1w", "month": "1mo"}
+DAY = 86_400_000_000
+HOUR = 3_600_000_000
+MONDAY = 4 * DAY  # 1970-01-05, the first Monday after the epoch (a Thursday)
 
 
 def with_steps(obs: pl.DataFrame, step_window: int) -> pl.DataFrame:
@@ -46,21 +48,32 @@ def _moments(values: np.ndarray, starts: np.ndarray, ddof: int) -> dict[str, np.
     }
 
 
-def _stream_codes(stream: pl.Series) -> np.ndarray:
-    return stream.rank("dense").to_numpy().astype(np.int64)
+def stream_codes(stream: pl.Series) -> np.ndarray:
+    """Dense codes of a column sorted by stream id: 0 for the first stream, +1 at each change."""
+    return (stream != stream.shift(1)).fill_null(False).cast(pl.Int64).cum_sum().to_numpy()
 
 
-def aggregates(obs: pl.DataFrame, ddof: int) -> pl.DataFrame:
+def window_bounds(ts: np.ndarray, period: str) -> tuple[np.ndarray, np.ndarray]:
+    """[start, end) of the UTC day, Monday week or calendar month holding each timestamp."""
+    if period == "day":
+        start = ts - np.mod(ts, DAY)
+        return start, start + DAY
+    if period == "week":
+        start = ts - np.mod(ts - MONDAY, 7 * DAY)
+        return start, start + 7 * DAY
+    month = ts.astype("datetime64[us]").astype("datetime64[M]")
+    return month.astype("datetime64[us]").astype(np.int64), (month + 1).astype("datetime64[us]").astype(np.int64)
+
+
+def aggregates(obs: pl.DataFrame, ddof: int, codes: np.ndarray | None = None) -> pl.DataFrame:
     """count, mean, std, min, max, local step, longest gap, coverage and gap ratio per stream x window."""
-    codes = _stream_codes(obs["stream_id"])
+    codes = stream_codes(obs["stream_id"]) if codes is None else codes
     ts = obs["ts"].to_numpy()
     values = obs["value"].to_numpy()
     gap = obs["gap_us"].fill_null(np.iinfo(np.int64).max).to_numpy()
     frames = []
-    for period, every in EVERY.items():
-        moment = pl.from_epoch(obs["ts"], time_unit="us").dt.truncate(every)
-        start = moment.dt.epoch("us").to_numpy()
-        end = moment.dt.offset_by(every).dt.epoch("us").to_numpy()
+    for period in ("day", "week", "month"):
+        start, end = window_bounds(ts, period)
         seg = _segments([codes, start])
         ends = np.append(seg[1:], len(ts)) - 1
         inner = np.maximum.reduceat(np.minimum(gap, ts - start), seg)
@@ -87,16 +100,18 @@ def aggregates(obs: pl.DataFrame, ddof: int) -> pl.DataFrame:
     ).sort("stream_id", "period", "window_start")
 
 
-def profiles(obs: pl.DataFrame, ddof: int) -> pl.DataFrame:
+def profiles(obs: pl.DataFrame, ddof: int, codes: np.ndarray | None = None) -> pl.DataFrame:
     """Calendar profile: count, mean, std, min, max per stream x UTC day of week (0 = Monday) x hour."""
-    moment = pl.from_epoch(pl.col("ts"), time_unit="us")
-    keyed = obs.select(
-        "stream_id", "ts", "value", dow=(moment.dt.weekday() - 1).cast(pl.Int64), hour=moment.dt.hour().cast(pl.Int64)
-    ).sort("stream_id", "dow", "hour", "ts")
-    seg = _segments([_stream_codes(keyed["stream_id"]), keyed["dow"].to_numpy(), keyed["hour"].to_numpy()])
+    codes = stream_codes(obs["stream_id"]) if codes is None else codes
+    ts = obs["ts"].to_numpy()
+    slot = np.mod(ts - MONDAY, 7 * DAY) // HOUR  # hour of the Monday-based week, 0..167
+    # A stable sort on one integer key keeps time order inside each (stream, slot) group.
+    order = np.argsort(codes * 168 + slot, kind="stable")
+    key, values = (codes * 168 + slot)[order], obs["value"].to_numpy()[order]
+    seg = _segments([key])
     return pl.DataFrame({
-        "stream_id": keyed["stream_id"].gather(seg), "dow": keyed["dow"].gather(seg), "hour": keyed["hour"].gather(seg),
-        **_moments(keyed["value"].to_numpy(), seg, ddof),
+        "stream_id": obs["stream_id"].gather(order[seg]), "dow": slot[order[seg]] // 24, "hour": slot[order[seg]] % 24,
+        **_moments(values, seg, ddof),
     }).with_columns(std=pl.col("std").fill_nan(None))
 
 

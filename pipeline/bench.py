@@ -1,0 +1,101 @@
+"""`make bench`: throughput of ingest+store against DuckDB's own CSV -> Parquet copy of the same files.
+
+Run as `python -m pipeline.bench [--repeat N]`. Prints a Markdown table for docs/benchmarks.md.
+Both sides run in this process after imports, on the same files, medians over N runs.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import platform
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import click
+import duckdb
+
+from pipeline.build import build
+from pipeline.config import load_mapping, select_corpora
+from pipeline.workspace import Workspace
+
+
+def _value_files(ws: Workspace, corpus: str) -> list[Path]:
+    mapping = load_mapping(ws.corpus_config(corpus))
+    raw = ws.raw_dir(corpus, mapping.raw_dir)
+    return sorted(p for p in raw.glob(mapping.values.files) if p.is_file())
+
+
+def _records(files: list[Path]) -> int:
+    return sum(max(0, path.read_bytes().count(b"\n") - 1) for path in files)
+
+
+def _ours(ws: Workspace, corpora: list[str]) -> dict[str, float]:
+    with tempfile.TemporaryDirectory() as tmp:
+        outcomes = build(Workspace.from_root(ws.root, tmp), corpora, force=True)
+    seconds: dict[str, float] = {}
+    for outcome in outcomes:
+        seconds[outcome.stage] = seconds.get(outcome.stage, 0.0) + outcome.seconds
+    return seconds
+
+
+def _duckdb_copy(files_by_corpus: dict[str, list[Path]]) -> float:
+    with tempfile.TemporaryDirectory() as tmp:
+        con = duckdb.connect()
+        start = time.perf_counter()
+        for corpus, files in files_by_corpus.items():
+            paths = ", ".join(f"'{p}'" for p in files)
+            con.execute(
+                f"COPY (SELECT * FROM read_csv([{paths}], union_by_name = true)) TO '{tmp}/{corpus}.parquet' "
+                "(FORMAT parquet, COMPRESSION zstd)"
+            )
+        elapsed = time.perf_counter() - start
+        con.close()
+    return elapsed
+
+
+def _cached_cli(ws: Workspace) -> float:
+    """Wall time of a whole `telemetry-bench build --json` process with nothing to rebuild."""
+    exe = Path(sys.executable).with_name("telemetry-bench")
+    env = dict(os.environ, TELEMETRY_BENCH_QUIET="1")
+    subprocess.run([str(exe), "--root", str(ws.root), "build"], check=True, capture_output=True, env=env)
+    start = time.perf_counter()
+    out = subprocess.run([str(exe), "--root", str(ws.root), "build", "--json"], check=True, capture_output=True, env=env)
+    elapsed = time.perf_counter() - start
+    assert {row["status"] for row in json.loads(out.stdout)} == {"cached"}
+    return elapsed
+
+
+@click.command()
+@click.option("--repeat", default=3, show_default=True, help="Runs of each side; medians are reported.")
+@click.option("--corpus", "corpora", multiple=True, help="Corpora to time (default: all).")
+def main(repeat: int, corpora: tuple[str, ...]) -> None:
+    ws = Workspace.from_root()
+    names = select_corpora(ws, corpora)
+    files = {name: _value_files(ws, name) for name in names}
+    records = sum(_records(f) for f in files.values())
+    megabytes = sum(p.stat().st_size for f in files.values() for p in f) / 1e6
+    ours = [_ours(ws, names) for _ in range(repeat)]
+    ingest = statistics.median(r["ingest"] for r in ours)
+    store = statistics.median(r["store"] for r in ours)
+    total = statistics.median(r["ingest"] + r["store"] for r in ours)
+    copy = statistics.median(_duckdb_copy(files) for _ in range(repeat))
+    cached = statistics.median(_cached_cli(ws) for _ in range(repeat))
+    click.echo(f"machine: {platform.machine()}, {os.cpu_count()} cpus, Python {platform.python_version()}, duckdb {duckdb.__version__}")
+    click.echo(f"input: {', '.join(names)}: {records:,} CSV records, {megabytes:.1f} MB; median of {repeat} runs\n")
+    click.echo("| measure | seconds | records/s |")
+    click.echo("|---|---|---|")
+    click.echo(f"| ingest (all corpora) | {ingest:.3f} | {records / ingest:,.0f} |")
+    click.echo(f"| store (all corpora) | {store:.3f} | {records / store:,.0f} |")
+    click.echo(f"| ingest + store | {total:.3f} | {records / total:,.0f} |")
+    click.echo(f"| DuckDB read_csv -> Parquet, same files | {copy:.3f} | {records / copy:,.0f} |")
+    click.echo(f"| **ratio ours / DuckDB (target >= 0.5)** | | **{copy / total:.2f}** |")
+    click.echo(f"| `telemetry-bench build --json`, nothing changed (whole process; target < 2 s) | {cached:.3f} | |")
+
+
+if __name__ == "__main__":
+    main()
