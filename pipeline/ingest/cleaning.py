@@ -114,13 +114,14 @@ def split_cells(frame: pl.DataFrame, file: int, slices: list[Slice], rules: Clea
         sid = pl.lit(sl.sid, dtype=pl.Int32) if sl.sid is not None else pl.col("sid").cast(pl.Int32)
         if sl.unmapped:
             sid = pl.lit(None, dtype=pl.Int32)
-        obs.append(frame.filter(reason.is_null()).select(
+        obs.append(frame.select(
             sid=sid, ts="ts", value=pl.col(f"_v{i}"), raw=pl.col(sl.column), file=pl.lit(file, dtype=pl.Int32), row="row",
-        ))
-        rejects.append(frame.filter(reason.is_not_null()).select(
+            _keep=reason.is_null(),
+        ).filter("_keep").drop("_keep"))
+        rejects.append(frame.select(
             file=pl.lit(file, dtype=pl.Int32), row="row", column=pl.lit(sl.label), sid=sid, ts="ts",
             raw=pl.col(sl.column), reason=reason,
-        ))
+        ).filter(pl.col("reason").is_not_null()))
     return (
         pl.concat(obs) if obs else pl.DataFrame(schema=OBS_SCHEMA),
         pl.concat(rejects) if rejects else pl.DataFrame(schema=REJECT_SCHEMA),
@@ -130,7 +131,7 @@ def split_cells(frame: pl.DataFrame, file: int, slices: list[Slice], rules: Clea
 def resolve_duplicates(obs: pl.DataFrame, rule: str) -> tuple[pl.DataFrame, pl.DataFrame]:
     """Among valid cells sharing (stream, ts), keep one by the declared rule (file order: file, row).
 
-    `obs` must be sorted by (sid, ts, file, row); returns (kept, rejected)."""
+    `obs` must be sorted by (sid, ts), file order kept among equal keys; returns (kept, rejected)."""
     same_prev = (pl.col("sid") == pl.col("sid").shift(1)) & (pl.col("ts") == pl.col("ts").shift(1))
     same_next = (pl.col("sid") == pl.col("sid").shift(-1)) & (pl.col("ts") == pl.col("ts").shift(-1))
     if rule == "reject_all":

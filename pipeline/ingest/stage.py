@@ -87,7 +87,8 @@ def run_ingest(mapping: CorpusMapping, raw: Path, out: Path) -> IngestReport:
         reject_parts.append(_malformed(read, index, slices))
         time_parts.append(_counter_times(frame, slices, rules))
 
-    obs = pl.concat(obs_parts).sort("sid", "ts", "file", "row")
+    # Parts arrive in file order with rows in file order: a stable sort keeps that order among equal (sid, ts).
+    obs = pl.concat(obs_parts).sort("sid", "ts", maintain_order=True)
     obs, duplicates = resolve_duplicates(obs, mapping.cleaning.duplicates)
     steps = pl.concat([
         counter_steps(time_parts, [c for c, r in rules.counters.items() if r == rule], rule.step_window)
