@@ -5,7 +5,7 @@ from __future__ import annotations
 import click
 
 from pipeline import __version__
-from pipeline.cli import build, ingest
+from pipeline.cli import build, ingest, inspect
 
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})
@@ -23,7 +23,5 @@ def main(root: str | None, artifacts: str | None, debug: bool) -> None:
     """
 
 
-for _command in (*build.COMMANDS, *ingest.COMMANDS):
+for _command in (*build.COMMANDS, *ingest.COMMANDS, inspect.inspect):
     main.add_command(_command)
-for _command in build.INSPECT:
-    ingest.inspect.add_command(_command)

@@ -1,4 +1,4 @@
-"""CLI commands of the build: build, inspect store."""
+"""CLI command `build`: every stage, in order, for every corpus."""
 
 from __future__ import annotations
 
@@ -35,32 +35,4 @@ def build(ctx: click.Context, corpora: tuple[str, ...], until: str | None, threa
         ])
 
 
-@click.command("store")
-@click.option("--corpus", required=True, help="Corpus name.")
-@click.option("--json", "as_json", is_flag=True, help="Print JSON.")
-@click.pass_context
-@cli.handle_errors
-def inspect_store(ctx: click.Context, corpus: str, as_json: bool) -> None:
-    """Counts of the tool store, the quality distribution and the thresholds.
-
-    \b
-    Example:
-      telemetry-bench inspect store --corpus xai4heat --json
-    """
-    from pipeline.store.inspect import store_summary
-
-    summary = store_summary(cli.workspace(ctx), corpus)
-    if as_json:
-        cli.echo_json(summary)
-        return
-    for key in ("sites", "streams", "observations", "rejects", "raw_value_cells"):
-        click.echo(f"{key:<18}{summary[key]:,}")
-    click.echo("rejects by reason: " + ", ".join(f"{k} {v:,}" for k, v in summary["rejects_by_reason"].items()))
-    click.echo("tables: " + ", ".join(f"{k} {v:,}" for k, v in summary["tables"].items()))
-    for level, bands in summary["quality"].items():
-        click.echo(f"quality of {level}: " + ", ".join(f"{k} {v:,}" for k, v in bands.items()))
-    click.echo("thresholds: " + ", ".join(f"{k} {v}" for k, v in summary["thresholds"].items()))
-
-
 COMMANDS = (build,)
-INSPECT = (inspect_store,)

@@ -1,4 +1,4 @@
-"""CLI commands of the ingest stage: ingest, inspect ingest, checksum."""
+"""CLI commands of the ingest stage: ingest, checksum."""
 
 from __future__ import annotations
 
@@ -31,39 +31,6 @@ def ingest(ctx: click.Context, corpora: tuple[str, ...], force: bool) -> None:
         )
 
 
-@click.group()
-def inspect() -> None:
-    """Show what a stage produced."""
-
-
-@inspect.command("ingest")
-@click.option("--corpus", required=True, help="Corpus name.")
-@click.option("--json", "as_json", is_flag=True, help="Print JSON.")
-@click.pass_context
-@cli.handle_errors
-def inspect_ingest(ctx: click.Context, corpus: str, as_json: bool) -> None:
-    """Sites, streams, observations, rejects by reason and raw value cells of an ingested corpus.
-
-    \b
-    Example:
-      telemetry-bench inspect ingest --corpus hhw --json
-    """
-    from pipeline.ingest.api import ingest_summary
-
-    summary = ingest_summary(cli.workspace(ctx), corpus)
-    if as_json:
-        cli.echo_json(summary)
-        return
-    click.echo(f"corpus            {corpus}")
-    for key in ("sites", "streams", "observations", "rejects", "raw_value_cells"):
-        click.echo(f"{key:<18}{summary[key]:,}")
-    click.echo("rejects by reason")
-    for reason, n in summary["rejects_by_reason"].items():
-        click.echo(f"  {reason:<26}{n:>10,}")
-    for missing in summary["missing_columns"]:
-        click.echo(f"column absent from file: {missing}")
-
-
 @click.command()
 @click.option("--corpus", required=True, help="Corpus name (its folder under data/raw, or raw_dir of its mapping).")
 @click.option("--write", is_flag=True, help="Write SHA256SUMS for every file in the folder instead of checking it.")
@@ -81,4 +48,4 @@ def checksum(ctx: click.Context, corpus: str, write: bool) -> None:
     click.echo(checksum_corpus(cli.workspace(ctx), corpus, write))
 
 
-COMMANDS = (ingest, inspect, checksum)
+COMMANDS = (ingest, checksum)

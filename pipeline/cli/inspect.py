@@ -1,0 +1,77 @@
+"""`telemetry-bench inspect <stage>`: what a stage produced, as text or JSON."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import click
+
+from pipeline.cli import common as cli
+
+
+@click.group()
+def inspect() -> None:
+    """Show what a stage produced."""
+
+
+def _counts(summary: dict) -> None:
+    click.echo(f"corpus            {summary['corpus']}")
+    for key in ("sites", "streams", "observations", "rejects", "raw_value_cells"):
+        click.echo(f"{key:<18}{summary[key]:,}")
+    click.echo("rejects by reason")
+    for reason, n in summary["rejects_by_reason"].items():
+        click.echo(f"  {reason:<26}{n:>10,}")
+
+
+def _ingest_text(summary: dict) -> None:
+    _counts(summary)
+    for missing in summary["missing_columns"]:
+        click.echo(f"column absent from file: {missing}")
+
+
+def _store_text(summary: dict) -> None:
+    _counts(summary)
+    click.echo("tables: " + ", ".join(f"{k} {v:,}" for k, v in summary["tables"].items()))
+    for level, bands in summary["quality"].items():
+        click.echo(f"quality of {level}: " + ", ".join(f"{k} {v:,}" for k, v in bands.items()))
+    click.echo("thresholds: " + ", ".join(f"{k} {v}" for k, v in summary["thresholds"].items()))
+
+
+def _summary(stage: str) -> Callable:
+    if stage == "ingest":
+        from pipeline.ingest.api import ingest_summary
+
+        return ingest_summary
+    from pipeline.store.inspect import store_summary
+
+    return store_summary
+
+
+def _command(stage: str, render: Callable[[dict], None], doc: str) -> click.Command:
+    @click.option("--corpus", required=True, help="Corpus name.")
+    @click.option("--json", "as_json", is_flag=True, help="Print JSON.")
+    @click.pass_context
+    @cli.handle_errors
+    def command(ctx: click.Context, corpus: str, as_json: bool) -> None:
+        summary = _summary(stage)(cli.workspace(ctx), corpus)
+        if as_json:
+            cli.echo_json(summary)
+        else:
+            render(summary)
+
+    command.__doc__ = doc
+    return inspect.command(stage)(command)
+
+
+_command("ingest", _ingest_text, """Sites, streams, observations, rejects by reason and raw value cells of an ingested corpus.
+
+    \b
+    Example:
+      telemetry-bench inspect ingest --corpus hhw --json
+    """)
+_command("store", _store_text, """Counts of the tool store, its quality distribution and thresholds.
+
+    \b
+    Example:
+      telemetry-bench inspect store --corpus xai4heat --json
+    """)
