@@ -11,8 +11,8 @@ from tests.helpers import make_workspace, real_lines, xai_config
 
 PINNED = {
     "observations": "8ad5d56efee922f91801b3807c179341",
-    "aggregates": "4165f447dd92cd854b016e154971a8f8",
-    "quality": "387b8b40e315b56c9d7c530d6a5a71ce",
+    "aggregates": "4cace854e1b294bbe9b7b94db54cc7eb",
+    "quality": "babdfcbe6ed2be7c4d1bfa7878eed18e",
     "thresholds": "f2ca692b00f97c3b99feb68b300a2e22",
 }
 

@@ -31,6 +31,7 @@ KEYS: dict[str, list[str]] = {
     "profiles": ["stream_id", "dow", "hour"],
     "previews": ["stream_id", "idx"],
     "thresholds": ["name"],
+    "rejects": ["stream_id", "ts", "reason", "raw"],
 }
 
 
@@ -74,20 +75,24 @@ def derive_tables(ingest_dir: Path, cfg: StoreConfig) -> dict[str, pa.Table]:
     obs = compute.with_steps(read("observations"), cfg.step_window)
     streams, rejects = read("streams"), read("rejects")
     codes = compute.stream_codes(obs["stream_id"])
-    aggregates = compute.aggregates(obs, cfg.std_ddof, codes)
+    timed_rejects = rejects.filter(pl.col("stream_id").is_not_null() & pl.col("ts").is_not_null())
+    aggregates = compute.aggregates(obs, cfg.std_ddof, codes, timed_rejects.select("stream_id", "ts", "reason"))
     quality = compute.quality(obs, streams, rejects)
     limits_frame = thresholds(aggregates, quality, cfg)
     limits = dict(limits_frame.select("name", "value").iter_rows())
     clean = (pl.col("duplicate_fraction") == 0) & (pl.col("nan_fraction") == 0)
+    clean_window = (pl.col("duplicates") == 0) & (pl.col("non_finite") == 0)
     tables = {
         "sites": read("sites"), "entities": read("entities"), "relations": read("relations"),
         "streams_in": streams,
         "observations": obs.select("stream_id", "ts", "value", "step_us"),
         "quality": quality.with_columns(quality_band=quality_band(limits, "gap_ratio_abstain_stream", clean)),
-        "aggregates": aggregates.with_columns(quality_band=quality_band(limits, "gap_ratio_abstain_window")),
+        "aggregates": aggregates.with_columns(quality_band=quality_band(limits, "gap_ratio_abstain_window", clean_window)),
         "profiles": compute.profiles(obs, cfg.std_ddof, codes),
         "previews": compute.previews(obs, cfg.preview_points),
         "thresholds": limits_frame,
+        # Rejected cells that have a stream and a time: tools report defect fractions per window.
+        "rejects": timed_rejects.select("stream_id", "ts", "reason", "raw").sort("stream_id", "ts", "reason", "raw"),
     }
     return {name: frame.to_arrow() for name, frame in tables.items()}
 

@@ -65,8 +65,23 @@ def window_bounds(ts: np.ndarray, period: str) -> tuple[np.ndarray, np.ndarray]:
     return month.astype("datetime64[us]").astype(np.int64), (month + 1).astype("datetime64[us]").astype(np.int64)
 
 
-def aggregates(obs: pl.DataFrame, ddof: int, codes: np.ndarray | None = None) -> pl.DataFrame:
-    """count, mean, std, min, max, local step, longest gap, coverage and gap ratio per stream x window."""
+def _reject_counts(rejects: pl.DataFrame | None, period: str) -> pl.DataFrame:
+    """Rejected cells per stream x window: all of them, duplicates, non-finite values."""
+    schema = {"stream_id": pl.String, "window_start": pl.Int64, "rejected": pl.Int64, "duplicates": pl.Int64, "non_finite": pl.Int64}
+    if rejects is None or rejects.height == 0:
+        return pl.DataFrame(schema=schema)
+    starts, _ = window_bounds(rejects["ts"].to_numpy(), period)
+    return rejects.with_columns(window_start=pl.Series(starts)).group_by("stream_id", "window_start").agg(
+        rejected=pl.len().cast(pl.Int64),
+        duplicates=(pl.col("reason") == "duplicate_timestamp").sum().cast(pl.Int64),
+        non_finite=(pl.col("reason") == "non_finite").sum().cast(pl.Int64),
+    )
+
+
+def aggregates(obs: pl.DataFrame, ddof: int, codes: np.ndarray | None = None, rejects: pl.DataFrame | None = None) -> pl.DataFrame:
+    """count, mean, std, min, max, local step, longest gap, coverage, gap ratio and rejected cells per stream x window.
+
+    `rejects` (stream_id, ts, reason): rejected cells with a stream and a time."""
     codes = stream_codes(obs["stream_id"]) if codes is None else codes
     ts = obs["ts"].to_numpy()
     values = obs["value"].to_numpy()
@@ -89,7 +104,9 @@ def aggregates(obs: pl.DataFrame, ddof: int, codes: np.ndarray | None = None) ->
             obs.select(pl.col("step_us")).with_columns(_seg=pl.Series(np.repeat(np.arange(len(seg)), np.diff(np.append(seg, len(ts))))))
             .group_by("_seg", maintain_order=True).agg(pl.col("step_us").median().round(0).cast(pl.Int64))
         )
-        frames.append(frame.with_columns(step_us=steps["step_us"]))
+        counts = _reject_counts(rejects, period)
+        frame = frame.with_columns(step_us=steps["step_us"]).join(counts, on=["stream_id", "window_start"], how="left", maintain_order="left")
+        frames.append(frame.with_columns(pl.col("rejected", "duplicates", "non_finite").fill_null(0)))
     out = pl.concat(frames)
     length = (pl.col("window_end") - pl.col("window_start")).cast(pl.Float64)
     step = pl.col("step_us").cast(pl.Float64)
@@ -140,14 +157,29 @@ def quality(obs: pl.DataFrame, streams: pl.DataFrame, rejects: pl.DataFrame) -> 
         rejected=pl.len(), duplicates=(pl.col("reason") == "duplicate_timestamp").sum(),
         non_finite=(pl.col("reason") == "non_finite").sum(),
     )
-    table = streams.select("stream_id").join(per, on="stream_id", how="left").join(bad, on="stream_id", how="left")
+    # Expected observations = 1 + sum over gaps of gap / local step: the spec's span / step + 1 with a step
+    # that follows cadence changes (60 -> 15 -> 3 minutes) instead of one median for the whole stream.
+    seg = _segments([stream_codes(obs["stream_id"])])
+    gap = obs["gap_us"].cast(pl.Float64).fill_null(0.0).to_numpy()
+    local = obs["step_us"].cast(pl.Float64).fill_null(0.0).to_numpy()
+    with np.errstate(divide="ignore", invalid="ignore"):
+        ratio = np.where(local > 0, gap / local, 0.0)
+    expected = pl.DataFrame({
+        "stream_id": obs["stream_id"].gather(seg),
+        "expected": (1.0 + np.add.reduceat(ratio, seg)) if len(seg) else np.array([], dtype=np.float64),
+    })
+    table = (
+        streams.select("stream_id").join(per, on="stream_id", how="left").join(bad, on="stream_id", how="left")
+        .join(expected, on="stream_id", how="left")
+    )
     total = (pl.col("n").fill_null(0) + pl.col("rejected").fill_null(0)).clip(lower_bound=1).cast(pl.Float64)
     step = pl.col("step_us").cast(pl.Float64)
-    expected = (pl.col("last_ts") - pl.col("first_ts")).cast(pl.Float64) / step + 1
+    expected = pl.col("expected")
     return table.select(
         "stream_id", n=pl.col("n").fill_null(0).cast(pl.Int64), first_ts="first_ts", last_ts="last_ts",
         step_us="step_us", longest_gap_us="longest_gap_us",
         coverage=pl.when(step > 0).then(pl.min_horizontal(pl.lit(1.0), pl.col("n") / expected)).otherwise(0.0),
+        expected_count=expected,
         gap_ratio=pl.when(step > 0).then(pl.col("longest_gap_us") / step).otherwise(None),
         duplicate_fraction=pl.col("duplicates").fill_null(0) / total,
         nan_fraction=pl.col("non_finite").fill_null(0) / total,
@@ -156,3 +188,30 @@ def quality(obs: pl.DataFrame, streams: pl.DataFrame, rejects: pl.DataFrame) -> 
         constant_fraction=pl.col("constant_fraction").fill_null(0.0).cast(pl.Float64),
         distinct_values=pl.col("distinct_values").fill_null(0),
     ).sort("stream_id")
+
+
+def window_stats(ts: np.ndarray, values: np.ndarray, steps: np.ndarray, start: int, end: int, ddof: int) -> dict | None:
+    """The `aggregates` row of one arbitrary window [start, end), computed exactly as the table is.
+
+    Same reductions and the same step, gap and coverage definitions, so a custom window that
+    equals a calendar window gives the same bits as the stored row. None when it is empty."""
+    first, last = int(np.searchsorted(ts, start, "left")), int(np.searchsorted(ts, end, "left"))
+    if last <= first:
+        return None
+    inside = ts[first:last]
+    moments = {k: v[0] for k, v in _moments(values[first:last], np.array([0]), ddof).items()}
+    gaps = np.diff(ts[max(first - 1, 0) : last])
+    if first == 0:
+        gaps = np.concatenate([[np.iinfo(np.int64).max], gaps])
+    inner = int(np.max(np.minimum(gaps, inside - start)))
+    longest = max(inner, end - int(inside[-1]))
+    step = pl.Series(steps[first:last], nan_to_null=True).median()
+    step_us = int(pl.Series([step]).round(0).cast(pl.Int64)[0]) if step is not None else None
+    length = float(end - start)
+    coverage = min(1.0, moments["count"] / (length / float(step_us))) if step_us and step_us > 0 else 0.0
+    return {
+        **moments, "std": None if np.isnan(moments["std"]) else float(moments["std"]),
+        "count": int(moments["count"]), "first_ts": int(inside[0]), "last_ts": int(inside[-1]),
+        "longest_gap_us": longest, "step_us": step_us, "coverage": coverage,
+        "gap_ratio": longest / float(step_us) if step_us and step_us > 0 else None,
+    }

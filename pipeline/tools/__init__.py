@@ -1,0 +1,1 @@
+"""Tools: typed, read-only functions over the tool store, shared by tasks, agents, scorer and MCP."""

@@ -1,0 +1,125 @@
+"""Read-only access to one tool store: stream metadata in memory, stream arrays cached for binary search."""
+
+from __future__ import annotations
+
+import threading
+from collections import OrderedDict
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+from pipeline.store.build import STORE_FILE, open_store
+from pipeline.workspace import Workspace
+
+DEFAULT_CACHE_BYTES = 512 * 1024 * 1024
+
+
+@dataclass(frozen=True)
+class StreamArrays:
+    """One stream's observations in time order (the store's (stream_id, ts) layout)."""
+
+    ts: np.ndarray  # int64 microseconds UTC, strictly increasing
+    value: np.ndarray  # float64
+    step: np.ndarray  # float64 local step of each observation (NaN where the stream has no gap)
+
+    @property
+    def nbytes(self) -> int:
+        return self.ts.nbytes + self.value.nbytes + self.step.nbytes
+
+
+def _compact(text: str | None) -> str:
+    return "".join(ch for ch in (text or "").lower() if ch.isalnum())
+
+
+def words(text: str | None) -> list[str]:
+    """Lowercase alphanumeric words: the normalization of the store's text keys."""
+    out, word = [], []
+    for ch in (text or "").lower():
+        if ch.isalnum():
+            word.append(ch)
+        elif word:
+            out.append("".join(word))
+            word = []
+    if word:
+        out.append("".join(word))
+    return out
+
+
+class ToolStore:
+    """A read-only store opened once; every query binds its parameters. Safe to share across threads."""
+
+    def __init__(self, path: Path, cache_bytes: int = DEFAULT_CACHE_BYTES) -> None:
+        self.path = path
+        self._con = open_store(path)
+        self._lock = threading.Lock()
+        self._cache: OrderedDict[str, StreamArrays] = OrderedDict()
+        self._cache_bytes = cache_bytes
+        self._cached = 0
+        self.streams = {row["stream_id"]: row for row in self._rows("SELECT * FROM streams ORDER BY stream_id")}
+        self.sites = {row["site_id"]: row for row in self._rows("SELECT * FROM sites ORDER BY site_id")}
+        self.quality = {row["stream_id"]: row for row in self._rows("SELECT * FROM quality ORDER BY stream_id")}
+        self.thresholds = {row["name"]: row["value"] for row in self._rows("SELECT name, value FROM thresholds ORDER BY name")}
+        self._site_index = {}
+        for site_id, site in self.sites.items():
+            for name in (site_id, site["label"]):
+                self._site_index.setdefault(_compact(name), site_id)
+
+    @classmethod
+    def for_corpus(cls, ws: Workspace, corpus: str) -> ToolStore:
+        return cls(ws.stage_dir(corpus, "store") / STORE_FILE)
+
+    def close(self) -> None:
+        self._con.close()
+
+    def _rows(self, sql: str, params: list | None = None) -> list[dict]:
+        with self._lock:
+            cursor = self._con.cursor()
+            try:
+                result = cursor.execute(sql, params or [])
+                names = [d[0] for d in result.description]
+                return [dict(zip(names, row, strict=True)) for row in result.fetchall()]
+            finally:
+                cursor.close()
+
+    def site_id(self, text: str) -> str | None:
+        """Site id from an id or a label, ignoring case, spaces and punctuation."""
+        return self._site_index.get(_compact(text))
+
+    def arrays(self, stream_id: str) -> StreamArrays:
+        """The stream's sorted arrays, loaded once by a bound-parameter query and kept in an LRU cache."""
+        with self._lock:
+            if stream_id in self._cache:
+                self._cache.move_to_end(stream_id)
+                return self._cache[stream_id]
+            cursor = self._con.cursor()
+            try:
+                data = cursor.execute(
+                    "SELECT ts, value, coalesce(CAST(step_us AS DOUBLE), 'NaN'::DOUBLE) AS step_us "
+                    "FROM observations WHERE stream_id = ? ORDER BY ts", [stream_id]
+                ).fetchnumpy()
+            finally:
+                cursor.close()
+            arrays = StreamArrays(
+                ts=np.asarray(data["ts"], dtype=np.int64), value=np.asarray(data["value"], dtype=np.float64),
+                step=np.asarray(data["step_us"], dtype=np.float64),
+            )
+            self._cache[stream_id] = arrays
+            self._cached += arrays.nbytes
+            while self._cached > self._cache_bytes and len(self._cache) > 1:
+                _, old = self._cache.popitem(last=False)
+                self._cached -= old.nbytes
+            return arrays
+
+    def aggregate(self, stream_id: str, period: str, window_start: int) -> dict | None:
+        rows = self._rows(
+            "SELECT * FROM aggregates WHERE stream_id = ? AND period = ? AND window_start = ?", [stream_id, period, window_start]
+        )
+        return rows[0] if rows else None
+
+    def reject_counts(self, stream_id: str, start: int, end: int) -> dict[str, int]:
+        rows = self._rows(
+            "SELECT reason, count(*) AS n FROM rejects WHERE stream_id = ? AND ts >= ? AND ts < ? GROUP BY reason ORDER BY reason",
+            [stream_id, start, end],
+        )
+        return {row["reason"]: row["n"] for row in rows}

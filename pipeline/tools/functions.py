@@ -1,0 +1,269 @@
+"""The eight telemetry tools as plain functions of (store, validated input) -> result.
+
+A problem the agent can fix raises ToolFailure; the registry turns it into a ToolError result.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from contracts.tools import (
+    AggregateWindowInput,
+    AggregateWindowResult,
+    CompareSide,
+    CompareWindowInput,
+    CompareWindowResult,
+    InspectQualityInput,
+    InspectQualityResult,
+    InspectQualityWindowInput,
+    InspectQualityWindowResult,
+    ListPointsInput,
+    ListPointsResult,
+    LookupObservationInput,
+    LookupObservationResult,
+    Point,
+    RankedStream,
+    RankWindowInput,
+    RankWindowResult,
+    ResolvePointInput,
+    ResolvePointResult,
+    Thresholds,
+    Window,
+    WindowInput,
+)
+from pipeline.store import compute
+from pipeline.tools import rounding
+from pipeline.tools.access import ToolStore, words
+from pipeline.tools.timeutil import TimestampError, format_us, parse_us
+
+STD_DDOF = 0  # the store's declared ddof (configs/build.toml); windows computed here use the same
+
+
+class ToolFailure(Exception):
+    def __init__(self, code: str, message: str, argument: str | None = None) -> None:
+        super().__init__(message)
+        self.code, self.message, self.argument = code, message, argument
+
+
+def _time(text: str, argument: str) -> int:
+    try:
+        return parse_us(text)
+    except TimestampError as exc:
+        raise ToolFailure(exc.code, str(exc), argument) from None
+
+
+def _stream(store: ToolStore, stream_id: str, argument: str = "stream_id") -> dict:
+    row = store.streams.get(stream_id)
+    if row is None:
+        raise ToolFailure("unknown_stream", f"no stream {stream_id!r}; find stream ids with resolve_point or list_points", argument)
+    if not row["tool_ready"]:
+        raise ToolFailure("empty_stream", f"stream {stream_id!r} has no observations", argument)
+    return row
+
+
+def _site(store: ToolStore, text: str) -> str:
+    site_id = store.site_id(text)
+    if site_id is None:
+        known = ", ".join(sorted(store.sites)[:20])
+        raise ToolFailure("unknown_site", f"no site {text!r}; sites are {known}", "site")
+    return site_id
+
+
+def _point(row: dict) -> Point:
+    return Point(**{k: row[k] for k in Point.model_fields})
+
+
+def _suffix_match(query: str | None, key: str | None) -> bool:
+    """The query's words (compacted) equal the last words of the key: 'primary loop' ~ 'l8 primary loop'."""
+    wanted = "".join(words(query))
+    parts = words(key)
+    return any("".join(parts[i:]) == wanted for i in range(len(parts)))
+
+
+def _same(query: str | None, key: str | None) -> bool:
+    return "".join(words(query)) == "".join(words(key))
+
+
+def resolve_point(store: ToolStore, args: ResolvePointInput) -> ResolvePointResult:
+    site_id = _site(store, args.site)
+    matches = [
+        row for row in store.streams.values()
+        if row["site_id"] == site_id and row["tool_ready"] and _same(args.point_class, row["point_class"])
+        and (args.equipment is None or _suffix_match(args.equipment, row["equipment"]) or _same(args.equipment, row["equipment_type"]))
+        and (args.location is None or _suffix_match(args.location, row["location"]))
+    ]
+    return ResolvePointResult(
+        match_count=len(matches), matches=[_point(r) for r in matches],
+        stream_id=matches[0]["stream_id"] if len(matches) == 1 else None,
+    )
+
+
+def list_points(store: ToolStore, args: ListPointsInput) -> ListPointsResult:
+    site_id = _site(store, args.site)
+    rows = [
+        row for row in store.streams.values()
+        if row["site_id"] == site_id and row["tool_ready"]
+        and (args.point_class is None or _same(args.point_class, row["point_class"]))
+        and (args.equipment_type is None or _same(args.equipment_type, row["equipment_type"]) or _suffix_match(args.equipment_type, row["equipment"]))
+        and (args.location_type is None or _suffix_match(args.location_type, row["location"]))
+    ]
+    return ListPointsResult(site_id=site_id, stream_ids=[r["stream_id"] for r in rows], points=[_point(r) for r in rows])
+
+
+def _window(args: WindowInput) -> tuple[int, int, Window]:
+    start, end = _time(args.window_start, "window_start"), _time(args.window_end, "window_end")
+    if end <= start:
+        raise ToolFailure("invalid_window", "window_end must be after window_start (windows are [start, end))", "window_end")
+    if args.period != "custom":
+        bounds = compute.window_bounds(np.array([start], dtype=np.int64), args.period)
+        if int(bounds[0][0]) != start or int(bounds[1][0]) != end:
+            raise ToolFailure(
+                "misaligned_window",
+                f"a {args.period} window runs from {format_us(int(bounds[0][0]))} to {format_us(int(bounds[1][0]))} (UTC); "
+                "use those bounds or period 'custom'", "window_start",
+            )
+    return start, end, Window(window_start=format_us(start), window_end=format_us(end), period=args.period)
+
+
+def _stats(store: ToolStore, stream_id: str, start: int, end: int, period: str) -> dict | None:
+    if period != "custom":
+        return store.aggregate(stream_id, period, start)
+    arrays = store.arrays(stream_id)
+    return compute.window_stats(arrays.ts, arrays.value, arrays.step, start, end, STD_DDOF)
+
+
+def _metric(stats: dict, metric: str) -> float:
+    return float(stats["count"]) if metric == "count" else rounding.value(stats[metric] if stats[metric] is not None else float("nan"))
+
+
+def _required_stats(store: ToolStore, stream_id: str, start: int, end: int, period: str, argument: str) -> dict:
+    stats = _stats(store, stream_id, start, end, period)
+    if stats is None:
+        raise ToolFailure("empty_window", f"stream {stream_id!r} has no observations in [{format_us(start)}, {format_us(end)})", argument)
+    if stats.get("std") is None:
+        stats = {**stats, "std": None}
+    return stats
+
+
+def aggregate_window(store: ToolStore, args: AggregateWindowInput) -> AggregateWindowResult:
+    _stream(store, args.stream_id)
+    start, end, window = _window(args)
+    stats = _required_stats(store, args.stream_id, start, end, args.period, "stream_id")
+    if args.metric == "std" and stats["std"] is None:
+        raise ToolFailure("empty_window", "std needs more observations in this window", "metric")
+    return AggregateWindowResult(
+        stream_id=args.stream_id, window=window, metric=args.metric, value=_metric(stats, args.metric),
+        count=int(stats["count"]), mean=rounding.value(stats["mean"]), std=rounding.value(stats["std"]),
+        min=rounding.value(stats["min"]), max=rounding.value(stats["max"]),
+    )
+
+
+def compare_window(store: ToolStore, args: CompareWindowInput) -> CompareWindowResult:
+    _stream(store, args.left_stream_id, "left_stream_id")
+    _stream(store, args.right_stream_id, "right_stream_id")
+    start, end, window = _window(args)
+    sides = []
+    for stream_id, argument in ((args.left_stream_id, "left_stream_id"), (args.right_stream_id, "right_stream_id")):
+        stats = _required_stats(store, stream_id, start, end, args.period, argument)
+        sides.append(CompareSide(stream_id=stream_id, value=_metric(stats, args.metric), count=int(stats["count"])))
+    left, right = sides
+    tie = left.value == right.value
+    winner = None if tie else (left.stream_id if left.value > right.value else right.stream_id)
+    return CompareWindowResult(
+        window=window, metric=args.metric, left=left, right=right, winning_stream_id=winner, tie=tie,
+        difference=rounding.value(left.value - right.value),
+    )
+
+
+def rank_window(store: ToolStore, args: RankWindowInput) -> RankWindowResult:
+    for index, stream_id in enumerate(args.stream_ids):
+        _stream(store, stream_id, f"stream_ids[{index}]")
+    start, end, window = _window(args)
+    scored, empty = [], []
+    for stream_id in dict.fromkeys(args.stream_ids):
+        stats = _stats(store, stream_id, start, end, args.period)
+        if stats is None:
+            empty.append(stream_id)
+        else:
+            scored.append((_metric(stats, args.metric), stream_id, int(stats["count"])))
+    sign = -1 if args.order == "desc" else 1
+    scored.sort(key=lambda item: (sign * item[0], item[1]))  # ties: smaller stream id first
+    ranked = [RankedStream(rank=i + 1, stream_id=s, value=v, count=n) for i, (v, s, n) in enumerate(scored[: args.top_k])]
+    return RankWindowResult(window=window, metric=args.metric, order=args.order, ranked_streams=ranked, without_data=sorted(empty))
+
+
+def lookup_observation(store: ToolStore, args: LookupObservationInput) -> LookupObservationResult:
+    _stream(store, args.stream_id)
+    at = _time(args.timestamp, "timestamp")
+    arrays = store.arrays(args.stream_id)
+    index = int(np.searchsorted(arrays.ts, at, "left"))
+    exact = index < len(arrays.ts) and int(arrays.ts[index]) == at
+    base = {"stream_id": args.stream_id, "requested_timestamp": format_us(at), "mode": args.mode, "exact_match_found": exact}
+    if exact:
+        found = index
+    elif args.mode == "exact":
+        return LookupObservationResult(**base, observed_timestamp=None, value=None, offset_seconds=None, fallback_reason="no_exact_match")
+    else:
+        before, after = index - 1, index
+        candidates = [i for i in (before, after) if 0 <= i < len(arrays.ts)]
+        # Nearest by absolute offset; a tie goes to the earlier observation.
+        found = min(candidates, key=lambda i: (abs(int(arrays.ts[i]) - at), int(arrays.ts[i])))
+    observed = int(arrays.ts[found])
+    return LookupObservationResult(
+        **base, observed_timestamp=format_us(observed), value=rounding.value(arrays.value[found]),
+        offset_seconds=rounding.seconds(observed - at), fallback_reason=None if exact else "nearest_observation",
+    )
+
+
+def _thresholds(store: ToolStore) -> Thresholds:
+    return Thresholds(**{name: store.thresholds[name] for name in Thresholds.model_fields})
+
+
+def inspect_quality(store: ToolStore, args: InspectQualityInput) -> InspectQualityResult:
+    _stream(store, args.stream_id)
+    q = store.quality[args.stream_id]
+    return InspectQualityResult(
+        stream_id=args.stream_id, observations=int(q["n"]),
+        first_timestamp=format_us(q["first_ts"]) if q["first_ts"] is not None else None,
+        last_timestamp=format_us(q["last_ts"]) if q["last_ts"] is not None else None,
+        step_seconds=rounding.seconds(q["step_us"]), longest_gap_seconds=rounding.seconds(q["longest_gap_us"]),
+        coverage=rounding.value(q["coverage"]), gap_ratio=rounding.value(q["gap_ratio"]),
+        duplicate_fraction=rounding.value(q["duplicate_fraction"]), nan_fraction=rounding.value(q["nan_fraction"]),
+        zero_fraction=rounding.value(q["zero_fraction"]), constant_fraction=rounding.value(q["constant_fraction"]),
+        quality_band=q["quality_band"], thresholds=_thresholds(store),
+    )
+
+
+def window_band(store: ToolStore, coverage: float, gap_ratio: float | None, clean: bool) -> str:
+    """The window quality decision, in order: low_coverage, long_gap, healthy, marginal (as in the store)."""
+    t = store.thresholds
+    if coverage < t["coverage_abstain"]:
+        return "low_coverage"
+    if gap_ratio is None or gap_ratio > t["gap_ratio_abstain_window"]:
+        return "long_gap"
+    if coverage >= t["coverage_answer"] and gap_ratio <= t["gap_ratio_answer"] and clean:
+        return "healthy"
+    return "marginal"
+
+
+def inspect_quality_window(store: ToolStore, args: InspectQualityWindowInput) -> InspectQualityWindowResult:
+    _stream(store, args.stream_id)
+    start, end, window = _window(args)
+    stats = _required_stats(store, args.stream_id, start, end, args.period, "stream_id")
+    if args.period == "custom":
+        counts = store.reject_counts(args.stream_id, start, end)
+        rejected, dups, bad = sum(counts.values()), counts.get("duplicate_timestamp", 0), counts.get("non_finite", 0)
+    else:
+        rejected, dups, bad = stats["rejected"], stats["duplicates"], stats["non_finite"]
+    total = stats["count"] + rejected
+    duplicates, nans = dups / total, bad / total
+    step = stats["step_us"]
+    expected = (end - start) / step if step else 0.0
+    return InspectQualityWindowResult(
+        stream_id=args.stream_id, window=window, count=int(stats["count"]), expected_count=rounding.value(expected),
+        step_seconds=rounding.seconds(step), longest_gap_seconds=rounding.seconds(stats["longest_gap_us"]),
+        coverage=rounding.value(stats["coverage"]), gap_ratio=rounding.value(stats["gap_ratio"]),
+        duplicate_fraction=rounding.value(duplicates), nan_fraction=rounding.value(nans),
+        quality_band=window_band(store, stats["coverage"], stats["gap_ratio"], duplicates == 0 and nans == 0),
+        thresholds=_thresholds(store),
+    )
