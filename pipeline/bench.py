@@ -70,10 +70,29 @@ def _cached_cli(ws: Workspace) -> float:
     return elapsed
 
 
+def _tool_table(ws: Workspace, names: list[str], calls: int) -> None:
+    """p50/p99 per tool over `calls` calls on each corpus's store (built first if needed)."""
+    from pipeline.bench_tools import latencies
+    from pipeline.tools.access import ToolStore
+
+    build(ws, names)
+    click.echo(f"\n| tool | {' | '.join(f'{n} p50 ms | {n} p99 ms' for n in names)} |")
+    click.echo("|---|" + "---|---|" * len(names))
+    results = {}
+    for name in names:
+        store = ToolStore.for_corpus(ws, name)
+        results[name] = latencies(store, calls)
+        store.close()
+    for tool in results[names[0]]:
+        cells = " | ".join(f"{results[n][tool][0]:.3f} | {results[n][tool][1]:.3f}" for n in names)
+        click.echo(f"| {tool} | {cells} |")
+
+
 @click.command()
 @click.option("--repeat", default=3, show_default=True, help="Runs of each side; medians are reported.")
 @click.option("--corpus", "corpora", multiple=True, help="Corpora to time (default: all).")
-def main(repeat: int, corpora: tuple[str, ...]) -> None:
+@click.option("--tool-calls", default=1000, show_default=True, help="Calls per tool for the latency table (0: skip).")
+def main(repeat: int, corpora: tuple[str, ...], tool_calls: int) -> None:
     ws = Workspace.from_root()
     names = select_corpora(ws, corpora)
     files = {name: _value_files(ws, name) for name in names}
@@ -95,6 +114,8 @@ def main(repeat: int, corpora: tuple[str, ...]) -> None:
     click.echo(f"| DuckDB read_csv -> Parquet, same files | {copy:.3f} | {records / copy:,.0f} |")
     click.echo(f"| **ratio ours / DuckDB (target >= 0.5)** | | **{copy / total:.2f}** |")
     click.echo(f"| `telemetry-bench build --json`, nothing changed (whole process; target < 2 s) | {cached:.3f} | |")
+    if tool_calls:
+        _tool_table(ws, names, tool_calls)
 
 
 if __name__ == "__main__":

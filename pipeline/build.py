@@ -92,6 +92,7 @@ class Stage:
     contracts: tuple[type, ...]
     identity: Callable[[Context], tuple[dict, dict[str, str]]]  # (config slice, inputs)
     run: Callable[[Context, Path], StageResult]
+    uses_tools: bool = False  # stages that call the tools (tasks onwards) carry the registry version
 
 
 STAGES: tuple[Stage, ...] = (
@@ -106,6 +107,10 @@ def stage_names() -> list[str]:
 
 def identity_of(stage: Stage, ctx: Context) -> StageIdentity:
     config, inputs = stage.identity(ctx)
+    if stage.uses_tools:
+        from pipeline.tools.registry import registry_version
+
+        inputs = {**inputs, "tool_registry": registry_version()}
     return StageIdentity(
         corpus=ctx.corpus, stage=stage.name, code_version=code_version(stage.packages),
         contract_hash=contract_hash(stage.contracts), config_hash=config_digest(config),

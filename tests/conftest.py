@@ -11,3 +11,17 @@ def xai_slice():
     from tests.helpers import real_lines
 
     return real_lines
+
+
+@pytest.fixture(scope="session")
+def real_artifacts(tmp_path_factory):
+    """Both shipped corpora built once (ingest and store) into a temporary artifacts folder."""
+    from click.testing import CliRunner
+
+    from pipeline.cli import main
+    from tests.helpers import REPO
+
+    folder = tmp_path_factory.mktemp("real-artifacts")
+    result = CliRunner().invoke(main, ["--root", str(REPO), "--artifacts", str(folder), "build"])
+    assert result.exit_code == 0, result.output
+    return folder

@@ -162,3 +162,17 @@ def test_store_file_holds_what_the_manifest_digests(ws):
     folder = ws.stage_dir("hhw", "store")
     manifest = json.loads((folder / MANIFEST).read_text())
     assert logical_digests(folder / STORE_FILE) == manifest["logical_digests"]
+
+
+def test_tool_registry_version_enters_the_identity_of_stages_that_use_tools(ws, monkeypatch):
+    from pipeline import build as build_module
+    from pipeline.tools import registry
+
+    ctx = build_module.Context(ws=ws, mapping=build_module.load_mapping(ws.corpus_config("xai4heat")),
+                               config=build_module.load_build_config(ws), threads=None)
+    store_stage = build_module.STAGES[1]
+    user = build_module.Stage("uses", (), (), store_stage.identity, store_stage.run, uses_tools=True)
+    before = (build_module.identity_of(user, ctx).cache_key, build_module.identity_of(store_stage, ctx).cache_key)
+    monkeypatch.setattr(registry, "SEMANTICS_VERSION", registry.SEMANTICS_VERSION + 1)
+    after = (build_module.identity_of(user, ctx).cache_key, build_module.identity_of(store_stage, ctx).cache_key)
+    assert before[0] != after[0] and before[1] == after[1]

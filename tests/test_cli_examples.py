@@ -3,6 +3,9 @@
 from __future__ import annotations
 
 import shlex
+import subprocess
+import sys
+from pathlib import Path
 
 import click
 import pytest
@@ -37,16 +40,18 @@ def test_every_command_has_an_example(path, command):
     assert examples(command), f"{' '.join(path)} --help has no Example:"
 
 
-@pytest.fixture(scope="module")
-def artifacts(tmp_path_factory):
-    folder = tmp_path_factory.mktemp("artifacts")
-    result = CliRunner().invoke(main, ["--root", str(REPO), "--artifacts", str(folder), "build"])
-    assert result.exit_code == 0, result.output
-    return folder
+@pytest.fixture
+def artifacts(real_artifacts):
+    return real_artifacts
 
 
 @pytest.mark.parametrize("example", [e for _, c in ALL for e in examples(c)] + [e for e in examples(main)])
 def test_examples_run(example, artifacts):
-    args = shlex.split(example)[1:]
-    result = CliRunner().invoke(main, ["--root", str(REPO), "--artifacts", str(artifacts), *args])
+    args = ["--root", str(REPO), "--artifacts", str(artifacts), *shlex.split(example)[1:]]
+    if "serve" in args:  # a stdio server: run it for real, with stdin closed so it ends
+        exe = Path(sys.executable).with_name("telemetry-bench")
+        done = subprocess.run([str(exe), *args], stdin=subprocess.DEVNULL, capture_output=True, timeout=60)
+        assert done.returncode == 0, done.stderr.decode()
+        return
+    result = CliRunner().invoke(main, args)
     assert result.exit_code == 0, f"{example}: {result.output}"

@@ -14,12 +14,9 @@ from tests.helpers import REPO
 EXPECTED = {"xai4heat": (5, 1_477_208), "hhw": (10, 984_255)}
 
 
-@pytest.fixture(scope="module")
-def built(tmp_path_factory):
-    artifacts = tmp_path_factory.mktemp("artifacts")
-    result = CliRunner().invoke(main, ["--root", str(REPO), "--artifacts", str(artifacts), "ingest"])
-    assert result.exit_code == 0, result.output
-    return artifacts
+@pytest.fixture
+def built(real_artifacts):
+    return real_artifacts
 
 
 @pytest.mark.parametrize("corpus", sorted(EXPECTED))
@@ -69,7 +66,7 @@ def test_xai4heat_defects_each_have_a_reason(built):
 
 
 def test_ingest_is_deterministic(built, tmp_path):
-    result = CliRunner().invoke(main, ["--root", str(REPO), "--artifacts", str(tmp_path), "ingest"])
+    result = CliRunner().invoke(main, ["--root", str(REPO), "--artifacts", str(tmp_path), "ingest", "--force"])
     assert result.exit_code == 0
     for corpus in EXPECTED:
         for path in sorted((built / corpus / "ingest").iterdir()):

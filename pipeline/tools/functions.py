@@ -192,6 +192,16 @@ def rank_window(store: ToolStore, args: RankWindowInput) -> RankWindowResult:
     return RankWindowResult(window=window, metric=args.metric, order=args.order, ranked_streams=ranked, without_data=sorted(empty))
 
 
+def nearest_index(ts: np.ndarray, at: int) -> int:
+    """Index of the observation closest to `at` in sorted, non-empty `ts`; a tie goes to the earlier one."""
+    after = int(np.searchsorted(ts, at, "left"))
+    if after == 0:
+        return 0
+    if after == len(ts):
+        return len(ts) - 1
+    return after - 1 if at - int(ts[after - 1]) <= int(ts[after]) - at else after
+
+
 def lookup_observation(store: ToolStore, args: LookupObservationInput) -> LookupObservationResult:
     _stream(store, args.stream_id)
     at = _time(args.timestamp, "timestamp")
@@ -204,10 +214,7 @@ def lookup_observation(store: ToolStore, args: LookupObservationInput) -> Lookup
     elif args.mode == "exact":
         return LookupObservationResult(**base, observed_timestamp=None, value=None, offset_seconds=None, fallback_reason="no_exact_match")
     else:
-        before, after = index - 1, index
-        candidates = [i for i in (before, after) if 0 <= i < len(arrays.ts)]
-        # Nearest by absolute offset; a tie goes to the earlier observation.
-        found = min(candidates, key=lambda i: (abs(int(arrays.ts[i]) - at), int(arrays.ts[i])))
+        found = nearest_index(arrays.ts, at)
     observed = int(arrays.ts[found])
     return LookupObservationResult(
         **base, observed_timestamp=format_us(observed), value=rounding.value(arrays.value[found]),

@@ -2,10 +2,8 @@
 
 from __future__ import annotations
 
-import json
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
 from pydantic import BaseModel, ValidationError
@@ -29,7 +27,7 @@ from contracts.tools import (
     ResolvePointResult,
     ToolError,
 )
-from pipeline.canonical import digest_value, pretty_json
+from pipeline.canonical import digest_value
 from pipeline.tools import functions, refs, rounding
 from pipeline.tools.access import ToolStore
 
@@ -139,21 +137,3 @@ def describe() -> list[dict]:
         {"name": t.name, "description": t.description, "input_schema": t.input_schema(), "output_schema": t.output_schema()}
         for t in TOOLS
     ]
-
-
-def write_schemas(folder: Path) -> list[Path]:
-    """contracts/schemas/tools/<name>.input.json and .output.json, plus the registry version."""
-    folder.mkdir(parents=True, exist_ok=True)
-    written = []
-    for tool in TOOLS:
-        for kind, schema in (("input", tool.input_schema()), ("output", tool.output_schema())):
-            path = folder / f"{tool.name}.{kind}.json"
-            path.write_text(pretty_json(schema), encoding="utf-8")
-            written.append(path)
-    version = folder / "REGISTRY_VERSION"
-    version.write_text(registry_version() + "\n", encoding="utf-8")
-    return [*written, version]
-
-
-def schema_text(tool: Tool) -> str:
-    return json.dumps(tool.input_schema(), sort_keys=True)

@@ -1,0 +1,97 @@
+"""CLI commands of the tools: tool, tools, serve."""
+
+from __future__ import annotations
+
+import click
+
+from pipeline.cli import common as cli
+
+
+@click.command()
+@click.argument("name")
+@click.option("--corpus", required=True, help="Corpus whose tool store answers.")
+@click.option("--args", "arguments", default="{}", show_default=True, help="Arguments as a JSON object.")
+@click.pass_context
+@cli.handle_errors
+def tool(ctx: click.Context, name: str, corpus: str, arguments: str) -> None:
+    """Call one tool and print its result as JSON (an error result is a result: exit status 0).
+
+    \b
+    Example:
+      telemetry-bench tool resolve_point --corpus xai4heat --args '{"site": "L8", "point_class": "Leaving_Hot_Water_Temperature_Sensor", "equipment": "primary loop"}'
+      telemetry-bench tool lookup_observation --corpus xai4heat --args '{"stream_id": "L8__t_sup_prim", "timestamp": "2022-01-10T10:24:00+01:00", "mode": "nearest"}'
+    """
+    from pipeline.tools.api import run_tool
+
+    cli.echo_json(run_tool(cli.workspace(ctx), corpus, name, arguments))
+
+
+@click.command()
+@click.option("--corpus", help="Check that this corpus has a tool store (the toolset is the same for every corpus).")
+@click.option("--json", "as_json", is_flag=True, help="Print names, descriptions and JSON Schemas as JSON.")
+@click.pass_context
+@cli.handle_errors
+def tools(ctx: click.Context, corpus: str | None, as_json: bool) -> None:
+    """List the tool registry: names, descriptions for agents, input and output schemas.
+
+    \b
+    Example:
+      telemetry-bench tools --corpus xai4heat
+    """
+    from pipeline.tools.api import listing, open_tools
+
+    if corpus:
+        open_tools(cli.workspace(ctx), corpus).close()
+    data = listing()
+    if as_json:
+        cli.echo_json(data)
+        return
+    click.echo(f"registry version {data['registry_version']}")
+    for item in data["tools"]:
+        arguments = ", ".join(item["input_schema"].get("properties", {}))
+        click.echo(f"\n{item['name']}({arguments})\n  {item['description']}")
+
+
+@click.command()
+@click.option("--corpus", required=True, help="Corpus whose tool store the server exposes.")
+@click.pass_context
+@cli.handle_errors
+def serve(ctx: click.Context, corpus: str) -> None:
+    """Serve the corpus's tools over MCP on stdio (read-only), for any MCP client; it ends when stdin closes.
+
+    \b
+    Example:
+      telemetry-bench serve --corpus xai4heat
+    """
+    from pipeline.tools.api import open_tools
+    from pipeline.tools.server import serve_stdio
+
+    serve_stdio(open_tools(cli.workspace(ctx), corpus), corpus)
+
+
+@click.command()
+@click.option("--check", is_flag=True, help="Exit 1 if a committed schema is missing or out of date, writing nothing.")
+@click.pass_context
+@cli.handle_errors
+def schemas(ctx: click.Context, check: bool) -> None:
+    """Write the JSON Schemas of every contract and tool to contracts/schemas/ (or check them).
+
+    \b
+    Example:
+      telemetry-bench schemas --check
+    """
+    from pipeline.errors import ConfigError
+    from pipeline.schemas import stale, write
+
+    folder = cli.workspace(ctx).root / "contracts" / "schemas"
+    if check:
+        outdated = stale(folder)
+        if outdated:
+            raise ConfigError(f"{folder}: out of date: {', '.join(outdated)}; run `telemetry-bench schemas` and commit")
+        click.echo(f"{folder}: up to date")
+        return
+    written = write(folder)
+    click.echo(f"{folder}: {len(written)} files written" + (f" ({', '.join(written)})" if written else ""))
+
+
+COMMANDS = (tool, tools, serve, schemas)

@@ -1,0 +1,41 @@
+"""contracts/schemas/: the JSON Schemas of every contract, written from the pydantic models."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from contracts.build import BuildConfig
+from contracts.corpus import CorpusMapping
+from contracts.ingest import IngestReport
+from contracts.manifest import StageManifest
+from pipeline.canonical import pretty_json
+from pipeline.tools import registry
+
+MODELS = {"corpus_mapping": CorpusMapping, "build_config": BuildConfig, "ingest_report": IngestReport, "stage_manifest": StageManifest}
+
+
+def expected_files() -> dict[str, str]:
+    """Relative path under contracts/schemas -> file text."""
+    files = {f"{name}.schema.json": pretty_json(model.model_json_schema()) for name, model in MODELS.items()}
+    for tool in registry.TOOLS:
+        files[f"tools/{tool.name}.input.schema.json"] = pretty_json(tool.input_schema())
+        files[f"tools/{tool.name}.output.schema.json"] = pretty_json(tool.output_schema())
+    files["tools/REGISTRY_VERSION"] = registry.registry_version() + "\n"
+    return files
+
+
+def write(folder: Path) -> list[str]:
+    written = []
+    for rel, text in sorted(expected_files().items()):
+        path = folder / rel
+        path.parent.mkdir(parents=True, exist_ok=True)
+        if not path.is_file() or path.read_text(encoding="utf-8") != text:
+            path.write_text(text, encoding="utf-8")
+            written.append(rel)
+    return written
+
+
+def stale(folder: Path) -> list[str]:
+    """Files that are missing or differ from what the models give now."""
+    return [rel for rel, text in sorted(expected_files().items())
+            if not (folder / rel).is_file() or (folder / rel).read_text(encoding="utf-8") != text]

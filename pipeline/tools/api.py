@@ -1,0 +1,32 @@
+"""Library entry points behind the tool CLI commands."""
+
+from __future__ import annotations
+
+import json
+
+from pipeline.config import select_corpora
+from pipeline.tools import registry
+from pipeline.tools.access import ToolStore
+from pipeline.workspace import Workspace
+
+
+def open_tools(ws: Workspace, corpus: str) -> ToolStore:
+    select_corpora(ws, [corpus])
+    return ToolStore.for_corpus(ws, corpus)
+
+
+def run_tool(ws: Workspace, corpus: str, name: str, arguments: str) -> dict:
+    """One call from JSON text; bad JSON is an error result like any other argument error."""
+    try:
+        parsed = json.loads(arguments)
+    except json.JSONDecodeError as exc:
+        return {"error": True, "code": "invalid_argument", "message": f"--args is not JSON: {exc}", "argument": None}
+    store = open_tools(ws, corpus)
+    try:
+        return registry.call(store, name, parsed)
+    finally:
+        store.close()
+
+
+def listing() -> dict:
+    return {"registry_version": registry.registry_version(), "tools": registry.describe()}
