@@ -14,6 +14,7 @@ from contracts.build import BuildConfig, StoreConfig
 from contracts.corpus import CorpusMapping
 from contracts.ingest import IngestReport
 from contracts.manifest import StageManifest
+from contracts.tasks import FamiliesConfig, Task
 from pipeline.config import load_mapping, select_corpora
 from pipeline.errors import ConfigError
 from pipeline.manifest import (
@@ -85,6 +86,28 @@ def _store_run(ctx: Context, out: Path) -> StageResult:
     return build_store(ctx.stage_dir("ingest"), out, ctx.config.store, ctx.threads)
 
 
+def load_families(ws: Workspace) -> FamiliesConfig:
+    path = ws.configs_dir / "families.toml"
+    if not path.is_file():
+        raise ConfigError(f"{path}: missing; the tasks stage needs the family declarations")
+    try:
+        return FamiliesConfig.model_validate(tomllib.loads(path.read_text(encoding="utf-8")))
+    except (tomllib.TOMLDecodeError, ValidationError) as exc:
+        raise ConfigError(f"{path}: invalid family declarations: {exc}") from exc
+
+
+def _tasks_identity(ctx: Context) -> tuple[dict, dict[str, str]]:
+    config = {"families": load_families(ctx.ws).model_dump(mode="json"), "held_out_sites": ctx.mapping.held_out_sites}
+    return config, {**_upstream_outputs(ctx, "store"), **_upstream_outputs(ctx, "ingest")}
+
+
+def _tasks_run(ctx: Context, out: Path) -> StageResult:
+    from pipeline.tasks.compile import compile_tasks
+
+    return compile_tasks(ctx.stage_dir("store"), ctx.stage_dir("ingest"), load_families(ctx.ws), ctx.corpus,
+                         ctx.mapping.held_out_sites, out)
+
+
 @dataclass(frozen=True)
 class Stage:
     name: str
@@ -98,6 +121,7 @@ class Stage:
 STAGES: tuple[Stage, ...] = (
     Stage("ingest", ("ingest",), (CorpusMapping, IngestReport), _ingest_identity, _ingest_run),
     Stage("store", ("store",), (StoreConfig, StageManifest), _store_identity, _store_run),
+    Stage("tasks", ("store", "tools", "tasks"), (FamiliesConfig, Task), _tasks_identity, _tasks_run, uses_tools=True),
 )
 
 

@@ -26,6 +26,9 @@ def make_workspace(tmp: Path, name: str, config: str, files: dict[str, str | byt
     """A project root with one corpus mapping and its raw files (text or bytes)."""
     (tmp / "configs" / "corpora").mkdir(parents=True, exist_ok=True)
     (tmp / "configs" / "corpora" / f"{name}.toml").write_text(config, encoding="utf-8")
+    for shared in ("build.toml", "families.toml"):
+        if not (tmp / "configs" / shared).exists():
+            shutil.copyfile(REPO / "configs" / shared, tmp / "configs" / shared)
     raw = tmp / "data" / "raw" / name
     raw.mkdir(parents=True, exist_ok=True)
     for rel, content in files.items():

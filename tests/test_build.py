@@ -24,6 +24,7 @@ HHW_CSV = "\n".join(real_lines("hhw/timeseries/127hhw_system_data.csv", range(2,
 def tiny_workspace(root) -> Workspace:
     (root / "configs" / "corpora").mkdir(parents=True)
     shutil.copyfile(REPO / "configs" / "build.toml", root / "configs" / "build.toml")
+    shutil.copyfile(REPO / "configs" / "families.toml", root / "configs" / "families.toml")
     (root / "configs" / "corpora" / "xai4heat.toml").write_text(xai_config(held_out_sites="[]"))
     (root / "configs" / "corpora" / "hhw.toml").write_text(copy_config("hhw").replace('held_out_sites = ["building124"]', "held_out_sites = []"))
     raw = root / "data" / "raw"
@@ -113,7 +114,7 @@ def test_threads_do_not_change_outputs(ws, tmp_path):
     build(other, threads=1, force=True)
     build(ws, threads=2, force=True)
     for corpus in ("xai4heat", "hhw"):
-        for stage in ("ingest", "store"):
+        for stage in ("ingest", "store", "tasks"):
             a, b = ws.stage_dir(corpus, stage), other.stage_dir(corpus, stage)
             names = sorted(p.name for p in a.iterdir() if p.name != STORE_FILE)
             assert names == sorted(p.name for p in b.iterdir() if p.name != STORE_FILE)
@@ -139,7 +140,7 @@ def test_build_json_cli(ws):
     assert result.exit_code == 0, result.output
     rows = json.loads(result.output)
     assert [(r["corpus"], r["stage"], r["status"]) for r in rows] == [
-        ("hhw", "ingest", "cached"), ("hhw", "store", "cached"), ("xai4heat", "ingest", "cached"), ("xai4heat", "store", "cached"),
+        (corpus, stage, "cached") for corpus in ("hhw", "xai4heat") for stage in ("ingest", "store", "tasks")
     ]
     assert all(isinstance(r["seconds"], float) for r in rows)
 

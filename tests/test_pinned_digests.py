@@ -20,6 +20,6 @@ PINNED = {
 def test_tiny_slice_digests_are_pinned(tmp_path):
     body = "\n".join(real_lines("xai4heat/xai4heat_scada_L4.csv", range(36000, 36050))) + "\n"
     ws = make_workspace(tmp_path, "xai4heat", xai_config(held_out_sites="[]"), {"xai4heat_scada_L4.csv": body})
-    build(ws)
+    build(ws, until="store")
     manifest = json.loads((ws.stage_dir("xai4heat", "store") / MANIFEST).read_text())
     assert {name: manifest["logical_digests"][name] for name in PINNED} == PINNED

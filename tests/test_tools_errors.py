@@ -27,7 +27,7 @@ W = {"window_start": "2019-11-01T00:00:00Z", "window_end": "2019-11-02T00:00:00Z
 @pytest.fixture(scope="module")
 def store(tmp_path_factory):
     ws = make_workspace(tmp_path_factory.mktemp("tools"), "xai4heat", xai_config(held_out_sites="[]"), {"xai4heat_scada_L4.csv": BODY})
-    build(ws)
+    build(ws, until="store")
     opened = ToolStore.for_corpus(ws, "xai4heat")
     yield opened
     opened.close()

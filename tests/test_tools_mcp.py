@@ -23,7 +23,7 @@ BODY = "\n".join(real_lines("xai4heat/xai4heat_scada_L8.csv", range(20000, 20400
 def ws(tmp_path_factory):
     workspace = make_workspace(tmp_path_factory.mktemp("mcp"), "xai4heat", xai_config(held_out_sites="[]"),
                                {"xai4heat_scada_L8.csv": BODY})
-    build(workspace)
+    build(workspace, until="store")
     return workspace
 
 

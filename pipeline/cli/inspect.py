@@ -37,11 +37,25 @@ def _store_text(summary: dict) -> None:
     click.echo("thresholds: " + ", ".join(f"{k} {v}" for k, v in summary["thresholds"].items()))
 
 
+def _tasks_text(summary: dict) -> None:
+    click.echo(f"corpus {summary['corpus']}: " + ", ".join(f"{s} {n}" for s, n in summary["splits"].items()))
+    click.echo(f"{'family':<28}{'train':>7}{'dev':>7}{'test':>7}{'eligible':>10}{'pool':>10}")
+    for family, counts in summary["counts"].items():
+        click.echo(f"{family:<28}{counts['train']:>7}{counts['dev']:>7}{counts['test']:>7}"
+                   f"{summary['eligible'][family]:>10,}{summary['pools'][family]:>10,}")
+    for family, reason in summary["missing_families"].items():
+        click.echo(f"missing {family}: emptied by {reason}")
+
+
 def _summary(stage: str) -> Callable:
     if stage == "ingest":
         from pipeline.ingest.api import ingest_summary
 
         return ingest_summary
+    if stage == "tasks":
+        from pipeline.tasks.inspect import tasks_summary
+
+        return tasks_summary
     from pipeline.store.inspect import store_summary
 
     return store_summary
@@ -74,4 +88,10 @@ _command("store", _store_text, """Counts of the tool store, its quality distribu
     \b
     Example:
       telemetry-bench inspect store --corpus xai4heat --json
+    """)
+_command("tasks", _tasks_text, """Static tasks per family and split, candidate pools, and any family that is missing and why.
+
+    \b
+    Example:
+      telemetry-bench inspect tasks --corpus xai4heat --json
     """)

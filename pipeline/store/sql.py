@@ -11,6 +11,8 @@ WITH counts AS (
     SELECT stream_id, count(*) AS n_obs, min(ts) AS first_ts, max(ts) AS last_ts FROM observations GROUP BY stream_id
 )
 SELECT s.*,
+       CASE WHEN starts_with(s.equipment, s.site_id || '.') THEN substr(s.equipment, length(s.site_id) + 2)
+            ELSE s.equipment END AS equipment_role,
        {_norm('s.site_id')} AS site_key, {_norm('s.point_class')} AS class_key,
        {_norm('s.equipment')} AS equipment_key, {_norm('s.equipment_type')} AS equipment_type_key,
        {_norm('s.location')} AS location_key, {_norm('s.label')} AS label_key,

@@ -32,6 +32,16 @@ def _compact(text: str | None) -> str:
     return "".join(ch for ch in (text or "").lower() if ch.isalnum())
 
 
+def _tails(text: str | None) -> set[str]:
+    """Compacted trailing word runs: 'L8.primary_loop' -> {'l8primaryloop', 'primaryloop', 'loop'}."""
+    parts = words(text)
+    return {"".join(parts[i:]) for i in range(len(parts))}
+
+
+def compact(text: str | None) -> str:
+    return _compact(text)
+
+
 def words(text: str | None) -> list[str]:
     """Lowercase alphanumeric words: the normalization of the store's text keys."""
     out, word = [], []
@@ -54,12 +64,16 @@ class ToolStore:
         self._con = open_store(path)
         self._lock = threading.Lock()
         self._cache: OrderedDict[str, StreamArrays] = OrderedDict()
+        self._windows: OrderedDict[str, dict] = OrderedDict()
         self._cache_bytes = cache_bytes
         self._cached = 0
         self.streams = {row["stream_id"]: row for row in self._rows("SELECT * FROM streams ORDER BY stream_id")}
         self.sites = {row["site_id"]: row for row in self._rows("SELECT * FROM sites ORDER BY site_id")}
         self.quality = {row["stream_id"]: row for row in self._rows("SELECT * FROM quality ORDER BY stream_id")}
         self.thresholds = {row["name"]: row["value"] for row in self._rows("SELECT name, value FROM thresholds ORDER BY name")}
+        for row in self.streams.values():  # compact keys, computed once, for name matching
+            row["_keys"] = {k: _compact(row[k]) for k in ("point_class", "equipment_type")}
+            row["_tails"] = {k: _tails(row[k]) for k in ("equipment", "location")}
         self._site_index = {}
         for site_id, site in self.sites.items():
             for name in (site_id, site["label"]):
@@ -112,10 +126,19 @@ class ToolStore:
             return arrays
 
     def aggregate(self, stream_id: str, period: str, window_start: int) -> dict | None:
-        rows = self._rows(
-            "SELECT * FROM aggregates WHERE stream_id = ? AND period = ? AND window_start = ?", [stream_id, period, window_start]
-        )
-        return rows[0] if rows else None
+        """One `aggregates` row; a stream's rows are loaded once (one bound query) and kept (LRU, 256 streams)."""
+        with self._lock:
+            cached = self._windows.get(stream_id)
+            if cached is not None:
+                self._windows.move_to_end(stream_id)
+                return cached.get((period, window_start))
+        rows = self._rows("SELECT * FROM aggregates WHERE stream_id = ?", [stream_id])
+        table = {(row["period"], row["window_start"]): row for row in rows}
+        with self._lock:
+            self._windows[stream_id] = table
+            while len(self._windows) > 256:
+                self._windows.popitem(last=False)
+        return table.get((period, window_start))
 
     def reject_counts(self, stream_id: str, start: int, end: int) -> dict[str, int]:
         rows = self._rows(

@@ -33,7 +33,7 @@ from contracts.tools import (
 )
 from pipeline.store import compute
 from pipeline.tools import rounding
-from pipeline.tools.access import ToolStore, words
+from pipeline.tools.access import ToolStore, compact
 from pipeline.tools.timeutil import TimestampError, format_us, parse_us
 
 STD_DDOF = 0  # the store's declared ddof (configs/build.toml); windows computed here use the same
@@ -73,24 +73,22 @@ def _point(row: dict) -> Point:
     return Point(**{k: row[k] for k in Point.model_fields})
 
 
-def _suffix_match(query: str | None, key: str | None) -> bool:
-    """The query's words (compacted) equal the last words of the key: 'primary loop' ~ 'l8 primary loop'."""
-    wanted = "".join(words(query))
-    parts = words(key)
-    return any("".join(parts[i:]) == wanted for i in range(len(parts)))
+def _tail(query: str | None, row: dict, column: str) -> bool:
+    """The query's words (compacted) equal the last words of the column: 'primary loop' ~ 'L8.primary_loop'."""
+    return compact(query) in row["_tails"][column]
 
 
-def _same(query: str | None, key: str | None) -> bool:
-    return "".join(words(query)) == "".join(words(key))
+def _same(query: str | None, row: dict, column: str) -> bool:
+    return compact(query) == row["_keys"][column]
 
 
 def resolve_point(store: ToolStore, args: ResolvePointInput) -> ResolvePointResult:
     site_id = _site(store, args.site)
     matches = [
         row for row in store.streams.values()
-        if row["site_id"] == site_id and row["tool_ready"] and _same(args.point_class, row["point_class"])
-        and (args.equipment is None or _suffix_match(args.equipment, row["equipment"]) or _same(args.equipment, row["equipment_type"]))
-        and (args.location is None or _suffix_match(args.location, row["location"]))
+        if row["site_id"] == site_id and row["tool_ready"] and _same(args.point_class, row, "point_class")
+        and (args.equipment is None or _tail(args.equipment, row, "equipment") or _same(args.equipment, row, "equipment_type"))
+        and (args.location is None or _tail(args.location, row, "location"))
     ]
     return ResolvePointResult(
         match_count=len(matches), matches=[_point(r) for r in matches],
@@ -103,9 +101,9 @@ def list_points(store: ToolStore, args: ListPointsInput) -> ListPointsResult:
     rows = [
         row for row in store.streams.values()
         if row["site_id"] == site_id and row["tool_ready"]
-        and (args.point_class is None or _same(args.point_class, row["point_class"]))
-        and (args.equipment_type is None or _same(args.equipment_type, row["equipment_type"]) or _suffix_match(args.equipment_type, row["equipment"]))
-        and (args.location_type is None or _suffix_match(args.location_type, row["location"]))
+        and (args.point_class is None or _same(args.point_class, row, "point_class"))
+        and (args.equipment_type is None or _same(args.equipment_type, row, "equipment_type") or _tail(args.equipment_type, row, "equipment"))
+        and (args.location_type is None or _tail(args.location_type, row, "location"))
     ]
     return ListPointsResult(site_id=site_id, stream_ids=[r["stream_id"] for r in rows], points=[_point(r) for r in rows])
 

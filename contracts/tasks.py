@@ -1,0 +1,133 @@
+"""Static task families (configs/families.toml) and the static tasks they compile to."""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+from pydantic import Field, model_validator
+
+from contracts.base import Frozen
+
+Split = Literal["train", "dev", "test"]
+
+
+class CallTemplate(Frozen):
+    """One tool call of a family's call set. "{slot}" strings take slot values; "$id.path" strings are references."""
+
+    id: str = Field(pattern=r"^[a-z][a-z0-9_]*$", description="Call id that later references use ($id.field).")
+    tool: str = Field(description="Registry tool name.")
+    arguments: dict[str, Any] = Field(description="Argument templates.")
+    for_each: str | None = Field(None, description="List slot to expand over: one call per item, ids id1, id2, ...; '{item.x}' reads the item.")
+
+
+class GoldField(Frozen):
+    """Where a gold answer field comes from: a reference into the call outputs, optionally mapped."""
+
+    ref: str = Field(description="Reference such as '$c2.value'.")
+    map: dict[str, Any] | None = Field(None, description="Value -> gold value (e.g. quality band -> decision).")
+
+
+class CallSet(Frozen):
+    """A sequence of calls and how the gold answer is read from their outputs."""
+
+    calls: list[CallTemplate]
+    gold: dict[str, GoldField]
+
+    @model_validator(mode="after")
+    def _unique_ids(self) -> CallSet:
+        ids = [c.id for c in self.calls]
+        if len(ids) != len(set(ids)):
+            raise ValueError(f"duplicate call ids {ids}")
+        return self
+
+
+class Predicate(Frozen):
+    """A named eligibility condition, an SQL boolean over the candidate pool's columns.
+
+    '{previous}' stands for the conjunction of the predicates before it; '{name}' for a threshold."""
+
+    name: str
+    sql: str
+
+
+class Family(Frozen):
+    """One static task family, declared as data."""
+
+    description: str
+    scope: Literal["site", "corpus", "site_or_corpus"] = Field("site", description="Where candidates come from.")
+    candidates: str = Field(description="SQL over the store returning the candidate pool (one row per candidate).")
+    predicates: list[Predicate] = Field(description="Eligibility, applied in order; the manifest counts survivors of each.")
+    key: list[str] = Field(min_length=1, description="Columns identifying a candidate (hashed for the selection order).")
+    sites_column: str = Field("sites", description="List column of the sites a candidate touches (held-out -> test).")
+    streams_column: str = Field("streams", description="List column of the streams a candidate touches (evidence, provenance).")
+    canonical: CallSet
+    alternatives: list[CallSet] = Field(default=[], description="Other call sets that reach the same gold.")
+    answer_fields: list[str] = Field(min_length=1, description="Fields the agent's answer must hold.")
+    exact_fields: list[str] = Field(default=[], description="Fields compared exactly.")
+    tolerances: dict[str, float] = Field(default={}, description="Numeric field -> absolute tolerance.")
+    balance_key: list[str] = Field(description="Columns whose combination is capped per split.")
+    cap_fraction: float = Field(0.25, gt=0, le=1, description="At most this share of a split's target per balance key value.")
+    cap_per_stream: int = Field(3, ge=1, description="At most this many tasks of the family per stream per split.")
+    templates: list[str] = Field(min_length=1, description="Query texts with {slot} placeholders; one chosen by hash.")
+    difficulty: dict[str, int] = Field(default={}, description="Declared difficulty proxies (temporal_normalizations, graph_hops, aggregations).")
+    targets: dict[str, int] | None = Field(None, description="Per-split targets overriding the defaults.")
+
+    @model_validator(mode="after")
+    def _fields_consistent(self) -> Family:
+        golds = set(self.canonical.gold)
+        missing = [f for f in self.answer_fields if f not in golds]
+        if missing:
+            raise ValueError(f"answer_fields {missing} have no gold in canonical.gold")
+        unknown = [f for f in [*self.exact_fields, *self.tolerances] if f not in self.answer_fields]
+        if unknown:
+            raise ValueError(f"exact_fields/tolerances name {unknown}, not answer fields")
+        for alternative in self.alternatives:
+            if set(alternative.gold) != golds:
+                raise ValueError("every alternative must give the same gold fields as the canonical call set")
+        return self
+
+
+class FamiliesConfig(Frozen):
+    """The whole of configs/families.toml."""
+
+    seed: str = Field(description="Seed of every selection hash; change it to draw another benchmark.")
+    targets: dict[Split, int] = Field(description="Default tasks per family per split.")
+    dev_share: float = Field(0.2, gt=0, lt=1, description="Share of non-held-out candidates assigned to dev (rest: train).")
+    families: dict[str, Family]
+
+
+class Call(Frozen):
+    """One concrete tool call of a task."""
+
+    id: str
+    tool: str
+    arguments: dict[str, Any]
+
+
+class Verifier(Frozen):
+    """How an answer is checked against the gold."""
+
+    answer_fields: list[str]
+    exact_fields: list[str]
+    tolerances: dict[str, float]
+
+
+class Task(Frozen):
+    """A static task: a question whose gold answer and evidence come from the tools."""
+
+    task_id: str
+    corpus: str
+    family: str
+    split: Split
+    query: str = Field(description="The question as an operator would ask it.")
+    template: int = Field(description="Index of the query template used.")
+    slots: dict[str, Any] = Field(description="Values the query and calls were rendered from.")
+    canonical_calls: list[Call]
+    alternative_calls: list[list[Call]]
+    gold: dict[str, Any]
+    verifier: Verifier
+    evidence_stream_ids: list[str]
+    site_ids: list[str]
+    difficulty: dict[str, int]
+    provenance: dict[str, Any] = Field(description="Raw files with sha256, stream ids, window or timestamp keys.")
+    selection_key: str = Field(description="xxh3-128 of seed, family and candidate identity: the selection order.")

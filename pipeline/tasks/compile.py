@@ -1,0 +1,151 @@
+"""The tasks stage: candidates -> splits -> selection under caps -> tasks with tool-derived gold."""
+
+from __future__ import annotations
+
+import json
+import math
+from collections import Counter
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from contracts.tasks import FamiliesConfig, Family, Task, Verifier
+from pipeline.canonical import digest, write_jsonl
+from pipeline.manifest import StageResult
+from pipeline.store.build import STORE_FILE, open_store
+from pipeline.tasks import candidates, gold, render
+from pipeline.tools.access import ToolStore
+
+SPLITS = ("train", "dev", "test")
+
+
+@dataclass
+class FamilyReport:
+    pool: int = 0
+    predicates: list[dict] = field(default_factory=list)
+    eligible: int = 0
+    selected: dict[str, int] = field(default_factory=lambda: dict.fromkeys(SPLITS, 0))
+    available: dict[str, int] = field(default_factory=lambda: dict.fromkeys(SPLITS, 0))
+    skipped: Counter = field(default_factory=Counter)
+    emptied_by: str | None = None
+
+    def as_dict(self) -> dict:
+        return {
+            "pool": self.pool, "predicates": self.predicates, "eligible": self.eligible, "selected": self.selected,
+            "available_per_split": self.available, "skipped": dict(sorted(self.skipped.items())), "emptied_by": self.emptied_by,
+        }
+
+
+def split_of(row: dict, ident: str, family: Family, held_out: set[str], seed: str, name: str, dev_share: float) -> str:
+    """Held-out sites -> test; the rest train or dev by a hash of seed, family and identity."""
+    if held_out & set(row[family.sites_column]):
+        return "test"
+    bucket = int(digest(f"{seed}|split|{name}|{ident}")[:8], 16) / 0xFFFFFFFF
+    return "dev" if bucket < dev_share else "train"
+
+
+def _provenance(row: dict, family: Family, streams: dict[str, dict], raw_sha: dict[str, str], slots: dict) -> dict:
+    files = sorted({f for s in row[family.streams_column] for f in (streams[s]["source_file"] or "").split(";") if f})
+    keys = {k: slots[k] for k in ("window_start_iso", "window_end_iso", "anchor_iso", "timestamp_iso") if k in slots}
+    return {"raw_files": {f: raw_sha.get(f) for f in files}, "stream_ids": sorted(row[family.streams_column]), **keys}
+
+
+def _used_slots(family: Family) -> set[str]:
+    """Slots the query texts and call templates read: only these are stored (never pool statistics)."""
+    text = json.dumps([family.templates, [c.model_dump() for cs in (family.canonical, *family.alternatives) for c in cs.calls]])
+    names = {m.group(1).split(".")[0] for m in render.ANY.finditer(text)}
+    return {n for n in names if n != "item"} | {c.for_each for cs in (family.canonical, *family.alternatives) for c in cs.calls if c.for_each}
+
+
+def build_task(store: ToolStore, corpus: str, name: str, family: Family, split: str, key: str, row: dict,
+               raw_sha: dict[str, str]) -> Task:
+    slots = render.derive(row, store.streams, store.sites)
+    canonical = render.calls(family.canonical, slots)
+    answer = gold.extract(family.canonical.gold, gold.execute(store, canonical))
+    verifier = Verifier(answer_fields=family.answer_fields, exact_fields=family.exact_fields, tolerances=family.tolerances)
+    alternatives = []
+    for alternative in family.alternatives:
+        alt_calls = render.calls(alternative, slots)
+        alt_answer = gold.extract(alternative.gold, gold.execute(store, alt_calls))
+        if gold.matches(verifier, answer, alt_answer):
+            raise gold.GoldError(f"alternative call set gives {alt_answer}, canonical gives {answer}")
+        alternatives.append(alt_calls)
+    template = int(key[:8], 16) % len(family.templates)
+    touched = sorted(row[family.streams_column])
+    ambiguity = max(
+        sum(1 for s in store.streams.values() if s["site_id"] == store.streams[t]["site_id"]
+            and s["point_class"] == store.streams[t]["point_class"] and s["tool_ready"]) for t in touched
+    )
+    return Task(
+        task_id=f"{corpus}.{name}.{key[:16]}", corpus=corpus, family=name, split=split,
+        query=render.query(family.templates, template, slots), template=template,
+        slots={k: slots[k] for k in sorted(_used_slots(family) | set(family.key)) if k in slots},
+        canonical_calls=canonical, alternative_calls=alternatives, gold=answer, verifier=verifier,
+        evidence_stream_ids=touched, site_ids=sorted(row[family.sites_column]),
+        difficulty={"tool_calls": len(canonical), "ambiguity_candidates": ambiguity, **family.difficulty},
+        provenance=_provenance(row, family, store.streams, raw_sha, slots), selection_key=key,
+    )
+
+
+def select_family(store: ToolStore, con, corpus: str, name: str, family: Family, cfg: FamiliesConfig,
+                  held_out: list[str], raw_sha: dict[str, str]) -> tuple[list[Task], FamilyReport]:
+    report = FamilyReport()
+    pool = candidates.evaluate(con, name, family, store.thresholds, held_out)
+    report.pool, report.eligible = pool.size, len(pool.rows)
+    report.predicates = [{"name": n, "passed": k} for n, k in pool.passed]
+    report.emptied_by = pool.emptied_by
+    targets = {**cfg.targets, **(family.targets or {})}
+    by_split: dict[str, list] = {s: [] for s in SPLITS}
+    for key, ident, row in candidates.ordered(cfg.seed, name, pool.rows, family.key):
+        by_split[split_of(row, ident, family, set(held_out), cfg.seed, name, cfg.dev_share)].append((key, row))
+    tasks = []
+    for split in SPLITS:
+        report.available[split] = len(by_split[split])
+        target = targets.get(split, 0)
+        cap = max(1, math.ceil(target * family.cap_fraction))
+        per_key, per_stream = Counter(), Counter()
+        for key, row in by_split[split]:
+            if report.selected[split] >= target:
+                break
+            balance = tuple(str(row[k]) for k in family.balance_key)
+            if per_key[balance] >= cap:
+                report.skipped["cap_balance"] += 1
+                continue
+            if any(per_stream[s] >= family.cap_per_stream for s in row[family.streams_column]):
+                report.skipped["cap_stream"] += 1
+                continue
+            try:
+                task = build_task(store, corpus, name, family, split, key, row, raw_sha)
+            except (gold.GoldError, render.RenderError) as exc:
+                report.skipped[f"gold_failed: {str(exc).split(':')[0]}"] += 1
+                continue
+            per_key[balance] += 1
+            per_stream.update(row[family.streams_column])
+            report.selected[split] += 1
+            tasks.append(task)
+    return tasks, report
+
+
+def compile_tasks(store_dir: Path, ingest_dir: Path, cfg: FamiliesConfig, corpus: str, held_out: list[str], out: Path) -> StageResult:
+    """Write {train,dev,test}.jsonl (canonical JSON) and report every family's pool, predicates and selection."""
+    store = ToolStore(store_dir / STORE_FILE)
+    con = open_store(store_dir / STORE_FILE)
+    raw_sha = json.loads((ingest_dir / "report.json").read_text(encoding="utf-8"))["raw_sha256"]
+    try:
+        tasks, reports = [], {}
+        for name, family in sorted(cfg.families.items()):
+            selected, report = select_family(store, con, corpus, name, family, cfg, held_out, raw_sha)
+            tasks += selected
+            reports[name] = report.as_dict()
+    finally:
+        con.close()
+        store.close()
+    counts = {}
+    for split in SPLITS:
+        rows = sorted((t for t in tasks if t.split == split), key=lambda t: (t.family, t.selection_key))
+        write_jsonl(out / f"{split}.jsonl", [t.model_dump(mode="json") for t in rows])
+        counts[split] = len(rows)
+    missing = {n: r["emptied_by"] or "no candidate survived selection" for n, r in reports.items() if sum(r["selected"].values()) == 0}
+    return StageResult(
+        outputs=[f"{s}.jsonl" for s in SPLITS], row_counts=counts,
+        details={"families": reports, "missing_families": missing, "seed": cfg.seed},
+    )

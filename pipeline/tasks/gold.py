@@ -1,0 +1,58 @@
+"""Gold answers: run a call set through the tools (the code agents call) and read the gold from its outputs."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from contracts.tasks import GoldField, Verifier
+from pipeline.tools import refs, registry
+from pipeline.tools.access import ToolStore
+
+
+class GoldError(ValueError):
+    """A call set that does not yield a gold answer (a tool error, or a missing or unmapped value)."""
+
+
+def execute(store: ToolStore, calls: list[dict]) -> dict[str, Any]:
+    """Outputs by call id; references between calls are resolved by the registry."""
+    outputs: dict[str, Any] = {}
+    for call in calls:
+        result = registry.call(store, call["tool"], call["arguments"], outputs)
+        if result.get("error"):
+            raise GoldError(f"{call['id']} {call['tool']}: {result['code']}: {result['message']}")
+        outputs[call["id"]] = result
+    return outputs
+
+
+def extract(gold: dict[str, GoldField], outputs: dict[str, Any]) -> dict[str, Any]:
+    answer = {}
+    for field, spec in gold.items():
+        try:
+            value = refs.resolve(spec.ref, outputs)
+        except refs.ReferenceError_ as exc:
+            raise GoldError(f"gold {field}: {exc}") from exc
+        if spec.map is not None:
+            if value not in spec.map:
+                raise GoldError(f"gold {field}: {value!r} has no mapping")
+            value = spec.map[value]
+        if value is None:
+            raise GoldError(f"gold {field} is null")
+        answer[field] = value
+    return answer
+
+
+def matches(verifier: Verifier, gold: dict[str, Any], answer: dict[str, Any]) -> list[str]:
+    """Fields of `answer` that fail the verifier against `gold` (empty: it passes)."""
+    failed = []
+    for field in verifier.answer_fields:
+        if field not in answer or answer[field] is None:
+            failed.append(field)
+        elif field in verifier.tolerances:
+            try:
+                if abs(float(answer[field]) - float(gold[field])) > verifier.tolerances[field] + 1e-12:
+                    failed.append(field)
+            except (TypeError, ValueError):
+                failed.append(field)
+        elif answer[field] != gold[field]:
+            failed.append(field)
+    return failed

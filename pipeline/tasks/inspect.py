@@ -1,0 +1,22 @@
+"""What `inspect tasks` shows: tasks per family and split, candidate pools, and why a family is missing."""
+
+from __future__ import annotations
+
+from pipeline.config import select_corpora
+from pipeline.manifest import require_manifest
+from pipeline.workspace import Workspace
+
+
+def tasks_summary(ws: Workspace, corpus: str) -> dict:
+    select_corpora(ws, [corpus])
+    manifest = require_manifest(ws.stage_dir(corpus, "tasks"), "tasks")
+    families = manifest.details["families"]
+    return {
+        "corpus": corpus,
+        "counts": {name: report["selected"] for name, report in families.items()},
+        "pools": {name: report["pool"] for name, report in families.items()},
+        "eligible": {name: report["eligible"] for name, report in families.items()},
+        "predicates": {name: report["predicates"] for name, report in families.items()},
+        "missing_families": manifest.details["missing_families"],
+        "splits": manifest.row_counts,
+    }

@@ -1,0 +1,132 @@
+"""Slots of a candidate (derived phrases and dates) and the rendering of query texts and call templates."""
+
+from __future__ import annotations
+
+import re
+from datetime import UTC, datetime
+from typing import Any
+
+from contracts.tasks import CallSet
+from pipeline.tools.access import words
+from pipeline.tools.timeutil import format_us
+
+WHOLE = re.compile(r"^\{([a-z_][a-z0-9_.]*)\}$")
+EACH = re.compile(r"^\{each:([a-z][a-z0-9_]*)\.([A-Za-z0-9_.\[\]]+)\}$")
+ANY = re.compile(r"\{([a-z_][a-z0-9_.]*)\}")
+
+
+class RenderError(ValueError):
+    pass
+
+
+def point_phrase(label: str) -> str:
+    """A stream label as an operator says it: 'Supply water temperature - Building 127' -> '... in Building 127'."""
+    text = label.replace(" - ", " in ", 1) if " - " in label else label
+    text = re.sub(r"\s*\([^)]*\)", "", text).strip()  # drop parenthetical notes such as "(1/0, ...)"
+    return text[:1].lower() + text[1:] if text[:2] != text[:2].upper() else text
+
+
+def class_words(point_class: str) -> str:
+    return " ".join(words(point_class.replace("_", " ")))
+
+
+def measure_words(point_class: str) -> str:
+    parts = words(point_class.replace("_", " "))
+    return " ".join(parts[:-1] if parts and parts[-1] in {"sensor", "status", "command"} and len(parts) > 1 else parts)
+
+
+def role_words(role: str | None) -> str:
+    return " ".join(re.sub(r"(?<=[a-z])(?=\d)", " ", w) for w in words(role))
+
+
+def _date(us: int) -> datetime:
+    return datetime.fromtimestamp(us / 1_000_000, UTC)
+
+
+def _join(items: list[str]) -> str:
+    return items[0] if len(items) == 1 else ", ".join(items[:-1]) + " and " + items[-1]
+
+
+def derive(row: dict, streams: dict[str, dict], sites: dict[str, dict]) -> dict[str, Any]:
+    """The candidate row plus derived slots used by templates and calls."""
+    slots = {k: v for k, v in row.items()}
+    for column, value in row.items():
+        if column.endswith("stream_id") and isinstance(value, str) and value in streams:
+            prefix = column[: -len("stream_id")]
+            stream = streams[value]
+            slots[f"{prefix}phrase"] = point_phrase(stream["label"])
+            slots[f"{prefix}equipment_words"] = role_words(stream["equipment_role"])
+    if "site_id" in row and row["site_id"] in sites:
+        slots["site_label"] = sites[row["site_id"]]["label"]
+    if "point_class" in row:
+        slots["class_words"] = class_words(row["point_class"])
+        slots["class_phrase"] = measure_words(row["point_class"]) + (
+            f" on the {role_words(row['group_key'])}" if row.get("scope") == "corpus" and row.get("group_key") else ""
+        )
+    if "window_start" in row:
+        start = _date(row["window_start"])
+        slots.update(day=start.strftime("%Y-%m-%d"), week_start=start.strftime("%Y-%m-%d"), month_name=start.strftime("%B %Y"),
+                     window_start_iso=format_us(row["window_start"]))
+    if "window_end" in row:
+        slots["window_end_iso"] = format_us(row["window_end"])
+    for column in ("anchor", "timestamp"):
+        if column in row:
+            slots[f"{column}_iso"] = format_us(row[column])
+    if "member_sites" in row:
+        members = [
+            {"stream_id": s, "site_id": site, "equipment": eq}
+            for s, site, eq in zip(row["streams"], row["member_sites"], row["member_equipment"], strict=True)
+        ]
+        slots["members"] = members
+        if row.get("scope") == "corpus":
+            labels = [sites[m["site_id"]]["label"] for m in members]
+        else:
+            labels = ["the " + point_phrase(streams[m["stream_id"]]["label"]) for m in members]
+        slots["member_list"] = _join(labels)
+    return slots
+
+
+def _lookup(slots: dict, name: str, item: dict | None) -> Any:
+    if name.startswith("item."):
+        if item is None:
+            raise RenderError(f"{{{name}}} outside a for_each call")
+        return item[name[5:]]
+    if name not in slots:
+        raise RenderError(f"no slot {{{name}}}; slots are {', '.join(sorted(slots))}")
+    return slots[name]
+
+
+def fill_value(template: Any, slots: dict, item: dict | None = None, counts: dict[str, int] | None = None) -> Any:
+    """Render one argument template: a whole '{slot}' keeps the slot's type; '{each:r.x}' lists references."""
+    if isinstance(template, str):
+        each = EACH.match(template)
+        if each:
+            n = (counts or {}).get(each.group(1), 0)
+            return [f"${each.group(1)}{i}.{each.group(2)}" for i in range(1, n + 1)]
+        whole = WHOLE.match(template)
+        if whole:
+            return _lookup(slots, whole.group(1), item)
+        return ANY.sub(lambda m: str(_lookup(slots, m.group(1), item)), template)
+    if isinstance(template, dict):
+        return {k: fill_value(v, slots, item, counts) for k, v in template.items()}
+    if isinstance(template, list):
+        return [fill_value(v, slots, item, counts) for v in template]
+    return template
+
+
+def calls(callset: CallSet, slots: dict) -> list[dict]:
+    """Concrete calls [{id, tool, arguments}] of a call set, for_each expanded."""
+    out, counts = [], {}
+    for call in callset.calls:
+        if call.for_each:
+            items = _lookup(slots, call.for_each, None)
+            counts[call.id] = len(items)
+            for i, item in enumerate(items, start=1):
+                out.append({"id": f"{call.id}{i}", "tool": call.tool, "arguments": fill_value(call.arguments, slots, item)})
+        else:
+            out.append({"id": call.id, "tool": call.tool, "arguments": fill_value(call.arguments, slots, None, counts)})
+    return out
+
+
+def query(templates: list[str], index: int, slots: dict) -> str:
+    return ANY.sub(lambda m: str(_lookup(slots, m.group(1), None)), templates[index])
