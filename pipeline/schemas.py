@@ -8,10 +8,14 @@ from contracts.build import BuildConfig
 from contracts.corpus import CorpusMapping
 from contracts.ingest import IngestReport
 from contracts.manifest import StageManifest
+from contracts.tasks import FamiliesConfig, Task
 from pipeline.canonical import pretty_json
 from pipeline.tools import registry
 
-MODELS = {"corpus_mapping": CorpusMapping, "build_config": BuildConfig, "ingest_report": IngestReport, "stage_manifest": StageManifest}
+MODELS = {
+    "corpus_mapping": CorpusMapping, "build_config": BuildConfig, "ingest_report": IngestReport,
+    "stage_manifest": StageManifest, "families_config": FamiliesConfig, "task": Task,
+}
 
 
 def expected_files() -> dict[str, str]:
