@@ -3,19 +3,17 @@
 from __future__ import annotations
 
 import functools
-import tomllib
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-from pydantic import ValidationError
-
 from contracts.build import BuildConfig, StoreConfig
 from contracts.corpus import CorpusMapping
+from contracts.episodes import Episode, EpisodesConfig
 from contracts.ingest import IngestReport
 from contracts.manifest import StageManifest
 from contracts.tasks import FamiliesConfig, Task
-from pipeline.config import load_mapping, select_corpora
+from pipeline.config import load_build_config, load_episodes_config, load_families, load_mapping, select_corpora
 from pipeline.errors import ConfigError
 from pipeline.manifest import (
     StageIdentity,
@@ -30,16 +28,6 @@ from pipeline.manifest import (
     run_stage,
 )
 from pipeline.workspace import Workspace
-
-
-def load_build_config(ws: Workspace) -> BuildConfig:
-    path = ws.configs_dir / "build.toml"
-    if not path.is_file():
-        return BuildConfig()
-    try:
-        return BuildConfig.model_validate(tomllib.loads(path.read_text(encoding="utf-8")))
-    except (tomllib.TOMLDecodeError, ValidationError) as exc:
-        raise ConfigError(f"{path}: invalid build config: {exc}") from exc
 
 
 @dataclass(frozen=True)
@@ -86,16 +74,6 @@ def _store_run(ctx: Context, out: Path) -> StageResult:
     return build_store(ctx.stage_dir("ingest"), out, ctx.config.store, ctx.threads)
 
 
-def load_families(ws: Workspace) -> FamiliesConfig:
-    path = ws.configs_dir / "families.toml"
-    if not path.is_file():
-        raise ConfigError(f"{path}: missing; the tasks stage needs the family declarations")
-    try:
-        return FamiliesConfig.model_validate(tomllib.loads(path.read_text(encoding="utf-8")))
-    except (tomllib.TOMLDecodeError, ValidationError) as exc:
-        raise ConfigError(f"{path}: invalid family declarations: {exc}") from exc
-
-
 def _tasks_identity(ctx: Context) -> tuple[dict, dict[str, str]]:
     config = {"families": load_families(ctx.ws).model_dump(mode="json"), "held_out_sites": ctx.mapping.held_out_sites}
     return config, {**_upstream_outputs(ctx, "store"), **_upstream_outputs(ctx, "ingest")}
@@ -106,6 +84,17 @@ def _tasks_run(ctx: Context, out: Path) -> StageResult:
 
     return compile_tasks(ctx.stage_dir("store"), ctx.stage_dir("ingest"), load_families(ctx.ws), ctx.corpus,
                          ctx.mapping.held_out_sites, out)
+
+
+def _episodes_identity(ctx: Context) -> tuple[dict, dict[str, str]]:
+    config = {"episodes": load_episodes_config(ctx.ws).model_dump(mode="json"), "families": load_families(ctx.ws).model_dump(mode="json")}
+    return config, {**_upstream_outputs(ctx, "tasks"), **_upstream_outputs(ctx, "store")}
+
+
+def _episodes_run(ctx: Context, out: Path) -> StageResult:
+    from pipeline.episodes.stage import build_episodes
+
+    return build_episodes(ctx.stage_dir("store"), ctx.stage_dir("tasks"), load_families(ctx.ws), load_episodes_config(ctx.ws), out)
 
 
 @dataclass(frozen=True)
@@ -122,6 +111,8 @@ STAGES: tuple[Stage, ...] = (
     Stage("ingest", ("ingest",), (CorpusMapping, IngestReport), _ingest_identity, _ingest_run),
     Stage("store", ("store",), (StoreConfig, StageManifest), _store_identity, _store_run),
     Stage("tasks", ("store", "tools", "tasks"), (FamiliesConfig, Task), _tasks_identity, _tasks_run, uses_tools=True),
+    Stage("episodes", ("store", "tools", "tasks", "episodes"), (EpisodesConfig, Episode), _episodes_identity, _episodes_run,
+          uses_tools=True),
 )
 
 

@@ -7,7 +7,10 @@ from pathlib import Path
 
 from pydantic import ValidationError
 
+from contracts.build import BuildConfig
 from contracts.corpus import CorpusMapping
+from contracts.episodes import EpisodesConfig
+from contracts.tasks import FamiliesConfig
 from pipeline.errors import ConfigError
 from pipeline.workspace import Workspace
 
@@ -52,3 +55,33 @@ def select_corpora(ws: Workspace, requested: tuple[str, ...] | list[str]) -> lis
             f"(a corpus needs {ws.corpora_config_dir}/<name>.toml)"
         )
     return list(dict.fromkeys(requested))
+
+
+def load_build_config(ws: Workspace) -> BuildConfig:
+    path = ws.configs_dir / "build.toml"
+    if not path.is_file():
+        return BuildConfig()
+    try:
+        return BuildConfig.model_validate(tomllib.loads(path.read_text(encoding="utf-8")))
+    except (tomllib.TOMLDecodeError, ValidationError) as exc:
+        raise ConfigError(f"{path}: invalid build config: {exc}") from exc
+
+
+def load_families(ws: Workspace) -> FamiliesConfig:
+    path = ws.configs_dir / "families.toml"
+    if not path.is_file():
+        raise ConfigError(f"{path}: missing; the tasks stage needs the family declarations")
+    try:
+        return FamiliesConfig.model_validate(tomllib.loads(path.read_text(encoding="utf-8")))
+    except (tomllib.TOMLDecodeError, ValidationError) as exc:
+        raise ConfigError(f"{path}: invalid family declarations: {exc}") from exc
+
+
+def load_episodes_config(ws: Workspace) -> EpisodesConfig:
+    path = ws.configs_dir / "episodes.toml"
+    if not path.is_file():
+        raise ConfigError(f"{path}: missing; the episodes stage needs the lift declarations")
+    try:
+        return EpisodesConfig.model_validate(tomllib.loads(path.read_text(encoding="utf-8")))
+    except (tomllib.TOMLDecodeError, ValidationError) as exc:
+        raise ConfigError(f"{path}: invalid episode declarations: {exc}") from exc

@@ -6,8 +6,10 @@ from pathlib import Path
 
 from contracts.build import BuildConfig
 from contracts.corpus import CorpusMapping
+from contracts.episodes import Episode, EpisodesConfig
 from contracts.ingest import IngestReport
 from contracts.manifest import StageManifest
+from contracts.protocol import Answer, AskUser, CallTool, Plan
 from contracts.tasks import FamiliesConfig, Task
 from pipeline.canonical import pretty_json
 from pipeline.tools import registry
@@ -15,6 +17,8 @@ from pipeline.tools import registry
 MODELS = {
     "corpus_mapping": CorpusMapping, "build_config": BuildConfig, "ingest_report": IngestReport,
     "stage_manifest": StageManifest, "families_config": FamiliesConfig, "task": Task,
+    "episode": Episode, "episodes_config": EpisodesConfig,
+    "action_ask_user": AskUser, "action_call_tool": CallTool, "action_answer": Answer, "action_plan": Plan,
 }
 
 

@@ -26,9 +26,7 @@ def make_workspace(tmp: Path, name: str, config: str, files: dict[str, str | byt
     """A project root with one corpus mapping and its raw files (text or bytes)."""
     (tmp / "configs" / "corpora").mkdir(parents=True, exist_ok=True)
     (tmp / "configs" / "corpora" / f"{name}.toml").write_text(config, encoding="utf-8")
-    for shared in ("build.toml", "families.toml"):
-        if not (tmp / "configs" / shared).exists():
-            shutil.copyfile(REPO / "configs" / shared, tmp / "configs" / shared)
+    copy_shared_configs(tmp)
     raw = tmp / "data" / "raw" / name
     raw.mkdir(parents=True, exist_ok=True)
     for rel, content in files.items():
@@ -39,6 +37,13 @@ def make_workspace(tmp: Path, name: str, config: str, files: dict[str, str | byt
         else:
             target.write_text(content, encoding="utf-8")
     return Workspace.from_root(tmp)
+
+
+def copy_shared_configs(root: Path) -> None:
+    """configs/*.toml other than corpus mappings (build, families, episodes), unless already there."""
+    for shared in sorted((REPO / "configs").glob("*.toml")):
+        if not (root / "configs" / shared.name).exists():
+            shutil.copyfile(shared, root / "configs" / shared.name)
 
 
 def copy_config(name: str) -> str:

@@ -15,7 +15,7 @@ from pipeline.cli import main
 from pipeline.manifest import MANIFEST
 from pipeline.store.build import STORE_FILE, open_store
 from pipeline.workspace import Workspace
-from tests.helpers import REPO, copy_config, real_lines, xai_config
+from tests.helpers import REPO, copy_config, copy_shared_configs, real_lines, xai_config
 
 XAI = "\n".join(real_lines("xai4heat/xai4heat_scada_L8.csv", range(2, 800))) + "\n"
 HHW_CSV = "\n".join(real_lines("hhw/timeseries/127hhw_system_data.csv", range(2, 500))) + "\n"
@@ -23,8 +23,7 @@ HHW_CSV = "\n".join(real_lines("hhw/timeseries/127hhw_system_data.csv", range(2,
 
 def tiny_workspace(root) -> Workspace:
     (root / "configs" / "corpora").mkdir(parents=True)
-    shutil.copyfile(REPO / "configs" / "build.toml", root / "configs" / "build.toml")
-    shutil.copyfile(REPO / "configs" / "families.toml", root / "configs" / "families.toml")
+    copy_shared_configs(root)
     (root / "configs" / "corpora" / "xai4heat.toml").write_text(xai_config(held_out_sites="[]"))
     (root / "configs" / "corpora" / "hhw.toml").write_text(copy_config("hhw").replace('held_out_sites = ["building124"]', "held_out_sites = []"))
     raw = root / "data" / "raw"
@@ -114,7 +113,7 @@ def test_threads_do_not_change_outputs(ws, tmp_path):
     build(other, threads=1, force=True)
     build(ws, threads=2, force=True)
     for corpus in ("xai4heat", "hhw"):
-        for stage in ("ingest", "store", "tasks"):
+        for stage in ("ingest", "store", "tasks", "episodes"):
             a, b = ws.stage_dir(corpus, stage), other.stage_dir(corpus, stage)
             names = sorted(p.name for p in a.iterdir() if p.name != STORE_FILE)
             assert names == sorted(p.name for p in b.iterdir() if p.name != STORE_FILE)
@@ -140,7 +139,7 @@ def test_build_json_cli(ws):
     assert result.exit_code == 0, result.output
     rows = json.loads(result.output)
     assert [(r["corpus"], r["stage"], r["status"]) for r in rows] == [
-        (corpus, stage, "cached") for corpus in ("hhw", "xai4heat") for stage in ("ingest", "store", "tasks")
+        (corpus, stage, "cached") for corpus in ("hhw", "xai4heat") for stage in ("ingest", "store", "tasks", "episodes")
     ]
     assert all(isinstance(r["seconds"], float) for r in rows)
 

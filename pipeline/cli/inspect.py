@@ -47,6 +47,14 @@ def _tasks_text(summary: dict) -> None:
         click.echo(f"missing {family}: emptied by {reason}")
 
 
+def _episodes_text(summary: dict) -> None:
+    click.echo(f"corpus {summary['corpus']}: " + ", ".join(f"{s} {n}" for s, n in summary["splits"].items()))
+    click.echo("commitment outcomes: " + ", ".join(f"{k} {v}" for k, v in summary["commitment_shares"].items()))
+    for mode, n in summary["interaction_modes"].items():
+        click.echo(f"  {n:>5}  {mode}")
+    click.echo("examples: " + ", ".join(summary["examples"]))
+
+
 def _summary(stage: str) -> Callable:
     if stage == "ingest":
         from pipeline.ingest.api import ingest_summary
@@ -56,6 +64,10 @@ def _summary(stage: str) -> Callable:
         from pipeline.tasks.inspect import tasks_summary
 
         return tasks_summary
+    if stage == "episodes":
+        from pipeline.runtime.episodes_api import episodes_summary
+
+        return episodes_summary
     from pipeline.store.inspect import store_summary
 
     return store_summary
@@ -95,3 +107,27 @@ _command("tasks", _tasks_text, """Static tasks per family and split, candidate p
     Example:
       telemetry-bench inspect tasks --corpus xai4heat --json
     """)
+_command("episodes", _episodes_text, """Episodes per split, interaction mode and commitment outcome, with example ids.
+
+    \b
+    Example:
+      telemetry-bench inspect episodes --corpus xai4heat
+    """)
+
+
+@inspect.command("episode")
+@click.argument("episode_id")
+@click.option("--corpus", required=True, help="Corpus name.")
+@click.pass_context
+@cli.handle_errors
+def inspect_episode(ctx: click.Context, episode_id: str, corpus: str) -> None:
+    """Play one episode along its gold path and print the conversation, tool results included.
+
+    \b
+    Example:
+      telemetry-bench inspect episode xai4heat.window_pairwise_compare.000f05fe370db5bc.ep --corpus xai4heat
+    """
+    from pipeline.runtime.episodes_api import episode_transcript
+
+    for line in episode_transcript(cli.workspace(ctx), corpus, episode_id):
+        click.echo(line)

@@ -13,9 +13,9 @@ class GoldError(ValueError):
     """A call set that does not yield a gold answer (a tool error, or a missing or unmapped value)."""
 
 
-def execute(store: ToolStore, calls: list[dict]) -> dict[str, Any]:
-    """Outputs by call id; references between calls are resolved by the registry."""
-    outputs: dict[str, Any] = {}
+def execute(store: ToolStore, calls: list[dict], earlier: dict[str, Any] | None = None) -> dict[str, Any]:
+    """Outputs by call id (after `earlier` outputs, which references may use); the registry resolves references."""
+    outputs: dict[str, Any] = dict(earlier or {})
     for call in calls:
         result = registry.call(store, call["tool"], call["arguments"], outputs)
         if result.get("error"):

@@ -47,6 +47,18 @@ def _join(items: list[str]) -> str:
     return items[0] if len(items) == 1 else ", ".join(items[:-1]) + " and " + items[-1]
 
 
+def window_slots(start: int, end: int | None) -> dict[str, Any]:
+    """Slots of a window: its bounds and how texts name it (day, week_start, month_name, ISO bounds)."""
+    moment = _date(start)
+    slots = {
+        "window_start": start, "day": moment.strftime("%Y-%m-%d"), "week_start": moment.strftime("%Y-%m-%d"),
+        "month_name": moment.strftime("%B %Y"), "window_start_iso": format_us(start),
+    }
+    if end is not None:
+        slots.update(window_end=end, window_end_iso=format_us(end))
+    return slots
+
+
 def derive(row: dict, streams: dict[str, dict], sites: dict[str, dict]) -> dict[str, Any]:
     """The candidate row plus derived slots used by templates and calls."""
     slots = {k: v for k, v in row.items()}
@@ -64,11 +76,7 @@ def derive(row: dict, streams: dict[str, dict], sites: dict[str, dict]) -> dict[
             f" on the {role_words(row['group_key'])}" if row.get("scope") == "corpus" and row.get("group_key") else ""
         )
     if "window_start" in row:
-        start = _date(row["window_start"])
-        slots.update(day=start.strftime("%Y-%m-%d"), week_start=start.strftime("%Y-%m-%d"), month_name=start.strftime("%B %Y"),
-                     window_start_iso=format_us(row["window_start"]))
-    if "window_end" in row:
-        slots["window_end_iso"] = format_us(row["window_end"])
+        slots.update(window_slots(row["window_start"], row.get("window_end")))
     for column in ("anchor", "timestamp"):
         if column in row:
             slots[f"{column}_iso"] = format_us(row[column])

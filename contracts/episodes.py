@@ -1,0 +1,167 @@
+"""Typed multi-turn episodes: phases (a discriminated union), withheld slots, follow-ups, the stop reply."""
+
+from __future__ import annotations
+
+from typing import Annotated, Any, Literal
+
+from pydantic import Field
+
+from contracts.base import Frozen
+from contracts.tasks import Call, Split
+
+OBLIGATIONS = (
+    "clarify_site", "clarify_time", "answer", "revise_window", "revise_target", "probe_nearest",
+    "decide_quality", "prefer", "commit", "rationale", "evidence",
+)
+Obligation = Literal[
+    "clarify_site", "clarify_time", "answer", "revise_window", "revise_target", "probe_nearest",
+    "decide_quality", "prefer", "commit", "rationale", "evidence",
+]
+Outcome = Literal["answer", "abstain", "re_clarify"]
+Reason = Literal[
+    "healthy_quality", "low_coverage", "long_gap", "marginal_quality", "exact_timestamp",
+    "nearest_but_acceptable", "timestamp_too_imprecise",
+]
+
+
+class Checks(Frozen):
+    """How a phase answer is checked: required fields, exact fields, numeric tolerances."""
+
+    answer_fields: list[str]
+    exact_fields: list[str] = []
+    tolerances: dict[str, float] = {}
+
+
+class _Phase(Frozen):
+    obligation: Obligation = Field(description="What this phase asks of the agent.")
+    prompt: str = Field(description="The user's words that open the phase (phase 0: the initial message).")
+    gold: dict[str, Any]
+    checks: Checks
+    canonical_calls: list[Call] = Field(description="Tool calls that reach the gold (ids unique in the episode).")
+    acceptable_calls: list[list[Call]] = Field(default=[], description="Other call sets that reach it.")
+    evidence_stream_ids: list[str]
+
+
+class LookupPhase(_Phase):
+    type: Literal["lookup"] = "lookup"
+
+
+class AggregatePhase(_Phase):
+    type: Literal["aggregate"] = "aggregate"
+
+
+class ComparePhase(_Phase):
+    type: Literal["compare"] = "compare"
+
+
+class RankPhase(_Phase):
+    type: Literal["rank"] = "rank"
+
+
+class TimestampValuePhase(_Phase):
+    type: Literal["timestamp_value"] = "timestamp_value"
+
+
+class NearestTimestampPhase(_Phase):
+    type: Literal["nearest_timestamp"] = "nearest_timestamp"
+
+
+class QualityDecisionPhase(_Phase):
+    type: Literal["quality_decision"] = "quality_decision"
+
+
+class PreferencePhase(_Phase):
+    type: Literal["preference"] = "preference"
+
+
+class CommitmentPhase(_Phase):
+    """The reporting commitment: answer, abstain or re_clarify, with a reason; same options in every row."""
+
+    type: Literal["commitment"] = "commitment"
+
+
+Phase = Annotated[
+    LookupPhase | AggregatePhase | ComparePhase | RankPhase | TimestampValuePhase | NearestTimestampPhase
+    | QualityDecisionPhase | PreferencePhase | CommitmentPhase,
+    Field(discriminator="type"),
+]
+
+
+class WithheldSlot(Frozen):
+    """A slot left out of the initial message; the simulator gives `reply` once the agent asks for it."""
+
+    slot: Literal["site", "time"]
+    value: str
+    reply: str
+
+
+class FollowUp(Frozen):
+    """A question after the last phase: a rationale for a quality decision, or the evidence used."""
+
+    kind: Literal["rationale", "evidence"]
+    prompt: str
+    gold: dict[str, Any]
+    checks: Checks
+
+
+class Episode(Frozen):
+    """One multi-turn episode lifted from a static task."""
+
+    id: str
+    corpus: str
+    split: Split
+    family: str
+    task_id: str
+    site_ids: list[str]
+    interaction_mode: str = Field(description="The ordered obligations joined by '+', e.g. clarify_site+answer+revise_window+commit+evidence.")
+    obligations: list[Obligation]
+    initial_message: str = Field(description="Phase 0's prompt: the first user turn, withheld slot left out.")
+    hidden_instruction: str = Field(description="The full request, never shown to the agent.")
+    withheld: list[WithheldSlot]
+    phases: list[Phase] = Field(description="1 + revisions; the last is the commitment.")
+    follow_ups: list[FollowUp]
+    stop_reply: str = Field(description="The simulator's last turn, after the last follow-up.")
+    nudge_reply: str = Field(description="The simulator's reply to a question that does not ask for the withheld slot.")
+    idle_reply: str = Field(description="The simulator's reply to any question once nothing is withheld.")
+    commitment_outcome: Outcome
+    evidence_stream_ids: list[str]
+    turn_budget: int
+    difficulty: dict[str, int]
+    provenance_ref: str = Field(description="Key of this episode's provenance in provenance.jsonl beside the split files.")
+
+
+class SlotConfig(Frozen):
+    """Keywords that make a question ask for a slot (matched as whole words, case and punctuation ignored)."""
+
+    keywords: list[str]
+    reply: str | None = None
+
+
+class FamilyLift(Frozen):
+    """How one family's static tasks become episodes."""
+
+    phase: Literal["lookup", "aggregate", "compare", "rank", "timestamp_value", "nearest_timestamp", "quality_decision"]
+    withhold: Literal["site", "time", "none"]
+    time_reply: str | None = None
+    initial: list[str] = Field(min_length=1)
+    revision: Literal["revise_window", "revise_target", "probe_nearest", "none"]
+    revision_prompts: list[str] = []
+    prefer: bool = False
+    prefer_prompt: str | None = None
+    commit_target: Literal["window", "timestamp"]
+    follow_ups: list[Literal["rationale", "evidence"]]
+
+
+class EpisodesConfig(Frozen):
+    """The whole of configs/episodes.toml."""
+
+    acceptable_offset_seconds: float = Field(gt=0)
+    outcome_shares: dict[Outcome, float]
+    commit_options: str
+    stop_reply: str
+    nudge: str
+    after_release: str
+    evidence_prompt: str
+    rationale_prompt: str
+    slots: dict[Literal["site", "time"], SlotConfig]
+    families: dict[str, FamilyLift]

@@ -1,0 +1,397 @@
+"""Lift one static task into an episode: withheld slot, phase golds through the tools, revision, commitment."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+from typing import Any
+
+import numpy as np
+
+from contracts.episodes import (
+    AggregatePhase,
+    Checks,
+    CommitmentPhase,
+    ComparePhase,
+    EpisodesConfig,
+    FamilyLift,
+    FollowUp,
+    LookupPhase,
+    NearestTimestampPhase,
+    PreferencePhase,
+    QualityDecisionPhase,
+    RankPhase,
+    TimestampValuePhase,
+    WithheldSlot,
+)
+from contracts.tasks import Family, Task
+from pipeline.canonical import digest
+from pipeline.episodes.calls import as_calls, gold_of, revised, run
+from pipeline.store.compute import DAY, window_bounds
+from pipeline.tasks import gold, render
+from pipeline.tools.access import ToolStore
+from pipeline.tools.timeutil import format_us, parse_us
+
+PHASES = {
+    "lookup": LookupPhase, "aggregate": AggregatePhase, "compare": ComparePhase, "rank": RankPhase,
+    "timestamp_value": TimestampValuePhase, "nearest_timestamp": NearestTimestampPhase,
+    "quality_decision": QualityDecisionPhase,
+}
+BAND_OUTCOME = {
+    "healthy": ("answer", "healthy_quality"), "low_coverage": ("abstain", "low_coverage"),
+    "long_gap": ("abstain", "long_gap"), "marginal": ("re_clarify", "marginal_quality"),
+}
+NEAREST_CHECKS = Checks(answer_fields=["value", "observed_timestamp", "offset_seconds", "fallback_reason"],
+                        exact_fields=["observed_timestamp", "fallback_reason"], tolerances={"value": 0.001, "offset_seconds": 1.0})
+COMMIT_CHECKS = Checks(answer_fields=["decision", "reason"], exact_fields=["decision", "reason"])
+
+
+class LiftError(ValueError):
+    """A task that cannot be lifted (e.g. its withheld slot would still show in the first message)."""
+
+
+class Chooser:
+    """Deterministic choices of one episode: each a hash of the episode id and a purpose."""
+
+    def __init__(self, seed: str, episode_id: str) -> None:
+        self.base = f"{seed}|{episode_id}"
+
+    def fraction(self, purpose: str) -> float:
+        return int(digest(f"{self.base}|{purpose}")[:12], 16) / float(16**12)
+
+    def index(self, purpose: str, n: int) -> int:
+        return int(digest(f"{self.base}|{purpose}")[:12], 16) % n
+
+
+def _local_phrase(phrase: str, site_label: str) -> str:
+    for joint in (" at ", " in "):
+        if phrase.endswith(f"{joint}{site_label}"):
+            return phrase[: -len(joint + site_label)]
+    return phrase
+
+
+def _shift(slots: dict, period: str, direction: int) -> dict | None:
+    """The previous (-1) or next (+1) window of the same kind, as new slots."""
+    start = parse_us(slots["window_start_iso"])
+    end = parse_us(slots["anchor_iso"] if "anchor_iso" in slots else slots["window_end_iso"])
+    if period == "relative":
+        return {**render.window_slots(start - DAY, end - DAY), "anchor": end - DAY, "anchor_iso": format_us(end - DAY)}
+    if period in ("day", "week"):
+        length = end - start
+        return render.window_slots(start + direction * length, end + direction * length)
+    at = np.array([start - 1 if direction < 0 else end], dtype=np.int64)
+    new_start, new_end = (int(x[0]) for x in window_bounds(at, "month"))
+    return render.window_slots(new_start, new_end)
+
+
+def _period_of(task: Task) -> str:
+    if task.family == "relative_24h_mean_lookup":
+        return "relative"
+    if task.family in ("window_mean_lookup", "window_pairwise_compare", "quality_gate"):
+        return "week"
+    return "month" if task.family == "window_rank" else "day"
+
+
+def _first_resolve(calls: list[dict]) -> str:
+    return next(c["id"] for c in calls if c["tool"] == "resolve_point")
+
+
+class Lifter:
+    """Lifts the tasks of one corpus; holds the store and the configuration."""
+
+    def __init__(self, store: ToolStore, cfg: EpisodesConfig, families: dict[str, Family], seed: str) -> None:
+        self.store, self.cfg, self.families, self.seed = store, cfg, families, seed
+
+    # ------------------------------------------------------------------ phases
+    def _checks(self, family: Family) -> Checks:
+        return Checks(answer_fields=family.answer_fields, exact_fields=family.exact_fields, tolerances=family.tolerances)
+
+    def _first_phase(self, task: Task, lift: FamilyLift, family: Family, prompt: str, outputs: dict) -> Any:
+        calls = [c.model_dump() for c in task.canonical_calls]
+        outputs.update(run(self.store, calls, outputs))
+        answer, checks = task.gold, self._checks(family)
+        if lift.phase == "quality_decision":
+            band = outputs[calls[-1]["id"]]["quality_band"]
+            answer = {"quality_band": band}
+            checks = Checks(answer_fields=["quality_band"], exact_fields=["quality_band"])
+        return PHASES[lift.phase](
+            obligation="decide_quality" if lift.phase == "quality_decision" else "answer", prompt=prompt, gold=answer,
+            checks=checks, canonical_calls=task.canonical_calls,
+            acceptable_calls=task.alternative_calls if lift.phase != "quality_decision" else [],
+            evidence_stream_ids=task.evidence_stream_ids,
+        )
+
+    def _revise_window(self, task, lift, family, slots, outputs, choose: Chooser):
+        period = _period_of(task)
+        keep = {c.id for c in task.canonical_calls if c.tool == "resolve_point"}
+        order = [-1, 1] if period == "relative" or choose.fraction("direction") < 0.5 else [1, -1]
+        for direction in order[:1] if period == "relative" else order:
+            new = {**slots, **_shift(slots, period, direction), "direction": "previous" if direction < 0 else "next"}
+            calls, names = revised(family.canonical, new, "p2_", keep)
+            try:
+                merged = run(self.store, calls, outputs)
+                answer = gold.extract(gold_of(family.canonical, names), merged)
+            except (gold.GoldError, render.RenderError):
+                continue
+            outputs.update(merged)
+            alternatives = []
+            for alt in family.alternatives:
+                alt_calls, _ = revised(alt, new, "p2_", keep)
+                alternatives.append(as_calls(alt_calls))
+            prompt = render.query(lift.revision_prompts, choose.index("revision_prompt", len(lift.revision_prompts)), new)
+            return PHASES[lift.phase](obligation="revise_window", prompt=prompt, gold=answer, checks=self._checks(family),
+                                      canonical_calls=as_calls(calls), acceptable_calls=alternatives,
+                                      evidence_stream_ids=task.evidence_stream_ids), new
+        return None, slots
+
+    def _revise_target(self, task, lift, family, slots, outputs, choose: Chooser):
+        current = task.evidence_stream_ids[0]
+        row = self.store.streams[current]
+        others = sorted(s for s, r in self.store.streams.items() if s != current and r["site_id"] == row["site_id"]
+                        and r["point_class"] == row["point_class"] and r["tool_ready"] and r["ambiguity_count"] == 1
+                        and r["equipment"])
+        if not others:
+            return None, slots
+        other = self.store.streams[others[choose.index("other_stream", len(others))]]
+        new = {**slots, "equipment": other["equipment"], "equipment_words": render.role_words(other["equipment_role"]),
+               "phrase": render.point_phrase(other["label"])}
+        new["local_phrase"] = _local_phrase(new["phrase"], slots["site_label"])
+        calls, names = revised(family.canonical, new, "p2_", set())
+        merged = run(self.store, calls, outputs)
+        answer = gold.extract(gold_of(family.canonical, names), merged)
+        outputs.update(merged)
+        prompt = render.query(lift.revision_prompts, choose.index("revision_prompt", len(lift.revision_prompts)), new)
+        return LookupPhase(obligation="revise_target", prompt=prompt, gold=answer, checks=self._checks(family),
+                           canonical_calls=as_calls(calls), evidence_stream_ids=[other["stream_id"]]), new
+
+    def _probe_nearest(self, task, lift, slots, outputs, choose: Chooser):
+        base = parse_us(task.gold["observed_timestamp"])
+        minutes = 3 + choose.index("probe_minutes", 25)
+        resolve = _first_resolve([c.model_dump() for c in task.canonical_calls])
+        for extra in range(6):  # a whole ("public") minute with no reading exactly on it
+            probe = (base + (minutes + extra) * 60_000_000) // 60_000_000 * 60_000_000
+            calls = [{"id": "p2_c1", "tool": "lookup_observation",
+                      "arguments": {"stream_id": f"${resolve}.stream_id", "timestamp": format_us(probe), "mode": "nearest"}}]
+            merged = run(self.store, calls, outputs)
+            if not merged["p2_c1"]["exact_match_found"]:
+                break
+        else:
+            return None, slots
+        outputs.update(merged)
+        result = merged["p2_c1"]
+        answer = {k: result[k] for k in ("value", "observed_timestamp", "offset_seconds", "fallback_reason")}
+        new = {**slots, "probe_iso": format_us(probe)}
+        prompt = render.query(lift.revision_prompts, choose.index("revision_prompt", len(lift.revision_prompts)), new)
+        return NearestTimestampPhase(obligation="probe_nearest", prompt=prompt, gold=answer, checks=NEAREST_CHECKS,
+                                     canonical_calls=as_calls(calls), evidence_stream_ids=task.evidence_stream_ids), new
+
+    def _prefer(self, lift, first: Any, second: Any, outputs, windows: list[dict]):
+        """Which of the two compared weeks has data to trust more: higher worst coverage, then lower worst gap ratio."""
+        calls = []
+        for w_index, window in enumerate(windows, start=1):
+            for s_index in (1, 2):  # left, right
+                calls.append({"id": f"p3_q{w_index}{s_index}", "tool": "inspect_quality_window", "arguments": {
+                    "stream_id": f"$c{s_index}.stream_id", "window_start": window["window_start_iso"],
+                    "window_end": window["window_end_iso"], "period": "week"}})
+        merged = run(self.store, calls, outputs)
+        outputs.update(merged)
+
+        def score(w: int) -> tuple[float, float]:
+            sides = [merged[f"p3_q{w}{s}"] for s in (1, 2)]
+            return (min(q["coverage"] for q in sides), -max(q["gap_ratio"] or 1e9 for q in sides))
+
+        preferred = "first" if score(1) >= score(2) else "second"
+        return PreferencePhase(obligation="prefer", prompt=lift.prefer_prompt, gold={"preferred": preferred},
+                               checks=Checks(answer_fields=["preferred"], exact_fields=["preferred"]),
+                               canonical_calls=as_calls(calls), evidence_stream_ids=first.evidence_stream_ids)
+
+    # ------------------------------------------------------------------ commitment
+    def _target(self, choose: Chooser) -> list[str]:
+        """Commitment outcomes in the order to try: the drawn one first (declared shares), then the others."""
+        x, total = choose.fraction("outcome"), 0.0
+        outcomes = list(self.cfg.outcome_shares)
+        drawn = outcomes[-1]
+        for outcome in outcomes:
+            total += self.cfg.outcome_shares[outcome]
+            if x < total:
+                drawn = outcome
+                break
+        return [drawn] + [o for o in outcomes if o != drawn]
+
+    def _commit_window(self, stream_id: str, resolve: str, avoid: set[int], choose: Chooser, outputs):
+        windows = self.store._rows(
+            "SELECT window_start, window_end, quality_band FROM aggregates WHERE stream_id = ? AND period = 'week' "
+            "ORDER BY window_start", [stream_id])
+        for outcome in self._target(choose):
+            fitting = [w for w in windows if BAND_OUTCOME[w["quality_band"]][0] == outcome and w["window_start"] not in avoid]
+            if fitting:
+                window = fitting[choose.index("commit_window", len(fitting))]
+                break
+        else:
+            raise LiftError(f"{stream_id}: no weekly window to commit on")
+        calls = [{"id": "pc_c1", "tool": "inspect_quality_window", "arguments": {
+            "stream_id": f"${resolve}.stream_id", "window_start": format_us(window["window_start"]),
+            "window_end": format_us(window["window_end"]), "period": "week"}}]
+        merged = run(self.store, calls, outputs)
+        outputs.update(merged)
+        decision, reason = BAND_OUTCOME[merged["pc_c1"]["quality_band"]]
+        phrase = render.point_phrase(self.store.streams[stream_id]["label"])
+        week = datetime.fromtimestamp(window["window_start"] / 1e6, UTC).strftime("%Y-%m-%d")
+        prompt = f"I also need the weekly mean of the {phrase} for the week starting {week} (UTC). Can I report it? {self.cfg.commit_options}"
+        return calls, {"decision": decision, "reason": reason}, prompt
+
+    def timestamp_commitment(self, offset_seconds: float, step_seconds: float | None) -> tuple[str, str]:
+        """The declared rule for reporting a reading: exact, near enough, too imprecise, or inside a long gap."""
+        if offset_seconds == 0:
+            return "answer", "exact_timestamp"
+        if abs(offset_seconds) <= self.cfg.acceptable_offset_seconds:
+            return "answer", "nearest_but_acceptable"
+        limit = (step_seconds or 0) * self.store.thresholds["gap_ratio_abstain_window"]
+        if abs(offset_seconds) <= limit:
+            return "re_clarify", "timestamp_too_imprecise"
+        return "abstain", "long_gap"
+
+    def _probe_for(self, stream_id: str, outcome: str, choose: Chooser) -> int | None:
+        arrays = self.store.arrays(stream_id)
+        ts, n = arrays.ts, len(arrays.ts)
+        if n < 3:
+            return None
+        step = float(self.store.quality[stream_id]["step_us"] or 0)
+        gaps = np.diff(ts)
+        i = 1 + choose.index("commit_obs", n - 2)
+        if outcome == "answer":
+            if choose.fraction("exact") < 0.5:
+                return int(ts[i])
+            offset = int(min(self.cfg.acceptable_offset_seconds * 1e6, gaps[i] / 2 - 1) * (0.25 + 0.5 * choose.fraction("near")))
+            return int(ts[i]) + max(offset, 1_000_000)
+        if outcome == "re_clarify":
+            wide = np.flatnonzero(gaps > 2 * (self.cfg.acceptable_offset_seconds + 1) * 1e6)
+            if len(wide) == 0:
+                return None
+            j = int(wide[choose.index("imprecise_gap", len(wide))])
+            return int(ts[j]) + int(min(gaps[j] * 0.4, (self.cfg.acceptable_offset_seconds + 60) * 1e6 + 0.2 * gaps[j]))
+        long = np.flatnonzero(gaps > 2.2 * step * self.store.thresholds["gap_ratio_abstain_window"])
+        if len(long) == 0:
+            return None
+        j = int(long[choose.index("long_gap", len(long))])
+        return int(ts[j]) + int(gaps[j] // 2)
+
+    def _commit_timestamp(self, stream_id: str, resolve: str, choose: Chooser, outputs):
+        for outcome in self._target(choose):
+            probe = self._probe_for(stream_id, outcome, choose)
+            if probe is not None:
+                break
+        else:
+            raise LiftError(f"{stream_id}: no probe to commit on")
+        calls = [
+            {"id": "pc_c1", "tool": "lookup_observation", "arguments": {"stream_id": f"${resolve}.stream_id", "timestamp": format_us(probe), "mode": "nearest"}},
+            {"id": "pc_c2", "tool": "inspect_quality", "arguments": {"stream_id": f"${resolve}.stream_id"}},
+        ]
+        merged = run(self.store, calls, outputs)
+        outputs.update(merged)
+        decision, reason = self.timestamp_commitment(merged["pc_c1"]["offset_seconds"], merged["pc_c2"]["step_seconds"])
+        phrase = render.point_phrase(self.store.streams[stream_id]["label"])
+        prompt = f"Can I report the {phrase} for {format_us(probe)} from the nearest reading? {self.cfg.commit_options}"
+        return calls, {"decision": decision, "reason": reason}, prompt
+
+    # ------------------------------------------------------------------ assembly
+    def _slots(self, task: Task) -> dict:
+        slots = dict(task.slots)
+        if "window_start_iso" in slots:
+            end = slots.get("window_end_iso") or slots.get("anchor_iso")
+            slots.update(render.window_slots(parse_us(slots["window_start_iso"]), parse_us(end) if end else None))
+        site = task.site_ids[0]
+        slots["site_label"] = self.store.sites[site]["label"]
+        if "phrase" in slots:
+            slots["local_phrase"] = _local_phrase(slots["phrase"], slots["site_label"])
+        return slots
+
+    def _withheld(self, task: Task, lift: FamilyLift, slots: dict) -> list[WithheldSlot]:
+        if lift.withhold == "site":
+            reply = render.query([self.cfg.slots["site"].reply], 0, slots)
+            return [WithheldSlot(slot="site", value=slots["site_label"], reply=reply)]
+        if lift.withhold == "time":
+            reply = render.query([lift.time_reply], 0, slots)
+            period = _period_of(task)
+            if "timestamp_iso" in slots:
+                value = slots["timestamp_iso"]
+            else:
+                value = {"relative": "anchor_iso", "week": "week_start", "month": "month_name", "day": "day"}[period]
+                value = slots[value]
+            return [WithheldSlot(slot="time", value=value, reply=reply)]
+        return []
+
+    def _leaks(self, text: str, withheld: list[WithheldSlot], task: Task) -> bool:
+        lowered = text.lower()
+        values = [w.value for w in withheld]
+        if withheld and withheld[0].slot == "site":
+            values += task.site_ids
+        elif withheld:
+            values += [v for k, v in task.slots.items() if k.endswith("_iso") or k in ("day", "week_start", "month_name")]
+        return any(str(v).lower() in lowered for v in values if v)
+
+    def lift(self, task: Task) -> tuple[dict, dict]:
+        """(episode fields, provenance) for one task; raises LiftError or GoldError when it cannot be lifted."""
+        lift, family = self.cfg.families[task.family], self.families[task.family]
+        episode_id = f"{task.task_id}.ep"
+        choose = Chooser(self.seed, episode_id)
+        slots = self._slots(task)
+        withheld = self._withheld(task, lift, slots)
+        initial = render.query(lift.initial, choose.index("initial", len(lift.initial)), slots)
+        if self._leaks(initial, withheld, task):
+            raise LiftError("the withheld slot shows in the initial message")
+        outputs: dict = {}
+        phases = [self._first_phase(task, lift, family, initial, outputs)]
+        obligations = [f"clarify_{w.slot}" for w in withheld] + [phases[0].obligation]
+        first_slots = slots
+        if lift.revision == "revise_window":
+            phase, slots = self._revise_window(task, lift, family, slots, outputs, choose)
+        elif lift.revision == "revise_target":
+            phase, slots = self._revise_target(task, lift, family, slots, outputs, choose)
+        elif lift.revision == "probe_nearest":
+            phase, slots = self._probe_nearest(task, lift, slots, outputs, choose)
+        else:
+            phase = None
+        if phase is not None:
+            phases.append(phase)
+            obligations.append(phase.obligation)
+            if lift.prefer and phase.obligation == "revise_window":
+                phases.append(self._prefer(lift, phases[0], phase, outputs, [first_slots, slots]))
+                obligations.append("prefer")
+        canonical = [c.model_dump() for c in task.canonical_calls]
+        resolve, stream = _first_resolve(canonical), task.evidence_stream_ids[0]
+        if task.family == "window_rank":
+            stream = task.gold["top_stream_id"]
+            resolve = next(c["id"] for c in canonical if c["tool"] == "resolve_point" and c["arguments"]["equipment"] == self.store.streams[stream]["equipment"] and c["arguments"]["site"] == self.store.streams[stream]["site_id"])
+        if lift.commit_target == "window":
+            avoid = {s["window_start"] for s in (first_slots, slots) if "window_start" in s}
+            calls, answer, prompt = self._commit_window(stream, resolve, avoid, choose, outputs)
+        else:
+            calls, answer, prompt = self._commit_timestamp(stream, resolve, choose, outputs)
+        phases.append(CommitmentPhase(obligation="commit", prompt=prompt, gold=answer, checks=COMMIT_CHECKS,
+                                      canonical_calls=as_calls(calls), evidence_stream_ids=[stream]))
+        obligations.append("commit")
+        evidence = sorted({s for p in phases for s in p.evidence_stream_ids})
+        follow_ups = []
+        for kind in lift.follow_ups:
+            if kind == "rationale":  # why the commitment went the way it did: its quality reason
+                follow_ups.append(FollowUp(kind="rationale", prompt=self.cfg.rationale_prompt, gold={"reason": answer["reason"]},
+                                           checks=Checks(answer_fields=["reason"], exact_fields=["reason"])))
+            else:
+                follow_ups.append(FollowUp(kind="evidence", prompt=self.cfg.evidence_prompt, gold={"stream_ids": evidence},
+                                           checks=Checks(answer_fields=["stream_ids"], exact_fields=["stream_ids"])))
+            obligations.append(kind)
+        calls_total = sum(len(p.canonical_calls) for p in phases)
+        budget = max(12, calls_total + len(phases) + len(withheld) + len(follow_ups) + 1)
+        fields = {
+            "id": episode_id, "corpus": task.corpus, "split": task.split, "family": task.family, "task_id": task.task_id,
+            "site_ids": task.site_ids, "interaction_mode": "+".join(obligations), "obligations": obligations,
+            "initial_message": initial, "hidden_instruction": task.query, "withheld": withheld, "phases": phases,
+            "follow_ups": follow_ups, "stop_reply": self.cfg.stop_reply, "nudge_reply": self.cfg.nudge,
+            "idle_reply": self.cfg.after_release, "commitment_outcome": answer["decision"], "evidence_stream_ids": evidence,
+            "turn_budget": budget,
+            "difficulty": {**task.difficulty, "tool_calls": calls_total, "phases": len(phases)}, "provenance_ref": episode_id,
+        }
+        provenance = {"id": episode_id, "task_id": task.task_id, "task_provenance": task.provenance,
+                      "selection_key": task.selection_key, "first_window": first_slots.get("window_start_iso"),
+                      "revised_slots": {k: v for k, v in slots.items() if k.endswith("_iso")}}
+        return fields, provenance

@@ -1,0 +1,64 @@
+"""The episodes stage: every static task lifted, written per split with a provenance side file."""
+
+from __future__ import annotations
+
+import json
+from collections import Counter
+from pathlib import Path
+
+from contracts.episodes import Episode, EpisodesConfig
+from contracts.tasks import FamiliesConfig, Task
+from pipeline.canonical import write_jsonl
+from pipeline.episodes.lift import Lifter, LiftError
+from pipeline.manifest import StageResult
+from pipeline.store.build import STORE_FILE
+from pipeline.tasks import gold, render
+from pipeline.tools.access import ToolStore
+
+SPLITS = ("train", "dev", "test")
+MIN_OUTCOME_SHARE = 0.15
+
+
+def build_episodes(store_dir: Path, tasks_dir: Path, families: FamiliesConfig, cfg: EpisodesConfig, out: Path) -> StageResult:
+    store = ToolStore(store_dir / STORE_FILE)
+    lifter = Lifter(store, cfg, families.families, families.seed)
+    episodes, provenance, dropped = [], [], Counter()
+    try:
+        for split in SPLITS:
+            for line in (tasks_dir / f"{split}.jsonl").read_text(encoding="utf-8").splitlines():
+                task = Task.model_validate_json(line)
+                try:
+                    fields, origin = lifter.lift(task)
+                except (LiftError, gold.GoldError, render.RenderError) as exc:
+                    dropped[f"{task.family}: {type(exc).__name__}"] += 1
+                    continue
+                episodes.append(Episode.model_validate(fields))
+                provenance.append(origin)
+    finally:
+        store.close()
+    counts = {}
+    for split in SPLITS:
+        rows = [e for e in episodes if e.split == split]
+        write_jsonl(out / f"{split}.jsonl", [e.model_dump(mode="json") for e in rows])
+        counts[split] = len(rows)
+    write_jsonl(out / "provenance.jsonl", sorted(provenance, key=lambda p: p["id"]))
+    outcomes = Counter(e.commitment_outcome for e in episodes)
+    shares = {o: round(outcomes.get(o, 0) / max(1, len(episodes)), 4) for o in ("answer", "abstain", "re_clarify")}
+    details = {
+        "per_family": {f: dict(sorted(Counter(e.split for e in episodes if e.family == f).items()))
+                       for f in sorted({e.family for e in episodes})},
+        "per_interaction_mode": dict(sorted(Counter(e.interaction_mode for e in episodes).items())),
+        "commitment_outcomes": dict(sorted(outcomes.items())),
+        "commitment_shares": shares,
+        "commitment_reasons": dict(sorted(Counter(e.phases[-1].gold["reason"] for e in episodes).items())),
+        "outcome_by_family": {f: dict(sorted(Counter(e.commitment_outcome for e in episodes if e.family == f).items()))
+                              for f in sorted({e.family for e in episodes})},
+        "balance_ok": all(v >= MIN_OUTCOME_SHARE for v in shares.values()),
+        "dropped": dict(sorted(dropped.items())),
+    }
+    return StageResult(outputs=[*(f"{s}.jsonl" for s in SPLITS), "provenance.jsonl"], row_counts=counts, details=details)
+
+
+def read_episodes(folder: Path) -> list[Episode]:
+    return [Episode.model_validate(json.loads(line)) for split in SPLITS
+            for line in (folder / f"{split}.jsonl").read_text(encoding="utf-8").splitlines()]

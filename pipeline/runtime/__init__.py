@@ -1,0 +1,1 @@
+"""Runtime: the user simulator, the gold path, the runner, agents and scoring."""
