@@ -125,6 +125,12 @@ def main(repeat: int, corpora: tuple[str, ...], tool_calls: int) -> None:
     click.echo(f"| {written:,.0f} tasks written (gold and alternatives run through the tools) | {tasks:.3f} | {written / tasks:,.1f} tasks/s |")
     if tool_calls:
         _tool_table(ws, names, tool_calls)
+    from pipeline.bench_runtime import runtime_figures
+
+    click.echo("\n| corpus (test split) | episodes | oracle ms per episode | scorer traces/s (target >= 5,000) |\n|---|---|---|---|")
+    for name in names:
+        figures = runtime_figures(ws, name)
+        click.echo(f"| {name} | {figures['episodes']} | {figures['oracle_ms_per_episode']:.2f} | {figures['scored_traces_per_s']:,.0f} |")
 
 
 if __name__ == "__main__":

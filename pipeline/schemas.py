@@ -10,6 +10,7 @@ from contracts.episodes import Episode, EpisodesConfig
 from contracts.ingest import IngestReport
 from contracts.manifest import StageManifest
 from contracts.protocol import Answer, AskUser, CallTool, Plan
+from contracts.runtime import EpisodeScore, TraceHeader, TurnRecord
 from contracts.tasks import FamiliesConfig, Task
 from pipeline.canonical import pretty_json
 from pipeline.tools import registry
@@ -19,6 +20,7 @@ MODELS = {
     "stage_manifest": StageManifest, "families_config": FamiliesConfig, "task": Task,
     "episode": Episode, "episodes_config": EpisodesConfig,
     "action_ask_user": AskUser, "action_call_tool": CallTool, "action_answer": Answer, "action_plan": Plan,
+    "trace_header": TraceHeader, "trace_turn": TurnRecord, "episode_score": EpisodeScore,
 }
 
 

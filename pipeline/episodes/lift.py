@@ -45,6 +45,17 @@ NEAREST_CHECKS = Checks(answer_fields=["value", "observed_timestamp", "offset_se
 COMMIT_CHECKS = Checks(answer_fields=["decision", "reason"], exact_fields=["decision", "reason"])
 
 
+def timestamp_commitment(offset_seconds: float, step_seconds: float | None, acceptable: float, abstain_ratio: float) -> tuple[str, str]:
+    """The declared rule for reporting a reading: exact, near enough, too imprecise, or inside a long gap."""
+    if offset_seconds == 0:
+        return "answer", "exact_timestamp"
+    if abs(offset_seconds) <= acceptable:
+        return "answer", "nearest_but_acceptable"
+    if abs(offset_seconds) <= (step_seconds or 0) * abstain_ratio:
+        return "re_clarify", "timestamp_too_imprecise"
+    return "abstain", "long_gap"
+
+
 class LiftError(ValueError):
     """A task that cannot be lifted (e.g. its withheld slot would still show in the first message)."""
 
@@ -240,15 +251,8 @@ class Lifter:
         return calls, {"decision": decision, "reason": reason}, prompt
 
     def timestamp_commitment(self, offset_seconds: float, step_seconds: float | None) -> tuple[str, str]:
-        """The declared rule for reporting a reading: exact, near enough, too imprecise, or inside a long gap."""
-        if offset_seconds == 0:
-            return "answer", "exact_timestamp"
-        if abs(offset_seconds) <= self.cfg.acceptable_offset_seconds:
-            return "answer", "nearest_but_acceptable"
-        limit = (step_seconds or 0) * self.store.thresholds["gap_ratio_abstain_window"]
-        if abs(offset_seconds) <= limit:
-            return "re_clarify", "timestamp_too_imprecise"
-        return "abstain", "long_gap"
+        return timestamp_commitment(offset_seconds, step_seconds, self.cfg.acceptable_offset_seconds,
+                                    self.store.thresholds["gap_ratio_abstain_window"])
 
     def _probe_for(self, stream_id: str, outcome: str, choose: Chooser) -> int | None:
         arrays = self.store.arrays(stream_id)

@@ -55,9 +55,14 @@ def thresholds(aggregates: pl.DataFrame, quality: pl.DataFrame, cfg: StoreConfig
                         orient="row").sort("name")
 
 
+def shown(column: str) -> pl.Expr:
+    """A value as the tools show it (Python's round to 4 decimals): decisions use what an agent can see."""
+    return pl.col(column).map_elements(lambda x: round(x, 4) + 0.0, return_dtype=pl.Float64)
+
+
 def quality_band(limits: dict[str, float], gap_limit: str, clean: pl.Expr | None = None) -> pl.Expr:
-    """The quality decision, in order: low_coverage, long_gap, healthy, marginal."""
-    coverage, ratio = pl.col("coverage").fill_null(0.0), pl.col("gap_ratio")
+    """The quality decision on the rounded values, in order: low_coverage, long_gap, healthy, marginal."""
+    coverage, ratio = shown("coverage").fill_null(0.0), shown("gap_ratio")
     healthy = (coverage >= limits["coverage_answer"]) & (ratio <= limits["gap_ratio_answer"])
     if clean is not None:
         healthy = healthy & clean

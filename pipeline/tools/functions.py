@@ -240,7 +240,8 @@ def inspect_quality(store: ToolStore, args: InspectQualityInput) -> InspectQuali
 
 
 def window_band(store: ToolStore, coverage: float, gap_ratio: float | None, clean: bool) -> str:
-    """The window quality decision, in order: low_coverage, long_gap, healthy, marginal (as in the store)."""
+    """The window quality decision on the values as shown (rounded), in order: low_coverage, long_gap,
+    healthy, marginal (as in the store), so an agent reading the result can reach the same band."""
     t = store.thresholds
     if coverage < t["coverage_abstain"]:
         return "low_coverage"
@@ -269,6 +270,7 @@ def inspect_quality_window(store: ToolStore, args: InspectQualityWindowInput) ->
         step_seconds=rounding.seconds(step), longest_gap_seconds=rounding.seconds(stats["longest_gap_us"]),
         coverage=rounding.value(stats["coverage"]), gap_ratio=rounding.value(stats["gap_ratio"]),
         duplicate_fraction=rounding.value(duplicates), nan_fraction=rounding.value(nans),
-        quality_band=window_band(store, stats["coverage"], stats["gap_ratio"], duplicates == 0 and nans == 0),
+        quality_band=window_band(store, rounding.value(stats["coverage"]), rounding.value(stats["gap_ratio"]),
+                                 duplicates == 0 and nans == 0),
         thresholds=_thresholds(store),
     )

@@ -1,0 +1,74 @@
+"""Traces and scores: what a run records and what the scorer makes of it."""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+from pydantic import Field
+
+from contracts.base import Frozen
+
+ProtocolIssue = Literal[
+    "premature_tool", "unnecessary_clarification", "redundant_clarification", "missing_clarification",
+    "missing_phase_answer", "missing_rationale", "missing_evidence", "empty_turn", "parse_error", "tool_error",
+    "not_terminated", "parallel_calls",
+]
+
+
+class TraceHeader(Frozen):
+    """First line of a trace file."""
+
+    type: Literal["header"] = "header"
+    corpus: str
+    split: str
+    episode_set: str = Field(description="Which episode file was played (episodes or audit stage).")
+    episode_set_hash: str = Field(description="xxh3-128 of that file's bytes; scoring checks it.")
+    agent: str
+    repeat: int
+    settings: dict[str, Any]
+    versions: dict[str, str]
+
+
+class TurnRecord(Frozen):
+    """One agent turn: the action, what came back, and issues the runner saw."""
+
+    type: Literal["turn"] = "turn"
+    episode_id: str
+    run: int
+    turn: int
+    action: dict[str, Any] | None = Field(description="The action as played (None when the agent's output did not parse).")
+    raw: Any = Field(None, description="The agent's raw output when it did not parse or held several actions.")
+    call_id: str | None = None
+    tool_result: dict[str, Any] | None = None
+    reply: str | None = Field(None, description="The simulated user's reply, if any.")
+    event: str | None = None
+    issues: list[ProtocolIssue] = []
+    elapsed_ms: float = Field(0.0, description="Wall time of the agent's turn (not used by scoring).")
+    usage: dict[str, int] | None = Field(None, description="Token usage when the agent reports it.")
+
+
+class EpisodeEnd(Frozen):
+    type: Literal["end"] = "end"
+    episode_id: str
+    run: int
+    turns: int
+    stopped: bool
+
+
+class EpisodeScore(Frozen):
+    """Scores of one run of one episode; accomplished = task and protocol."""
+
+    episode_id: str
+    run: int
+    family: str
+    split: str
+    interaction_mode: str
+    final: bool
+    evidence: bool
+    phase: bool
+    temporal: bool
+    task: bool
+    protocol: bool
+    accomplished: bool
+    phase_results: list[bool]
+    issues: list[ProtocolIssue]

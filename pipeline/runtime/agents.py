@@ -1,0 +1,97 @@
+"""Agents behind one small interface: see the conversation, return one action (or several, which is a protocol issue)."""
+
+from __future__ import annotations
+
+import json
+import sys
+from abc import ABC, abstractmethod
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from typing import Any, TextIO
+
+from contracts.episodes import Episode
+from pipeline.runtime.gold_path import gold_actions
+
+
+@dataclass
+class Observation:
+    """What an agent sees: the conversation so far (user turns, its own actions, tool results)."""
+
+    episode_id: str
+    messages: list[dict[str, Any]] = field(default_factory=list)  # {"role": "user"|"agent"|"tool", ...}
+    turn: int = 0
+    budget: int = 0
+
+
+class Agent(ABC):
+    """Base interface. `start` receives the episode (agents that play fair ignore all but its id); `act` returns an action."""
+
+    name = "agent"
+
+    def start(self, episode: Episode) -> None:  # noqa: B027 (an optional hook, empty by default)
+        """Called before the first turn of an episode."""
+
+    @abstractmethod
+    def act(self, observation: Observation) -> Any:
+        """One action as a dict (or a list of them, which the runner records as parallel calls)."""
+
+
+class OracleAgent(Agent):
+    """Plays the gold path: asks for the withheld slot, runs the canonical calls, answers the gold."""
+
+    name = "oracle"
+
+    def start(self, episode: Episode) -> None:
+        self._actions: Iterator = gold_actions(episode)
+
+    def act(self, observation: Observation) -> Any:
+        action = next(self._actions, None)
+        return action.model_dump() if action is not None else {"kind": "answer", "text": "done", "fields": {}}
+
+
+class NoopAgent(Agent):
+    """Answers every turn with nothing useful: a floor every score must beat."""
+
+    name = "noop"
+
+    def act(self, observation: Observation) -> Any:
+        return {"kind": "answer", "text": "I don't know.", "fields": {}}
+
+
+class HumanAgent(Agent):
+    """A person at the terminal: `ask TEXT`, `tool NAME {json}`, `answer {json} [text]`, `plan TEXT`."""
+
+    name = "human"
+
+    def __init__(self, stdin: TextIO | None = None, stdout: TextIO | None = None) -> None:
+        self.stdin, self.stdout = stdin or sys.stdin, stdout or sys.stdout
+        self._shown = 0
+
+    def act(self, observation: Observation) -> Any:
+        for message in observation.messages[self._shown:]:
+            if message["role"] != "agent":
+                self.stdout.write(f"[{message['role']}] {message.get('text') or json.dumps(message.get('result'), ensure_ascii=False)}\n")
+        self._shown = len(observation.messages)
+        self.stdout.write(f"turn {observation.turn + 1}/{observation.budget} > ")
+        self.stdout.flush()
+        line = self.stdin.readline()
+        if not line:
+            return {"kind": "answer", "text": "(end of input)", "fields": {}}
+        verb, _, rest = line.strip().partition(" ")
+        try:
+            if verb == "ask":
+                return {"kind": "ask_user", "text": rest}
+            if verb == "plan":
+                return {"kind": "plan", "text": rest}
+            if verb == "tool":
+                name, _, arguments = rest.partition(" ")
+                return {"kind": "call_tool", "name": name, "arguments": json.loads(arguments or "{}")}
+            if verb == "answer":
+                fields, end = json.JSONDecoder().raw_decode(rest.strip() or "{}")
+                return {"kind": "answer", "fields": fields, "text": rest.strip()[end:].strip()}
+        except json.JSONDecodeError:
+            pass
+        return {"unparsed": line.strip()}
+
+
+AGENTS: dict[str, Callable[[], Agent]] = {"oracle": OracleAgent, "noop": NoopAgent, "human": HumanAgent}

@@ -1,0 +1,111 @@
+"""Contract preflight: coded checks over every episode; a release needs zero issues."""
+
+from __future__ import annotations
+
+from collections import Counter
+from typing import Any
+
+from contracts.episodes import Episode, EpisodesConfig
+from pipeline.episodes.lift import BAND_OUTCOME, timestamp_commitment
+from pipeline.runtime.parse import failed_fields
+from pipeline.tasks import gold
+from pipeline.tools import registry
+from pipeline.tools.access import ToolStore
+from pipeline.tools.functions import window_band
+
+REVISIONS = ("revise_window", "revise_target", "probe_nearest", "prefer", "commit")
+CHECKS = (
+    "phase_count", "final_phase_is_commitment", "commit_options_identical", "required_fields_present",
+    "gold_passes_own_checks", "golds_rederived", "timestamp_golds_via_exact_and_nearest", "quality_golds_vs_thresholds",
+    "evidence_ids_exist", "withheld_slot_not_in_first_message",
+)
+
+
+def rederive(phase: Any, outputs: dict, thresholds: dict, acceptable: float) -> dict:
+    """A phase's gold recomputed from the outputs of its canonical calls."""
+    last = outputs[phase.canonical_calls[-1].id]
+    kind = phase.type
+    if kind == "lookup":
+        return {"stream_id": last["stream_id"]}
+    if kind == "aggregate":
+        return {"mean": last["value"]}
+    if kind == "compare":
+        return {"winning_stream_id": last["winning_stream_id"], "left_mean": last["left"]["value"], "right_mean": last["right"]["value"]}
+    if kind == "rank":
+        return {"top_stream_id": last["ranked_streams"][0]["stream_id"], "top_mean": last["ranked_streams"][0]["value"]}
+    if kind == "timestamp_value":
+        return {"value": last["value"], "observed_timestamp": last["observed_timestamp"]}
+    if kind == "nearest_timestamp":
+        return {k: last[k] for k in ("value", "observed_timestamp", "offset_seconds", "fallback_reason")}
+    if kind == "quality_decision":
+        return {"quality_band": last["quality_band"]}
+    if kind == "preference":
+        q = {c.id[-2:]: outputs[c.id] for c in phase.canonical_calls}
+        score = {w: (min(q[f"{w}1"]["coverage"], q[f"{w}2"]["coverage"]),
+                     -max(q[f"{w}1"]["gap_ratio"] or 1e9, q[f"{w}2"]["gap_ratio"] or 1e9)) for w in "12"}
+        return {"preferred": "first" if score["1"] >= score["2"] else "second"}
+    first = outputs[phase.canonical_calls[0].id]
+    if "quality_band" in first:
+        decision, reason = BAND_OUTCOME[first["quality_band"]]
+    else:
+        decision, reason = timestamp_commitment(first["offset_seconds"], last["step_seconds"], acceptable,
+                                                thresholds["gap_ratio_abstain_window"])
+    return {"decision": decision, "reason": reason}
+
+
+def check_episode(episode: Episode, store: ToolStore, cfg: EpisodesConfig) -> list[str]:
+    """Names of the checks this episode fails (empty: it passes every one)."""
+    failed = []
+    revisions = [o for o in episode.obligations if o in REVISIONS]
+    if len(episode.phases) != 1 + len(revisions):
+        failed.append("phase_count")
+    if episode.phases[-1].type != "commitment":
+        failed.append("final_phase_is_commitment")
+    if not episode.phases[-1].prompt.endswith(cfg.commit_options):
+        failed.append("commit_options_identical")
+    steps = [*episode.phases, *episode.follow_ups]
+    if any(step.gold.get(f) in (None, "", []) for step in steps for f in step.checks.answer_fields):
+        failed.append("required_fields_present")
+    if any(failed_fields(step.checks, step.gold, step.gold) for step in steps):
+        failed.append("gold_passes_own_checks")
+    outputs: dict = {}
+    try:
+        for phase in episode.phases:
+            outputs = gold.execute(store, [c.model_dump() for c in phase.canonical_calls], outputs)
+            if rederive(phase, outputs, store.thresholds, cfg.acceptable_offset_seconds) != phase.gold:
+                failed.append("golds_rederived")
+            if phase.type in ("timestamp_value", "nearest_timestamp"):
+                stream = phase.evidence_stream_ids[0]
+                exact = registry.call(store, "lookup_observation", {"stream_id": stream, "timestamp": phase.gold["observed_timestamp"], "mode": "exact"})
+                if not exact.get("exact_match_found") or exact.get("value") != phase.gold["value"]:
+                    failed.append("timestamp_golds_via_exact_and_nearest")
+            if phase.type == "quality_decision":
+                result = outputs[phase.canonical_calls[-1].id]
+                clean = result["duplicate_fraction"] == 0 and result["nan_fraction"] == 0
+                if window_band(store, result["coverage"], result["gap_ratio"], clean) != phase.gold["quality_band"]:
+                    failed.append("quality_golds_vs_thresholds")
+    except (gold.GoldError, KeyError, IndexError, TypeError):
+        failed.append("golds_rederived")
+    if any(s not in store.streams for s in episode.evidence_stream_ids):
+        failed.append("evidence_ids_exist")
+    if any(w.value.lower() in episode.initial_message.lower() for w in episode.withheld):
+        failed.append("withheld_slot_not_in_first_message")
+    return sorted(set(failed))
+
+
+def preflight(episodes: list[Episode], store: ToolStore, cfg: EpisodesConfig) -> dict:
+    """Issue counts by check, family and split; `issue_count` must be 0 for a release."""
+    by_check, by_family, by_split, rows = Counter(), Counter(), Counter(), {}
+    for episode in episodes:
+        failed = check_episode(episode, store, cfg)
+        if failed:
+            rows[episode.id] = failed
+            by_family[episode.family] += len(failed)
+            by_split[episode.split] += len(failed)
+            by_check.update(failed)
+    return {
+        "episodes": len(episodes), "issue_count": sum(by_check.values()),
+        "by_check": {check: by_check.get(check, 0) for check in CHECKS},
+        "by_family": dict(sorted(by_family.items())), "by_split": dict(sorted(by_split.items())),
+        "failing_episodes": dict(sorted(rows.items())[:50]),
+    }
