@@ -158,6 +158,8 @@ class EpisodesConfig(Frozen):
     acceptable_offset_seconds: float = Field(gt=0)
     outcome_shares: dict[Outcome, float]
     commit_options: str
+    commit_window_prompt: str = Field(description="Commitment on a week: {phrase}, {week_start}, {options}.")
+    commit_timestamp_prompt: str = Field(description="Commitment on a reading: {phrase}, {probe_iso}, {options}.")
     stop_reply: str
     nudge: str
     after_release: str
@@ -165,3 +167,20 @@ class EpisodesConfig(Frozen):
     rationale_prompt: str
     slots: dict[Literal["site", "time"], SlotConfig]
     families: dict[str, FamilyLift]
+
+
+class Policy(Frozen):
+    """One shortcut policy: a solver lacking one capability."""
+
+    name: str
+    lacks: str
+    description: str
+
+
+class AuditConfig(Frozen):
+    """The whole of configs/audit.toml: capabilities episodes declare, and the policies that test them."""
+
+    capabilities: dict[str, list[str]] = Field(description="Capability -> obligations requiring it.")
+    outcome_capabilities: dict[str, list[Outcome]] = Field(description="Capability -> commitment outcomes requiring it.")
+    phase_capabilities: dict[str, list[str]] = Field(description="Capability -> phase types or commitment reasons requiring it.")
+    policies: list[Policy] = Field(min_length=1)

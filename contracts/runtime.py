@@ -35,6 +35,7 @@ class TurnRecord(Frozen):
     type: Literal["turn"] = "turn"
     episode_id: str
     run: int
+    player: str | None = Field(None, description="Which shortcut policy played (controller runs only).")
     turn: int
     action: dict[str, Any] | None = Field(description="The action as played (None when the agent's output did not parse).")
     raw: Any = Field(None, description="The agent's raw output when it did not parse or held several actions.")
@@ -51,6 +52,7 @@ class EpisodeEnd(Frozen):
     type: Literal["end"] = "end"
     episode_id: str
     run: int
+    player: str | None = None
     turns: int
     stopped: bool
 

@@ -9,11 +9,13 @@ from pathlib import Path
 
 from contracts.build import BuildConfig, StoreConfig
 from contracts.corpus import CorpusMapping
-from contracts.episodes import Episode, EpisodesConfig
+from contracts.episodes import AuditConfig, Episode, EpisodesConfig
 from contracts.ingest import IngestReport
 from contracts.manifest import StageManifest
 from contracts.tasks import FamiliesConfig, Task
-from pipeline.config import load_build_config, load_episodes_config, load_families, load_mapping, select_corpora
+from pipeline.config import (
+    load_audit_config, load_build_config, load_episodes_config, load_families, load_mapping, select_corpora,
+)
 from pipeline.errors import ConfigError
 from pipeline.manifest import (
     StageIdentity,
@@ -97,6 +99,19 @@ def _episodes_run(ctx: Context, out: Path) -> StageResult:
     return build_episodes(ctx.stage_dir("store"), ctx.stage_dir("tasks"), load_families(ctx.ws), load_episodes_config(ctx.ws), out)
 
 
+def _audit_identity(ctx: Context) -> tuple[dict, dict[str, str]]:
+    config = {"audit": load_audit_config(ctx.ws).model_dump(mode="json"), "episodes": load_episodes_config(ctx.ws).model_dump(mode="json"),
+              "families": load_families(ctx.ws).model_dump(mode="json")}
+    return config, {**_upstream_outputs(ctx, "episodes"), **_upstream_outputs(ctx, "store")}
+
+
+def _audit_run(ctx: Context, out: Path) -> StageResult:
+    from pipeline.audit.stage import run_audit
+
+    return run_audit(ctx.stage_dir("store"), ctx.stage_dir("episodes"), load_audit_config(ctx.ws), load_families(ctx.ws),
+                     load_episodes_config(ctx.ws), out)
+
+
 @dataclass(frozen=True)
 class Stage:
     name: str
@@ -113,6 +128,8 @@ STAGES: tuple[Stage, ...] = (
     Stage("tasks", ("store", "tools", "tasks"), (FamiliesConfig, Task), _tasks_identity, _tasks_run, uses_tools=True),
     Stage("episodes", ("store", "tools", "tasks", "episodes"), (EpisodesConfig, Episode), _episodes_identity, _episodes_run,
           uses_tools=True),
+    Stage("audit", ("store", "tools", "tasks", "episodes", "runtime", "audit"), (AuditConfig, Episode), _audit_identity,
+          _audit_run, uses_tools=True),
 )
 
 

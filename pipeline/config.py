@@ -9,7 +9,7 @@ from pydantic import ValidationError
 
 from contracts.build import BuildConfig
 from contracts.corpus import CorpusMapping
-from contracts.episodes import EpisodesConfig
+from contracts.episodes import AuditConfig, EpisodesConfig
 from contracts.tasks import FamiliesConfig
 from pipeline.errors import ConfigError
 from pipeline.workspace import Workspace
@@ -85,3 +85,13 @@ def load_episodes_config(ws: Workspace) -> EpisodesConfig:
         return EpisodesConfig.model_validate(tomllib.loads(path.read_text(encoding="utf-8")))
     except (tomllib.TOMLDecodeError, ValidationError) as exc:
         raise ConfigError(f"{path}: invalid episode declarations: {exc}") from exc
+
+
+def load_audit_config(ws: Workspace) -> AuditConfig:
+    path = ws.configs_dir / "audit.toml"
+    if not path.is_file():
+        raise ConfigError(f"{path}: missing; the audit stage needs the shortcut policies")
+    try:
+        return AuditConfig.model_validate(tomllib.loads(path.read_text(encoding="utf-8")))
+    except (tomllib.TOMLDecodeError, ValidationError) as exc:
+        raise ConfigError(f"{path}: invalid audit declarations: {exc}") from exc

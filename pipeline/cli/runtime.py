@@ -21,7 +21,7 @@ def _rates(summary: dict) -> None:
 @click.command()
 @click.option("--corpus", required=True, help="Corpus name.")
 @click.option("--split", required=True, type=click.Choice(["train", "dev", "test"]), help="Which split to play.")
-@click.option("--agent", "agent_name", required=True, help="oracle, noop or human.")
+@click.option("--agent", "agent_name", required=True, help="oracle, noop, human, or controller (the audit's shortcut policies).")
 @click.option("--repeat", default=1, show_default=True, type=click.IntRange(1, 100), help="Runs per episode (pass^k).")
 @click.option("--limit", type=click.IntRange(1), help="Play only the first N episodes.")
 @click.option("--out", type=click.Path(dir_okay=False), default="trace.jsonl", show_default=True, help="Trace file (JSONL).")
@@ -89,4 +89,30 @@ def preflight(ctx: click.Context, corpus: str, as_json: bool) -> None:
         click.echo(f"  {check:<40}{n}")
 
 
-COMMANDS = (run, score, preflight)
+@click.command()
+@click.option("--corpus", required=True, help="Corpus name.")
+@click.option("--json", "as_json", is_flag=True, help="Print JSON (candidates, released, excluded_by_policy, completions_on_candidates, commitment_mix).")
+@click.pass_context
+@cli.handle_errors
+def audit(ctx: click.Context, corpus: str, as_json: bool) -> None:
+    """The construction audit of a corpus: what each shortcut policy completed and what was dropped.
+
+    \b
+    Example:
+      telemetry-bench audit --corpus xai4heat --json
+    """
+    from pipeline.runtime.api import audit_summary
+
+    report = audit_summary(cli.workspace(ctx), corpus)
+    if as_json:
+        cli.echo_json(report)
+        return
+    click.echo(f"{corpus}: {report['candidates']} candidate episodes, {report['released']} released")
+    for name, info in report["policies"].items():
+        click.echo(f"  {name:<16} lacks {info['lacks']:<12} wins on candidates {report['completions_on_candidates'][name]:>5}"
+                   f"   excluded {report['excluded_by_policy'][name]:>4}")
+    click.echo("  commitment mix: " + ", ".join(f"{k} {v}" for k, v in report["commitment_mix"].items()))
+    click.echo("  controls: " + ", ".join(f"{k} {v}" for k, v in report["controls"].items()))
+
+
+COMMANDS = (run, score, preflight, audit)

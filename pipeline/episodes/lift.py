@@ -247,7 +247,7 @@ class Lifter:
         decision, reason = BAND_OUTCOME[merged["pc_c1"]["quality_band"]]
         phrase = render.point_phrase(self.store.streams[stream_id]["label"])
         week = datetime.fromtimestamp(window["window_start"] / 1e6, UTC).strftime("%Y-%m-%d")
-        prompt = f"I also need the weekly mean of the {phrase} for the week starting {week} (UTC). Can I report it? {self.cfg.commit_options}"
+        prompt = render.query([self.cfg.commit_window_prompt], 0, {"phrase": phrase, "week_start": week, "options": self.cfg.commit_options})
         return calls, {"decision": decision, "reason": reason}, prompt
 
     def timestamp_commitment(self, offset_seconds: float, step_seconds: float | None) -> tuple[str, str]:
@@ -294,7 +294,8 @@ class Lifter:
         outputs.update(merged)
         decision, reason = self.timestamp_commitment(merged["pc_c1"]["offset_seconds"], merged["pc_c2"]["step_seconds"])
         phrase = render.point_phrase(self.store.streams[stream_id]["label"])
-        prompt = f"Can I report the {phrase} for {format_us(probe)} from the nearest reading? {self.cfg.commit_options}"
+        prompt = render.query([self.cfg.commit_timestamp_prompt], 0,
+                              {"phrase": phrase, "probe_iso": format_us(probe), "options": self.cfg.commit_options})
         return calls, {"decision": decision, "reason": reason}, prompt
 
     # ------------------------------------------------------------------ assembly

@@ -44,7 +44,7 @@ def load_episodes(path: Path) -> list[Episode]:
 
 def make_agent(name: str) -> Agent:
     if name not in AGENTS:
-        raise RunError(f"unknown agent {name!r}: agents are {', '.join(sorted(AGENTS))}")
+        raise RunError(f"unknown agent {name!r}: agents are {', '.join(sorted([*AGENTS, 'controller']))}")
     return AGENTS[name]()
 
 
@@ -53,7 +53,6 @@ def run_agent(ws: Workspace, corpus: str, split: str, agent_name: str, repeat: i
     select_corpora(ws, [corpus])
     stage, path = episode_file(ws, corpus, split)
     episodes = load_episodes(path)[:limit] if limit else load_episodes(path)
-    agent = make_agent(agent_name)
     keywords = slot_keywords(load_episodes_config(ws))
     header = TraceHeader(corpus=corpus, split=split, episode_set=stage, episode_set_hash=digest_file(path), agent=agent_name,
                          repeat=repeat, settings={"limit": limit},
@@ -62,21 +61,47 @@ def run_agent(ws: Workspace, corpus: str, split: str, agent_name: str, repeat: i
     store = ToolStore.for_corpus(ws, corpus)
     scores = []
     try:
+        players = _players(ws, store, agent_name)
         for run in range(repeat):
             for episode in episodes:
-                turns = []
-                for record in run_episode(agent, episode, store, keywords, run):
-                    lines.append(canonical_bytes(record.model_dump(mode="json")))
-                    if isinstance(record, TurnRecord):
-                        turns.append(record)
-                scores.append(score_episode(episode, turns, keywords, run))
+                per_player = []
+                for player, agent in players(episode):
+                    turns = []
+                    for record in run_episode(agent, episode, store, keywords, run, player):
+                        lines.append(canonical_bytes(record.model_dump(mode="json")))
+                        if isinstance(record, TurnRecord):
+                            turns.append(record)
+                    per_player.append(score_episode(episode, turns, keywords, run))
+                scores.append(_any_of(episode, per_player, run))
     finally:
         store.close()
     atomic_write_bytes(out, b"\n".join(lines) + b"\n")
     return summarize(scores)
 
 
-def _read_trace(path: Path) -> tuple[TraceHeader, dict[tuple[str, int], list[TurnRecord]], set[int]]:
+def _players(ws: Workspace, store: ToolStore, agent_name: str):
+    """(player name, agent) pairs for an episode: one agent, or the controller's applicable shortcut policies."""
+    if agent_name != "controller":
+        agent = make_agent(agent_name)
+        return lambda episode: [(None, agent)]
+    from pipeline.audit.stage import policies, required_capabilities
+    from pipeline.config import load_audit_config, load_families
+
+    cfg = load_audit_config(ws)
+    pool = policies(store, cfg, load_families(ws), load_episodes_config(ws))
+    return lambda episode: [(p.name, p) for p in pool if p.lacks in required_capabilities(episode, cfg)]
+
+
+def _any_of(episode: Episode, scores: list, run: int):
+    """One score for an episode: a single agent's, or the best of the controller's policies (any accomplishes)."""
+    if len(scores) == 1:
+        return scores[0]
+    if not scores:
+        return score_episode(episode, [], {}, run)
+    return max(scores, key=lambda s: (s.accomplished, s.task, s.protocol))
+
+
+def _read_trace(path: Path) -> tuple[TraceHeader, dict, set[int]]:
     if not path.is_file():
         raise RunError(f"{path}: no such trace file")
     lines = path.read_text(encoding="utf-8").splitlines()
@@ -84,14 +109,14 @@ def _read_trace(path: Path) -> tuple[TraceHeader, dict[tuple[str, int], list[Tur
         header = TraceHeader.model_validate_json(lines[0])
     except (IndexError, ValueError) as exc:
         raise RunError(f"{path}: line 1 is not a trace header ({exc}); was it written by `telemetry-bench run`?") from exc
-    turns: dict[tuple[str, int], list[TurnRecord]] = defaultdict(list)
+    turns: dict[tuple[str, int], dict[str | None, list[TurnRecord]]] = defaultdict(lambda: defaultdict(list))
     runs: set[int] = set()
     for number, line in enumerate(lines[1:], start=2):
         try:
             data = json.loads(line)
             if data.get("type") == "turn":
                 record = TurnRecord.model_validate(data)
-                turns[(record.episode_id, record.run)].append(record)
+                turns[(record.episode_id, record.run)][record.player].append(record)
                 runs.add(record.run)
             elif data.get("type") == "end":
                 runs.add(EpisodeEnd.model_validate(data).run)
@@ -113,7 +138,8 @@ def score_traces(ws: Workspace, paths: list[Path]) -> dict:
         for run in sorted(runs):
             for episode in load_episodes(episodes_path):
                 if header.settings.get("limit") is None or (episode.id, run) in turns:
-                    scores.append(score_episode(episode, turns.get((episode.id, run), []), keywords, run))
+                    played = turns.get((episode.id, run)) or {None: []}
+                    scores.append(_any_of(episode, [score_episode(episode, t, keywords, run) for t in played.values()], run))
     summary = summarize(scores)
     summary["rows"] = [s.model_dump() for s in scores]
     return summary
@@ -128,3 +154,11 @@ def preflight_corpus(ws: Workspace, corpus: str) -> dict:
         return {"corpus": corpus, **preflight(episodes, store, cfg)}
     finally:
         store.close()
+
+
+def audit_summary(ws: Workspace, corpus: str) -> dict:
+    from pipeline.manifest import require_manifest
+
+    select_corpora(ws, [corpus])
+    manifest = require_manifest(ws.stage_dir(corpus, "audit"), "audit")
+    return {"corpus": corpus, **manifest.details, "splits": manifest.row_counts}

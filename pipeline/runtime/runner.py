@@ -32,7 +32,8 @@ def _parse(raw: Any) -> tuple[Action | None, list[str]]:
         return None, [*issues, "parse_error"]
 
 
-def run_episode(agent: Agent, episode: Episode, store: ToolStore, keywords: dict[str, set[str]], run: int = 0) -> Iterator[TurnRecord | EpisodeEnd]:
+def run_episode(agent: Agent, episode: Episode, store: ToolStore, keywords: dict[str, set[str]], run: int = 0,
+                player: str | None = None) -> Iterator[TurnRecord | EpisodeEnd]:
     """Yield one record per agent turn, then the end record; stops on STOP or at the turn budget."""
     sim = UserSimulator(episode, keywords)
     observation = Observation(episode_id=episode.id, messages=[{"role": "user", "text": sim.opening()}], budget=episode.turn_budget)
@@ -49,7 +50,7 @@ def run_episode(agent: Agent, episode: Episode, store: ToolStore, keywords: dict
         elapsed = (time.perf_counter() - started) * 1000
         usage = raw.pop("usage", None) if isinstance(raw, dict) and isinstance(raw.get("usage"), dict) else None
         action, issues = _parse(raw)
-        record: dict[str, Any] = {"episode_id": episode.id, "run": run, "turn": turn, "issues": issues,
+        record: dict[str, Any] = {"episode_id": episode.id, "run": run, "player": player, "turn": turn, "issues": issues,
                                   "elapsed_ms": round(elapsed, 3), "usage": usage}
         if action is None:
             record.update(action=None, raw=raw)
@@ -73,4 +74,4 @@ def run_episode(agent: Agent, episode: Episode, store: ToolStore, keywords: dict
                 observation.messages.append({"role": "user", "text": reply.text})
         yield TurnRecord(**record)
         turn += 1
-    yield EpisodeEnd(episode_id=episode.id, run=run, turns=turn, stopped=sim.done)
+    yield EpisodeEnd(episode_id=episode.id, run=run, player=player, turns=turn, stopped=sim.done)

@@ -1,0 +1,1 @@
+"""Audit: construction exclusion by bounded shortcut policies, each lacking one capability."""

@@ -1,0 +1,95 @@
+"""What a rule-based policy can read from the visible conversation: template inversion and a public catalog."""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from datetime import UTC, datetime
+
+import numpy as np
+
+from pipeline.store.compute import DAY, window_bounds
+from pipeline.tasks import render
+from pipeline.tools.access import ToolStore
+from pipeline.tools.timeutil import parse_us
+
+SLOT = re.compile(r"\{([a-z_][a-z0-9_]*)\}")
+
+
+def pattern(template: str) -> re.Pattern:
+    """A template as a regex: literal text escaped, each {slot} a lazy named group (repeats must agree)."""
+    parts, seen, last = [], set(), 0
+    for match in SLOT.finditer(template):
+        parts.append(re.escape(template[last:match.start()]))
+        name = match.group(1)
+        parts.append(f"(?P={name})" if name in seen else f"(?P<{name}>.+?)")
+        seen.add(name)
+        last = match.end()
+    parts.append(re.escape(template[last:]))
+    return re.compile("^" + "".join(parts) + "$", re.DOTALL)
+
+
+def read(templates: list[str], text: str) -> dict | None:
+    """Slots of the first template the text matches, else None."""
+    for template in templates:
+        match = pattern(template).match(text.strip())
+        if match:
+            return match.groupdict()
+    return None
+
+
+@dataclass
+class Catalog:
+    """Public metadata a policy may use (what list_points shows for every site): phrases and labels."""
+
+    store: ToolStore
+
+    def site(self, label: str) -> str | None:
+        return self.store.site_id(label)
+
+    def by_phrase(self, phrase: str, site: str | None = None) -> list[str]:
+        """Streams whose phrase is `phrase`, or whose phrase without the site is `phrase` at `site`."""
+        found = []
+        for stream_id, row in self.store.streams.items():
+            if not row["tool_ready"]:
+                continue
+            full = render.point_phrase(row["label"])
+            label = self.store.sites[row["site_id"]]["label"]
+            local = full
+            for joint in (" at ", " in "):
+                if full.endswith(f"{joint}{label}"):
+                    local = full[: -len(joint + label)]
+            if full == phrase or (site == row["site_id"] and local == phrase):
+                found.append(stream_id)
+        return sorted(found)
+
+    def by_class_phrase(self, class_phrase: str, sites: list[str]) -> list[str]:
+        found = []
+        for stream_id, row in self.store.streams.items():
+            if row["site_id"] in sites and row["tool_ready"]:
+                for text in (render.measure_words(row["point_class"]),
+                             f"{render.measure_words(row['point_class'])} on the {render.role_words(row['equipment_role'])}"):
+                    if text == class_phrase:
+                        found.append(stream_id)
+        return sorted(found)
+
+
+def day_window(day: str) -> tuple[int, int]:
+    start = parse_us(f"{day}T00:00:00Z")
+    return start, start + DAY
+
+
+def week_window(day: str) -> tuple[int, int]:
+    start = parse_us(f"{day}T00:00:00Z")
+    return start, start + 7 * DAY
+
+
+def month_window(name: str) -> tuple[int, int]:
+    moment = datetime.strptime(name, "%B %Y").replace(tzinfo=UTC)
+    start, end = window_bounds(np.array([int(moment.timestamp() * 1_000_000)], dtype=np.int64), "month")
+    return int(start[0]), int(end[0])
+
+
+def split_list(text: str) -> list[str]:
+    head, _, tail = text.rpartition(" and ")
+    return [*(p.strip() for p in head.split(",") if p.strip()), tail.strip()] if head else [text.strip()]
