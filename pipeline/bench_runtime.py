@@ -5,8 +5,8 @@ from __future__ import annotations
 import time
 
 from pipeline.config import load_episodes_config
+from pipeline.play import episode_file, load_episodes
 from pipeline.runtime.agents import OracleAgent
-from pipeline.runtime.api import episode_file, load_episodes
 from pipeline.runtime.runner import run_episode
 from pipeline.runtime.scoring import score_episode
 from pipeline.runtime.simulator import slot_keywords

@@ -14,7 +14,12 @@ from contracts.ingest import IngestReport
 from contracts.manifest import StageManifest
 from contracts.tasks import FamiliesConfig, Task
 from pipeline.config import (
-    load_audit_config, load_build_config, load_episodes_config, load_families, load_mapping, select_corpora,
+    load_audit_config,
+    load_build_config,
+    load_episodes_config,
+    load_families,
+    load_mapping,
+    select_corpora,
 )
 from pipeline.errors import ConfigError
 from pipeline.manifest import (

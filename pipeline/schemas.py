@@ -6,7 +6,7 @@ from pathlib import Path
 
 from contracts.build import BuildConfig
 from contracts.corpus import CorpusMapping
-from contracts.episodes import Episode, EpisodesConfig
+from contracts.episodes import AuditConfig, Episode, EpisodesConfig
 from contracts.ingest import IngestReport
 from contracts.manifest import StageManifest
 from contracts.protocol import Answer, AskUser, CallTool, Plan
@@ -18,7 +18,7 @@ from pipeline.tools import registry
 MODELS = {
     "corpus_mapping": CorpusMapping, "build_config": BuildConfig, "ingest_report": IngestReport,
     "stage_manifest": StageManifest, "families_config": FamiliesConfig, "task": Task,
-    "episode": Episode, "episodes_config": EpisodesConfig,
+    "episode": Episode, "episodes_config": EpisodesConfig, "audit_config": AuditConfig,
     "action_ask_user": AskUser, "action_call_tool": CallTool, "action_answer": Answer, "action_plan": Plan,
     "trace_header": TraceHeader, "trace_turn": TurnRecord, "episode_score": EpisodeScore,
 }

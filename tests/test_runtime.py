@@ -12,8 +12,8 @@ from click.testing import CliRunner
 from contracts.episodes import EpisodesConfig
 from contracts.runtime import TurnRecord
 from pipeline.cli import main
+from pipeline.play import load_episodes
 from pipeline.runtime.agents import Agent, HumanAgent, OracleAgent
-from pipeline.runtime.api import load_episodes
 from pipeline.runtime.parse import instant, number, same
 from pipeline.runtime.runner import run_episode
 from pipeline.runtime.scoring import score_episode

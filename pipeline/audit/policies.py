@@ -100,11 +100,9 @@ class ShortcutPolicy(Agent):
         return read([template], text) if template else None
 
     def _first(self, text: str) -> Step:
-        for family, lift in sorted(self.lifts.families.items()):
-            slots = read(lift.initial, text)
-            if slots is not None:
-                break
-        else:
+        matches = ((name, read(lift.initial, text)) for name, lift in sorted(self.lifts.families.items()))
+        family, slots = next(((n, found) for n, found in matches if found is not None), (None, None))
+        if family is None:
             yield from self._answer({})
             return
         self.family, self.slots = family, slots

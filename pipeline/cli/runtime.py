@@ -21,23 +21,32 @@ def _rates(summary: dict) -> None:
 @click.command()
 @click.option("--corpus", required=True, help="Corpus name.")
 @click.option("--split", required=True, type=click.Choice(["train", "dev", "test"]), help="Which split to play.")
-@click.option("--agent", "agent_name", required=True, help="oracle, noop, human, or controller (the audit's shortcut policies).")
+@click.option("--agent", "agent_name", required=True, help="oracle, noop, human, controller (the audit's shortcut policies) or openai.")
+@click.option("--base-url", help="openai agent: the endpoint, e.g. http://127.0.0.1:8000/v1.")
+@click.option("--model", help="openai agent: model name.")
+@click.option("--api-key-env", default="OPENAI_API_KEY", show_default=True, help="openai agent: variable holding the API key.")
+@click.option("--temperature", type=float, default=0.0, show_default=True, help="openai agent: sampling temperature.")
+@click.option("--seed", type=int, help="openai agent: sampling seed, passed through.")
 @click.option("--repeat", default=1, show_default=True, type=click.IntRange(1, 100), help="Runs per episode (pass^k).")
 @click.option("--limit", type=click.IntRange(1), help="Play only the first N episodes.")
 @click.option("--out", type=click.Path(dir_okay=False), default="trace.jsonl", show_default=True, help="Trace file (JSONL).")
 @click.option("--json", "as_json", is_flag=True, help="Print the score summary as JSON.")
 @click.pass_context
 @cli.handle_errors
-def run(ctx: click.Context, corpus: str, split: str, agent_name: str, repeat: int, limit: int | None, out: str, as_json: bool) -> None:
+def run(ctx: click.Context, corpus: str, split: str, agent_name: str, base_url: str | None, model: str | None, api_key_env: str,
+        temperature: float, seed: int | None, repeat: int, limit: int | None, out: str, as_json: bool) -> None:
     """Play an agent on a split; write the trace; exit 0 whenever the run completed, whatever the score.
 
     \b
     Example:
       telemetry-bench run --corpus xai4heat --split test --agent oracle --out /tmp/t.jsonl
     """
-    from pipeline.runtime.api import run_agent
+    from pipeline.play import run_agent
 
-    summary = run_agent(cli.workspace(ctx), corpus, split, agent_name, repeat, Path(out), limit)
+    options = None
+    if agent_name == "openai":
+        options = {"base_url": base_url, "model": model, "api_key_env": api_key_env, "temperature": temperature, "seed": seed}
+    summary = run_agent(cli.workspace(ctx), corpus, split, agent_name, repeat, Path(out), limit, options)
     if as_json:
         cli.echo_json(summary)
     else:
@@ -57,7 +66,7 @@ def score(ctx: click.Context, traces: tuple[str, ...], as_json: bool) -> None:
     Example:
       telemetry-bench score /tmp/t.jsonl --json
     """
-    from pipeline.runtime.api import score_traces
+    from pipeline.play import score_traces
 
     summary = score_traces(cli.workspace(ctx), [Path(t) for t in traces])
     if as_json:
@@ -78,7 +87,7 @@ def preflight(ctx: click.Context, corpus: str, as_json: bool) -> None:
     Example:
       telemetry-bench preflight --corpus xai4heat --json
     """
-    from pipeline.runtime.api import preflight_corpus
+    from pipeline.play import preflight_corpus
 
     report = preflight_corpus(cli.workspace(ctx), corpus)
     if as_json:
@@ -101,7 +110,7 @@ def audit(ctx: click.Context, corpus: str, as_json: bool) -> None:
     Example:
       telemetry-bench audit --corpus xai4heat --json
     """
-    from pipeline.runtime.api import audit_summary
+    from pipeline.play import audit_summary
 
     report = audit_summary(cli.workspace(ctx), corpus)
     if as_json:

@@ -48,7 +48,10 @@ def run_episode(agent: Agent, episode: Episode, store: ToolStore, keywords: dict
         except Exception as exc:  # an agent's own failure is recorded, never fatal to the run
             raw = {"agent_error": f"{type(exc).__name__}: {exc}"}
         elapsed = (time.perf_counter() - started) * 1000
-        usage = raw.pop("usage", None) if isinstance(raw, dict) and isinstance(raw.get("usage"), dict) else None
+        usage = None
+        for item in raw if isinstance(raw, list) else [raw]:
+            if isinstance(item, dict) and isinstance(item.get("usage"), dict):
+                usage = item.pop("usage")
         action, issues = _parse(raw)
         record: dict[str, Any] = {"episode_id": episode.id, "run": run, "player": player, "turn": turn, "issues": issues,
                                   "elapsed_ms": round(elapsed, 3), "usage": usage}

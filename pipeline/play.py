@@ -1,4 +1,4 @@
-"""Library entry points behind `run`, `score` and `preflight`."""
+"""Library entry points behind `run`, `score`, `preflight` and `audit` (above runtime and audit: it wires both)."""
 
 from __future__ import annotations
 
@@ -42,26 +42,34 @@ def load_episodes(path: Path) -> list[Episode]:
     return [Episode.model_validate_json(line) for line in path.read_text(encoding="utf-8").splitlines() if line]
 
 
-def make_agent(name: str) -> Agent:
+def make_agent(name: str, options: dict | None = None) -> Agent:
+    if name == "openai":
+        from pipeline.runtime.openai_agent import OpenAIAgent, OpenAISettings
+
+        settings = dict(options or {})
+        if not settings.get("base_url") or not settings.get("model"):
+            raise RunError("the openai agent needs --base-url and --model")
+        return OpenAIAgent(OpenAISettings(**settings))
     if name not in AGENTS:
-        raise RunError(f"unknown agent {name!r}: agents are {', '.join(sorted([*AGENTS, 'controller']))}")
+        raise RunError(f"unknown agent {name!r}: agents are {', '.join(sorted([*AGENTS, 'controller', 'openai']))}")
     return AGENTS[name]()
 
 
-def run_agent(ws: Workspace, corpus: str, split: str, agent_name: str, repeat: int, out: Path, limit: int | None = None) -> dict:
+def run_agent(ws: Workspace, corpus: str, split: str, agent_name: str, repeat: int, out: Path, limit: int | None = None,
+              agent_options: dict | None = None) -> dict:
     """Play the agent on every episode of the split `repeat` times; write the trace; return its score summary."""
     select_corpora(ws, [corpus])
     stage, path = episode_file(ws, corpus, split)
     episodes = load_episodes(path)[:limit] if limit else load_episodes(path)
     keywords = slot_keywords(load_episodes_config(ws))
     header = TraceHeader(corpus=corpus, split=split, episode_set=stage, episode_set_hash=digest_file(path), agent=agent_name,
-                         repeat=repeat, settings={"limit": limit},
+                         repeat=repeat, settings={"limit": limit, **(agent_options or {})},
                          versions={"telemetry-bench": metadata.version("telemetry-bench")})
     lines = [canonical_bytes(header.model_dump(mode="json"))]
     store = ToolStore.for_corpus(ws, corpus)
     scores = []
     try:
-        players = _players(ws, store, agent_name)
+        players = _players(ws, store, agent_name, agent_options)
         for run in range(repeat):
             for episode in episodes:
                 per_player = []
@@ -79,10 +87,10 @@ def run_agent(ws: Workspace, corpus: str, split: str, agent_name: str, repeat: i
     return summarize(scores)
 
 
-def _players(ws: Workspace, store: ToolStore, agent_name: str):
+def _players(ws: Workspace, store: ToolStore, agent_name: str, options: dict | None = None):
     """(player name, agent) pairs for an episode: one agent, or the controller's applicable shortcut policies."""
     if agent_name != "controller":
-        agent = make_agent(agent_name)
+        agent = make_agent(agent_name, options)
         return lambda episode: [(None, agent)]
     from pipeline.audit.stage import policies, required_capabilities
     from pipeline.config import load_audit_config, load_families

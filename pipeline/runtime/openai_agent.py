@@ -1,0 +1,146 @@
+"""An agent behind any OpenAI-compatible chat-completions endpoint with tool calling.
+
+The telemetry tools are offered as functions with their registry schemas, beside three protocol
+functions (ask_user, answer, plan) with the schemas of contracts/protocol.py. One function call a
+turn is played; several are returned as a list (the runner records parallel_calls and plays the
+first); arguments that are not JSON, or a reply without a function call, do not parse (parse_error).
+Rate limits and server errors are retried with exponential backoff by the official `openai` client.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from dataclasses import dataclass
+from typing import Any
+
+from contracts.episodes import Episode
+from contracts.protocol import Answer, AskUser, Plan
+from pipeline.errors import TelemetryBenchError
+from pipeline.runtime.agents import Agent, Observation
+from pipeline.tools import registry
+
+SYSTEM = (
+    "You are an operations assistant answering questions about building and district-heating telemetry. "
+    "You act through functions only, exactly one function call per turn: call a telemetry tool, ask_user when "
+    "something you need (which site, which time) is missing, answer to give your answer to the current request "
+    "with its fields as JSON, or plan. Timestamps are ISO 8601 with Z or an offset. A tool argument may reference "
+    "an earlier result as $<tool_call_id>.field. The user will revise the request, ask whether a result can be "
+    "reported (answer, abstain or re_clarify, with a reason), and ask which stream ids you used."
+)
+PROTOCOL = {
+    "ask_user": ("Ask the user a question (for example which site or which time they mean).", AskUser),
+    "answer": ("Answer the current request: a short text and the requested values as `fields`.", Answer),
+    "plan": ("State what you will do next (no effect on the conversation).", Plan),
+}
+
+
+class OpenAIAgentError(TelemetryBenchError):
+    """The endpoint cannot be used (no key, not reachable after retries)."""
+
+
+def _protocol_schema(model: type) -> dict:
+    schema = model.model_json_schema()
+    schema["properties"].pop("kind", None)
+    schema.pop("title", None)
+    return schema
+
+
+def function_specs() -> list[dict]:
+    """Every function offered to the model: the telemetry tools, then ask_user, answer, plan."""
+    specs = [{"type": "function", "function": {"name": t.name, "description": t.description, "parameters": t.input_schema()}}
+             for t in registry.TOOLS]
+    for name, (description, model) in PROTOCOL.items():
+        specs.append({"type": "function", "function": {"name": name, "description": description, "parameters": _protocol_schema(model)}})
+    return specs
+
+
+@dataclass
+class OpenAISettings:
+    base_url: str
+    model: str
+    api_key_env: str = "OPENAI_API_KEY"
+    temperature: float | None = 0.0
+    seed: int | None = None
+    max_retries: int = 4
+    timeout: float = 120.0
+
+
+class OpenAIAgent(Agent):
+    name = "openai"
+
+    def __init__(self, settings: OpenAISettings) -> None:
+        import openai
+
+        key = os.environ.get(settings.api_key_env)
+        if not key:
+            raise OpenAIAgentError(f"environment variable {settings.api_key_env} is empty: set it to the endpoint's API key "
+                                   "(or name another variable with --api-key-env)")
+        self.settings = settings
+        self.client = openai.OpenAI(base_url=settings.base_url, api_key=key, max_retries=settings.max_retries,
+                                    timeout=settings.timeout)
+        self.functions = function_specs()
+
+    def start(self, episode: Episode) -> None:  # only the conversation is used, never the episode's gold
+        self.messages: list[dict] = [{"role": "system", "content": SYSTEM}]
+        self.seen = 0
+        self.pending: list[str] = []
+
+    def _absorb(self, observation: Observation) -> None:
+        """New conversation turns become chat messages; every pending tool call gets its response."""
+        new = observation.messages[self.seen:]
+        self.seen = len(observation.messages)
+        if not self.pending:
+            self.messages += [{"role": "user", "content": m["text"]} for m in new if m["role"] == "user"]
+            return
+        results = [json.dumps(m["result"], ensure_ascii=False) if m["role"] == "tool" else m["text"]
+                   for m in new if m["role"] in ("tool", "user")]
+        for index, call_id in enumerate(self.pending):
+            content = (results[0] if results else "ok") if index == 0 else "not executed: one function call per turn"
+            self.messages.append({"role": "tool", "tool_call_id": call_id, "content": content})
+        self.messages += [{"role": "user", "content": text} for text in results[1:]]
+        self.pending = []
+
+    def act(self, observation: Observation) -> Any:
+        import openai
+
+        self._absorb(observation)
+        options: dict[str, Any] = {"model": self.settings.model, "messages": self.messages, "tools": self.functions}
+        if self.settings.temperature is not None:
+            options["temperature"] = self.settings.temperature
+        if self.settings.seed is not None:
+            options["seed"] = self.settings.seed
+        try:
+            response = self.client.chat.completions.create(**options)
+        except openai.APIError as exc:
+            return {"agent_error": f"{type(exc).__name__}: {exc}"}
+        message = response.choices[0].message
+        usage = response.usage.model_dump(include={"prompt_tokens", "completion_tokens", "total_tokens"}) if response.usage else None
+        calls = list(message.tool_calls or [])
+        self.messages.append(message.model_dump(exclude_none=True, include={"role", "content", "tool_calls"}))
+        if not calls:
+            return {"unparsed": message.content or "", "usage": usage} if usage else {"unparsed": message.content or ""}
+        self.pending = [c.id for c in calls]
+        actions = [self._action(c) for c in calls]
+        first = actions[0] if len(actions) == 1 else actions
+        if usage:
+            if isinstance(first, dict):
+                first["usage"] = usage
+            else:
+                first = [*first]
+                first[0] = {**first[0], "usage": usage}
+                return first
+        return first
+
+    @staticmethod
+    def _action(call: Any) -> dict:
+        try:
+            arguments = json.loads(call.function.arguments or "{}")
+        except json.JSONDecodeError:
+            return {"unparsed": call.function.arguments}
+        if not isinstance(arguments, dict):
+            return {"unparsed": call.function.arguments}
+        name = call.function.name
+        if name in PROTOCOL:
+            return {"kind": name, **arguments}
+        return {"kind": "call_tool", "name": name, "arguments": arguments, "id": call.id}

@@ -1,0 +1,144 @@
+"""The openai agent against a local fake OpenAI-compatible server with scripted responses."""
+
+from __future__ import annotations
+
+import json
+import threading
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+import pytest
+
+from pipeline.play import load_episodes
+from pipeline.runtime.gold_path import gold_actions
+from pipeline.runtime.openai_agent import OpenAIAgent, OpenAISettings, function_specs
+from pipeline.runtime.runner import run_episode
+from pipeline.runtime.scoring import score_episode
+from pipeline.tools.access import ToolStore
+from tests.test_runtime import KEYWORDS
+
+
+def completion(tool_calls=None, content=None, ids=None) -> dict:
+    message = {"role": "assistant", "content": content}
+    if tool_calls:
+        message["tool_calls"] = [
+            {"id": (ids or {}).get(i, f"call_{i}_{name}"), "type": "function", "function": {"name": name, "arguments": arguments}}
+            for i, (name, arguments) in enumerate(tool_calls)
+        ]
+    return {"id": "x", "object": "chat.completion", "created": 0, "model": "fake",
+            "choices": [{"index": 0, "message": message, "finish_reason": "tool_calls" if tool_calls else "stop"}],
+            "usage": {"prompt_tokens": 11, "completion_tokens": 7, "total_tokens": 18}}
+
+
+class FakeServer:
+    """Serves scripted responses in order; each is (status, body). Records the request bodies."""
+
+    def __init__(self, script: list[tuple[int, dict]]) -> None:
+        self.script, self.requests = list(script), []
+        outer = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def do_POST(self):  # noqa: N802 (http.server's naming)
+                body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
+                outer.requests.append(body)
+                status, reply = outer.script.pop(0) if outer.script else (200, completion(content="out of script"))
+                data = json.dumps(reply).encode()
+                self.send_response(status)
+                self.send_header("Content-Type", "application/json")
+                self.send_header("Retry-After", "0")
+                self.send_header("Content-Length", str(len(data)))
+                self.end_headers()
+                self.wfile.write(data)
+
+            def log_message(self, *args):
+                pass
+
+        self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.thread = threading.Thread(target=self.httpd.serve_forever, daemon=True)
+
+    def __enter__(self):
+        self.thread.start()
+        return f"http://127.0.0.1:{self.httpd.server_address[1]}/v1"
+
+    def __exit__(self, *exc):
+        self.httpd.shutdown()
+        self.httpd.server_close()
+
+
+@pytest.fixture(scope="module")
+def setup(real_artifacts):
+    store = ToolStore(real_artifacts / "xai4heat" / "store" / "store.duckdb")
+    episode = next(e for e in load_episodes(real_artifacts / "xai4heat" / "audit" / "test.jsonl") if e.family == "timestamp_nearest_lookup")
+    yield store, episode
+    store.close()
+
+
+def gold_script(episode) -> list[tuple[int, dict]]:
+    """The gold path as the model's function calls, one completion per action."""
+    script = []
+    for action in gold_actions(episode):
+        data = action.model_dump()
+        if data["kind"] == "call_tool":  # the model names its calls like the gold path, so references resolve
+            script.append((200, completion([(data["name"], json.dumps(data["arguments"]))], ids={0: data["id"]})))
+        else:
+            kind = data.pop("kind")
+            script.append((200, completion([(kind, json.dumps(data))])))
+    return script
+
+
+def play(base_url, store, episode, monkeypatch, **settings):
+    monkeypatch.setenv("FAKE_KEY", "sk-test")
+    agent = OpenAIAgent(OpenAISettings(base_url=base_url, model="fake", api_key_env="FAKE_KEY", **settings))
+    turns = [r for r in run_episode(agent, episode, store, KEYWORDS) if r.type == "turn"]
+    return turns, score_episode(episode, turns, KEYWORDS)
+
+
+def test_correct_play_after_a_rate_limit(setup, monkeypatch):
+    store, episode = setup
+    script = [(429, {"error": {"message": "slow down", "type": "rate_limit"}}), *gold_script(episode)]
+    server = FakeServer(script)
+    with server as url:
+        turns, score = play(url, store, episode, monkeypatch, temperature=0.3, seed=7, max_retries=2)
+    assert score.accomplished, score
+    assert all(t.usage == {"prompt_tokens": 11, "completion_tokens": 7, "total_tokens": 18} for t in turns)
+    assert len(server.requests) == len(turns) + 1  # the rate-limited request was retried
+
+
+def test_requests_carry_tools_temperature_and_seed(setup, monkeypatch):
+    store, episode = setup
+    server = FakeServer(gold_script(episode))
+    with server as url:
+        play(url, store, episode, monkeypatch, temperature=0.3, seed=7)
+    first = server.requests[0]
+    assert first["temperature"] == 0.3 and first["seed"] == 7 and first["model"] == "fake"
+    names = [t["function"]["name"] for t in first["tools"]]
+    assert names == [t["function"]["name"] for t in function_specs()]
+    assert {"ask_user", "answer", "plan", "lookup_observation"} <= set(names)
+    assert first["messages"][1] == {"role": "user", "content": episode.initial_message}
+    later = server.requests[1]["messages"]
+    assert later[-1]["role"] == "tool" and later[-1]["tool_call_id"] == episode.phases[0].canonical_calls[0].id
+
+
+def test_malformed_parallel_and_garbage_are_protocol_issues(setup, monkeypatch):
+    store, episode = setup
+    gold = gold_script(episode)
+    script = [
+        (200, completion([("lookup_observation", "{not json")])),
+        (200, completion([("plan", json.dumps({"text": "a"})), ("plan", json.dumps({"text": "b"}))])),
+        (200, completion(content="The answer is 42.")),
+        (500, {"error": {"message": "boom"}}),
+        *gold,
+    ]
+    with FakeServer(script) as url:
+        turns, score = play(url, store, episode, monkeypatch, max_retries=1)
+    issues = [i for t in turns for i in t.issues]
+    assert issues.count("parse_error") == 2 and "parallel_calls" in issues
+    assert turns[1].raw and len(turns[1].raw) == 2
+    assert not score.protocol and {"parse_error", "parallel_calls"} <= set(score.issues)
+
+
+def test_missing_key_is_a_clear_error(monkeypatch):
+    from pipeline.runtime.openai_agent import OpenAIAgentError
+
+    monkeypatch.delenv("NO_SUCH_KEY", raising=False)
+    with pytest.raises(OpenAIAgentError, match="NO_SUCH_KEY"):
+        OpenAIAgent(OpenAISettings(base_url="http://127.0.0.1:9/v1", model="m", api_key_env="NO_SUCH_KEY"))
