@@ -6,7 +6,7 @@ BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed-stamp
 TB := $(BIN)/telemetry-bench
 
-.PHONY: build test test-fast lint bench clean venv
+.PHONY: build test test-fast lint bench verify clean venv
 
 venv: $(STAMP)
 
@@ -25,6 +25,9 @@ test: $(STAMP)
 test-fast: $(STAMP)
 	$(BIN)/python -m pytest -q -m "not slow"
 
+verify: $(STAMP)
+	$(TB) verify
+
 lint: $(STAMP)
 	$(BIN)/ruff check .
 
@@ -32,4 +35,4 @@ bench: $(STAMP)
 	$(BIN)/python -m pipeline.bench
 
 clean:
-	rm -rf $(VENV) artifacts/*/ingest artifacts/*/store
+	rm -rf $(VENV) artifacts/*/ingest artifacts/*/store artifacts/*/tasks artifacts/*/episodes artifacts/*/audit

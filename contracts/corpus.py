@@ -198,6 +198,8 @@ class CorpusMapping(Frozen):
     time: TimeSpec
     cleaning: Cleaning = Cleaning()
     held_out_sites: list[str] = Field(default=[], description="Site ids whose tasks go to the test split only.")
+    license: str = Field("see SOURCE.md", description="License of the raw data, as the dataset card states it.")
+    citation: str = Field("", description="How to credit the raw data (dataset card).")
 
     @model_validator(mode="after")
     def _site_source(self) -> CorpusMapping:

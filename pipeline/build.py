@@ -117,6 +117,26 @@ def _audit_run(ctx: Context, out: Path) -> StageResult:
                      load_episodes_config(ctx.ws), out)
 
 
+def _release_identity(ctx: Context) -> tuple[dict, dict[str, str]]:
+    return {"mapping": ctx.mapping.model_dump(mode="json")}, {
+        **_upstream_outputs(ctx, "audit"), **_upstream_outputs(ctx, "episodes"), **_upstream_outputs(ctx, "store"),
+        **_upstream_outputs(ctx, "ingest"),
+    }
+
+
+def _release_run(ctx: Context, out: Path) -> StageResult:
+    import json
+
+    from pipeline.release.stage import build_release
+    from pipeline.tools.registry import registry_version
+
+    upstream = {stage: require_manifest(ctx.stage_dir(stage), stage).model_dump(mode="json")
+                for stage in ("ingest", "store", "tasks", "episodes", "audit")}
+    report = json.loads((ctx.stage_dir("ingest") / "report.json").read_text(encoding="utf-8"))
+    return build_release(ctx.mapping, ctx.stage_dir("audit"), ctx.stage_dir("episodes"), upstream, out, registry_version(),
+                         library_versions(), report["raw_sha256"])
+
+
 @dataclass(frozen=True)
 class Stage:
     name: str
@@ -135,6 +155,7 @@ STAGES: tuple[Stage, ...] = (
           uses_tools=True),
     Stage("audit", ("store", "tools", "tasks", "episodes", "runtime", "audit"), (AuditConfig, Episode), _audit_identity,
           _audit_run, uses_tools=True),
+    Stage("release", ("release",), (CorpusMapping, Episode), _release_identity, _release_run, uses_tools=True),
 )
 
 

@@ -67,6 +67,7 @@ def atomic_write_bytes(path: Path, data: bytes) -> None:
     try:
         with os.fdopen(fd, "wb") as handle:
             handle.write(data)
+        os.chmod(tmp, 0o644)  # mkstemp makes 0600; outputs are meant to be shared and committed
         os.replace(tmp, path)
     except BaseException:
         Path(tmp).unlink(missing_ok=True)

@@ -155,6 +155,7 @@ def run_stage(identity: StageIdentity, final: Path, run: Callable[[Path], StageR
             details=details,
         )
         write_json(tmp / MANIFEST, manifest.model_dump(mode="json"))
+        os.chmod(tmp, 0o755)  # mkdtemp makes 0700
         _swap_in(tmp, final)
     except BaseException:
         shutil.rmtree(tmp, ignore_errors=True)

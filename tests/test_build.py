@@ -113,7 +113,7 @@ def test_threads_do_not_change_outputs(ws, tmp_path):
     build(other, threads=1, force=True)
     build(ws, threads=2, force=True)
     for corpus in ("xai4heat", "hhw"):
-        for stage in ("ingest", "store", "tasks", "episodes", "audit"):
+        for stage in ("ingest", "store", "tasks", "episodes", "audit", "release"):
             a, b = ws.stage_dir(corpus, stage), other.stage_dir(corpus, stage)
             names = sorted(p.name for p in a.iterdir() if p.name != STORE_FILE)
             assert names == sorted(p.name for p in b.iterdir() if p.name != STORE_FILE)
@@ -139,7 +139,7 @@ def test_build_json_cli(ws):
     assert result.exit_code == 0, result.output
     rows = json.loads(result.output)
     assert [(r["corpus"], r["stage"], r["status"]) for r in rows] == [
-        (corpus, stage, "cached") for corpus in ("hhw", "xai4heat") for stage in ("ingest", "store", "tasks", "episodes", "audit")
+        (corpus, stage, "cached") for corpus in ("hhw", "xai4heat") for stage in ("ingest", "store", "tasks", "episodes", "audit", "release")
     ]
     assert all(isinstance(r["seconds"], float) for r in rows)
 

@@ -35,4 +35,56 @@ def build(ctx: click.Context, corpora: tuple[str, ...], until: str | None, threa
         ])
 
 
-COMMANDS = (build,)
+@click.command()
+@click.option("--corpus", "corpora", multiple=True, help="Corpus to verify (repeatable; default: all).")
+@click.option("--release", "release", type=click.Path(file_okay=False), help="Only check this release folder against its release.json.")
+@click.option("--json", "as_json", is_flag=True, help="Print the match table as JSON.")
+@click.pass_context
+@cli.handle_errors
+def verify(ctx: click.Context, corpora: tuple[str, ...], release: str | None, as_json: bool) -> None:
+    """Rebuild raw -> release twice in fresh folders under different environments and compare every stage's
+    outputs with each other and with the committed release; or check one release folder (--release).
+
+    \b
+    Example:
+      telemetry-bench verify --release artifacts/xai4heat/release
+    """
+    from pathlib import Path
+
+    from pipeline.config import select_corpora
+    from pipeline.errors import StageError
+    from pipeline.release.verify import replay, verify_release
+
+    if release:
+        problems = verify_release(Path(release))
+        if as_json:
+            cli.echo_json({"ok": not problems, "problems": problems})
+        for problem in problems if not as_json else []:
+            click.echo(problem)
+        if problems:
+            raise StageError(f"{release}: {len(problems)} problem(s); first: {problems[0]}")
+        if not as_json:
+            click.echo(f"{release}: intact (hashes, row digests, counts, episode schema)")
+        return
+    ws = cli.workspace(ctx)
+    report = replay(ws, select_corpora(ws, corpora))
+    if as_json:
+        cli.echo_json(report)
+    else:
+        click.echo(f"{'corpus':<12}{'stage':<10}{'run 1':<8}{'run 2':<8}matched")
+        for row in report["stages"]:
+            click.echo(f"{row['corpus']:<12}{row['stage']:<10}{row['status'][0]:<8}{row['status'][1]:<8}{row['matched']}")
+            for difference in row["differences"][:5]:
+                click.echo(f"    {difference}")
+        for corpus, result in report["committed_release"].items():
+            click.echo(f"{corpus:<12}committed release matches the rebuild: {result['matched']}")
+            for difference in result["differences"][:5]:
+                click.echo(f"    {difference}")
+    if not report["ok"]:
+        stale = [c for c, r in report["committed_release"].items() if not r["matched"]]
+        hint = (f"; the committed release of {', '.join(stale)} is stale: run `make build` and commit artifacts/*/release"
+                if stale else "")
+        raise StageError("verify found differences" + hint)
+
+
+COMMANDS = (build, verify)

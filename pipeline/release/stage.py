@@ -1,0 +1,67 @@
+"""The release stage: the audited episodes, provenance, release.json, dataset card, croissant.json."""
+
+from __future__ import annotations
+
+import shutil
+from collections import Counter
+from pathlib import Path
+
+from contracts.corpus import CorpusMapping
+from contracts.episodes import Episode
+from pipeline.canonical import digest, digest_value, pretty_json, write_json
+from pipeline.checksums import sha256_file
+from pipeline.manifest import StageResult
+from pipeline.release.card import croissant, dataset_card
+
+SPLITS = ("train", "dev", "test")
+RELEASE_MANIFEST = "release.json"
+
+
+def file_entry(path: Path) -> dict:
+    """Hashes, size and per-row digests of one file (rows: lines of a JSONL file)."""
+    data = path.read_bytes()
+    entry = {"sha256": sha256_file(path), "xxh3": digest(data), "bytes": len(data)}
+    if path.suffix == ".jsonl":
+        rows = data.split(b"\n")[:-1] if data.endswith(b"\n") else data.split(b"\n")
+        entry["rows"] = len(rows)
+        entry["row_xxh3"] = [digest(row) for row in rows]
+    return entry
+
+
+def build_release(mapping: CorpusMapping, audit_dir: Path, episodes_dir: Path, upstream: dict[str, dict], out: Path,
+                  registry_version: str, libraries: dict[str, str], raw_sha256: dict[str, str]) -> StageResult:
+    for split in SPLITS:
+        shutil.copyfile(audit_dir / f"{split}.jsonl", out / f"{split}.jsonl")
+    episodes = [Episode.model_validate_json(line) for split in SPLITS
+                for line in (out / f"{split}.jsonl").read_text(encoding="utf-8").splitlines()]
+    released = {e.provenance_ref for e in episodes}
+    provenance = [line for line in (episodes_dir / "provenance.jsonl").read_text(encoding="utf-8").splitlines()
+                  if line and line.split('"id":"', 1)[1].split('"', 1)[0] in released]
+    (out / "provenance.jsonl").write_text("".join(p + "\n" for p in provenance), encoding="utf-8")
+    counts = {
+        "family": dict(sorted(Counter(e.family for e in episodes).items())),
+        "split": {s: sum(e.split == s for e in episodes) for s in SPLITS},
+        "interaction_mode": dict(sorted(Counter(e.interaction_mode for e in episodes).items())),
+        "commitment_outcome": dict(sorted(Counter(e.commitment_outcome for e in episodes).items())),
+        "family_x_split": {f: {s: sum(e.family == f and e.split == s for e in episodes) for s in SPLITS}
+                           for f in sorted({e.family for e in episodes})},
+    }
+    files = {name: file_entry(out / name) for name in [*(f"{s}.jsonl" for s in SPLITS), "provenance.jsonl"]}
+    manifest = {
+        "corpus": mapping.name, "title": mapping.title, "license": mapping.license,
+        "splits": counts["split"], "counts": counts, "files": files,
+        "thresholds": upstream["store"]["details"].get("thresholds", {}),
+        "raw_inputs": dict(sorted(raw_sha256.items())),
+        "stages": {stage: {"cache_key": m["cache_key"], "code_version": m["code_version"]} for stage, m in sorted(upstream.items())},
+        "tool_registry_version": registry_version, "libraries": libraries,
+    }
+    manifest["release_version"] = digest_value([files[n]["xxh3"] for n in sorted(files)])[:16]
+    (out / "README.md").write_text(dataset_card(mapping, manifest), encoding="utf-8")
+    (out / "croissant.json").write_text(pretty_json(croissant(mapping, manifest)), encoding="utf-8")
+    for extra in ("README.md", "croissant.json"):
+        manifest["files"][extra] = file_entry(out / extra)
+    write_json(out / RELEASE_MANIFEST, manifest)
+    return StageResult(
+        outputs=[*manifest["files"], RELEASE_MANIFEST], row_counts=counts["split"],
+        details={"release_version": manifest["release_version"], "counts": counts},
+    )

@@ -1,0 +1,89 @@
+"""Release packaging and verification: an intact release passes, a tampered one names file and row; replay."""
+
+from __future__ import annotations
+
+import json
+import shutil
+
+import pytest
+from click.testing import CliRunner
+
+from pipeline.cli import main
+from pipeline.release.verify import replay, verify_release
+from tests.helpers import REPO, make_workspace, real_lines, xai_config
+
+
+@pytest.fixture
+def release(real_artifacts, tmp_path):
+    folder = tmp_path / "release"
+    shutil.copytree(real_artifacts / "xai4heat" / "release", folder)
+    return folder
+
+
+def verify_cli(folder):
+    return CliRunner().invoke(main, ["--root", str(REPO), "verify", "--release", str(folder)])
+
+
+def test_release_contents(release):
+    manifest = json.loads((release / "release.json").read_text())
+    assert set(manifest["files"]) == {"train.jsonl", "dev.jsonl", "test.jsonl", "provenance.jsonl", "README.md", "croissant.json"}
+    assert sum(manifest["splits"].values()) == sum(manifest["counts"]["family"].values())
+    assert manifest["tool_registry_version"] and manifest["raw_inputs"] and manifest["thresholds"]
+    assert set(manifest["stages"]) == {"ingest", "store", "tasks", "episodes", "audit"}
+    card = (release / "README.md").read_text()
+    assert card.startswith("---\n") and "## Limitations" in card and "CC-BY-4.0" in card
+    croissant = json.loads((release / "croissant.json").read_text())
+    assert croissant["@type"] == "sc:Dataset" and len(croissant["distribution"]) == 3
+    assert verify_release(release) == []
+    result = verify_cli(release)
+    assert result.exit_code == 0 and "intact" in result.output
+
+
+def test_one_byte_changed_names_file_and_row(release):
+    path = release / "test.jsonl"
+    data = bytearray(path.read_bytes())
+    lines = data.split(b"\n")
+    target = 2  # third row
+    offset = sum(len(line) + 1 for line in lines[:target]) + lines[target].index(b'"turn_budget":') + len(b'"turn_budget":')
+    data[offset] = ord("9") if data[offset] != ord("9") else ord("8")
+    path.write_bytes(bytes(data))
+    result = verify_cli(release)
+    assert result.exit_code == 1
+    assert "test.jsonl: row 3 (id " in result.output and "differs from release.json" in result.output
+
+
+def test_one_row_removed_is_detected(release):
+    path = release / "dev.jsonl"
+    lines = path.read_text().splitlines(keepends=True)
+    path.write_text("".join(lines[:4] + lines[5:]))
+    problems = verify_release(release)
+    assert any("dev.jsonl" in p and "rows" in p for p in problems)
+    assert any("dev.jsonl: row 5" in p for p in problems)
+
+
+def test_invalid_row_is_named(release):
+    path = release / "train.jsonl"
+    lines = path.read_text().splitlines(keepends=True)
+    lines[0] = json.dumps({"id": "broken"}) + "\n"
+    path.write_text("".join(lines))
+    problems = verify_release(release)
+    assert any("train.jsonl: row 1: not a valid episode" in p for p in problems)
+
+
+def test_missing_manifest(tmp_path):
+    assert "not a release folder" in verify_release(tmp_path)[0]
+
+
+def test_replay_matches_under_different_environments(tmp_path):
+    body = "\n".join(real_lines("xai4heat/xai4heat_scada_L8.csv", range(2, 3000))) + "\n"
+    ws = make_workspace(tmp_path, "xai4heat", xai_config(held_out_sites="[]"), {"xai4heat_scada_L8.csv": body})
+    result = CliRunner().invoke(main, ["--root", str(ws.root), "build"])
+    assert result.exit_code == 0, result.output
+    report = replay(ws, ["xai4heat"])
+    assert report["ok"], report
+    assert [r["stage"] for r in report["stages"]] == ["ingest", "store", "tasks", "episodes", "audit", "release"]
+    assert all(r["status"] == ["built", "built"] for r in report["stages"])
+    # A committed release that no longer matches the code is named, with how to regenerate it.
+    (ws.artifacts_dir / "xai4heat" / "release" / "README.md").write_text("stale\n")
+    stale = CliRunner().invoke(main, ["--root", str(ws.root), "verify"])
+    assert stale.exit_code == 1 and "run `make build` and commit artifacts/*/release" in stale.output
