@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import tomllib
 from pathlib import Path
+from typing import TypeVar
 
-from pydantic import ValidationError
+from pydantic import BaseModel, ValidationError
 
 from contracts.build import BuildConfig
 from contracts.corpus import CorpusMapping
@@ -14,13 +15,15 @@ from contracts.tasks import FamiliesConfig
 from pipeline.errors import ConfigError
 from pipeline.workspace import Workspace
 
+M = TypeVar("M", bound=BaseModel)
+
 
 def _format_validation(path: Path, exc: ValidationError) -> str:
     problems = []
     for err in exc.errors():
         where = ".".join(str(part) for part in err["loc"]) or "(top level)"
         problems.append(f"{where}: {err['msg']}")
-    return f"{path}: invalid corpus mapping: " + "; ".join(problems)
+    return f"{path}: invalid configuration: " + "; ".join(problems)
 
 
 def load_mapping(path: Path) -> CorpusMapping:
@@ -57,41 +60,31 @@ def select_corpora(ws: Workspace, requested: tuple[str, ...] | list[str]) -> lis
     return list(dict.fromkeys(requested))
 
 
-def load_build_config(ws: Workspace) -> BuildConfig:
-    path = ws.configs_dir / "build.toml"
+def _load_model(path: Path, model: type[M], needed_for: str, default: M | None = None) -> M:
+    """One configs/*.toml validated into its model; a missing or invalid file is an error naming it."""
     if not path.is_file():
-        return BuildConfig()
+        if default is not None:
+            return default
+        raise ConfigError(f"{path}: missing; {needed_for}")
     try:
-        return BuildConfig.model_validate(tomllib.loads(path.read_text(encoding="utf-8")))
-    except (tomllib.TOMLDecodeError, ValidationError) as exc:
-        raise ConfigError(f"{path}: invalid build config: {exc}") from exc
+        return model.model_validate(tomllib.loads(path.read_text(encoding="utf-8")))
+    except tomllib.TOMLDecodeError as exc:
+        raise ConfigError(f"{path}: not valid TOML ({exc}); fix the syntax") from exc
+    except ValidationError as exc:
+        raise ConfigError(_format_validation(path, exc)) from exc
+
+
+def load_build_config(ws: Workspace) -> BuildConfig:
+    return _load_model(ws.configs_dir / "build.toml", BuildConfig, "", default=BuildConfig())
 
 
 def load_families(ws: Workspace) -> FamiliesConfig:
-    path = ws.configs_dir / "families.toml"
-    if not path.is_file():
-        raise ConfigError(f"{path}: missing; the tasks stage needs the family declarations")
-    try:
-        return FamiliesConfig.model_validate(tomllib.loads(path.read_text(encoding="utf-8")))
-    except (tomllib.TOMLDecodeError, ValidationError) as exc:
-        raise ConfigError(f"{path}: invalid family declarations: {exc}") from exc
+    return _load_model(ws.configs_dir / "families.toml", FamiliesConfig, "the tasks stage needs the family declarations")
 
 
 def load_episodes_config(ws: Workspace) -> EpisodesConfig:
-    path = ws.configs_dir / "episodes.toml"
-    if not path.is_file():
-        raise ConfigError(f"{path}: missing; the episodes stage needs the lift declarations")
-    try:
-        return EpisodesConfig.model_validate(tomllib.loads(path.read_text(encoding="utf-8")))
-    except (tomllib.TOMLDecodeError, ValidationError) as exc:
-        raise ConfigError(f"{path}: invalid episode declarations: {exc}") from exc
+    return _load_model(ws.configs_dir / "episodes.toml", EpisodesConfig, "the episodes stage needs the lift declarations")
 
 
 def load_audit_config(ws: Workspace) -> AuditConfig:
-    path = ws.configs_dir / "audit.toml"
-    if not path.is_file():
-        raise ConfigError(f"{path}: missing; the audit stage needs the shortcut policies")
-    try:
-        return AuditConfig.model_validate(tomllib.loads(path.read_text(encoding="utf-8")))
-    except (tomllib.TOMLDecodeError, ValidationError) as exc:
-        raise ConfigError(f"{path}: invalid audit declarations: {exc}") from exc
+    return _load_model(ws.configs_dir / "audit.toml", AuditConfig, "the audit stage needs the shortcut policies")
