@@ -26,7 +26,8 @@ def verify_cli(folder):
 
 def test_release_contents(release):
     manifest = json.loads((release / "release.json").read_text())
-    assert set(manifest["files"]) == {"train.jsonl", "dev.jsonl", "test.jsonl", "provenance.jsonl", "README.md", "croissant.json"}
+    assert set(manifest["files"]) == {"train.jsonl", "dev.jsonl", "test.jsonl", "provenance.jsonl", "README.md", "croissant.json",
+                                      "ground_truth/train.jsonl", "ground_truth/dev.jsonl", "ground_truth/test.jsonl"}
     assert sum(manifest["splits"].values()) == sum(manifest["counts"]["family"].values())
     assert manifest["tool_registry_version"] and manifest["raw_inputs"] and manifest["thresholds"]
     assert set(manifest["stages"]) == {"ingest", "store", "tasks", "episodes", "audit"}

@@ -38,7 +38,8 @@ def dataset_card(mapping: CorpusMapping, manifest: dict) -> str:
         "",
         "## Structure",
         "One JSON object per line (canonical JSON: sorted keys, compact), one file per split, plus `provenance.jsonl` "
-        "(origin of each episode), `release.json` (hashes and counts) and `croissant.json`.",
+        "(origin of each episode), `ground_truth/<split>.jsonl` (each episode as a ground-truth trajectory: planning steps, "
+        "execution steps, an execution DAG ending in Finish, final_out), `release.json` (hashes and counts) and `croissant.json`.",
         "",
         "| field | meaning |", "|---|---|",
         *[f"| {name} | {meaning} |" for name, meaning in FIELDS],
@@ -74,7 +75,7 @@ def croissant(mapping: CorpusMapping, manifest: dict) -> dict:
     files = [
         {"@type": "cr:FileObject", "@id": name, "name": name, "contentUrl": name, "encodingFormat": "application/jsonlines",
          "sha256": info["sha256"]}
-        for name, info in sorted(manifest["files"].items()) if name.endswith(".jsonl") and name != "provenance.jsonl"
+        for name, info in sorted(manifest["files"].items()) if name in ("train.jsonl", "dev.jsonl", "test.jsonl")
     ]
     return {
         "@context": {"@language": "en", "@vocab": "https://schema.org/", "cr": "http://mlcommons.org/croissant/",

@@ -8,10 +8,11 @@ from pathlib import Path
 
 from contracts.corpus import CorpusMapping
 from contracts.episodes import Episode
-from pipeline.canonical import digest, digest_value, pretty_json, write_json
+from pipeline.canonical import digest, digest_value, pretty_json, write_json, write_jsonl
 from pipeline.checksums import sha256_file
 from pipeline.manifest import StageResult
 from pipeline.release.card import croissant, dataset_card
+from pipeline.release.ground_truth import trajectory
 
 SPLITS = ("train", "dev", "test")
 RELEASE_MANIFEST = "release.json"
@@ -46,7 +47,12 @@ def build_release(mapping: CorpusMapping, audit_dir: Path, episodes_dir: Path, u
         "family_x_split": {f: {s: sum(e.family == f and e.split == s for e in episodes) for s in SPLITS}
                            for f in sorted({e.family for e in episodes})},
     }
-    files = {name: file_entry(out / name) for name in [*(f"{s}.jsonl" for s in SPLITS), "provenance.jsonl"]}
+    (out / "ground_truth").mkdir()
+    for split in SPLITS:
+        rows = [trajectory(e) for e in episodes if e.split == split]
+        write_jsonl(out / "ground_truth" / f"{split}.jsonl", rows)
+    files = {name: file_entry(out / name) for name in [*(f"{s}.jsonl" for s in SPLITS), "provenance.jsonl",
+                                                        *(f"ground_truth/{s}.jsonl" for s in SPLITS)]}
     manifest = {
         "corpus": mapping.name, "title": mapping.title, "license": mapping.license,
         "splits": counts["split"], "counts": counts, "files": files,

@@ -106,10 +106,15 @@ def first_difference(a: Path, b: Path) -> str:
     return f"byte {offset}"
 
 
+def _files(folder: Path) -> set[str]:
+    return {p.relative_to(folder).as_posix() for p in folder.rglob("*") if p.is_file()} if folder.is_dir() else set()
+
+
 def compare_folders(a: Path, b: Path) -> list[str]:
-    names = sorted({p.name for p in a.iterdir()} | ({p.name for p in b.iterdir()} if b.is_dir() else set())) if a.is_dir() else []
-    return [f"{n}: {first_difference(a / n, b / n)}" for n in names
-            if n not in IGNORED and (not (a / n).exists() or not (b / n).exists() or (a / n).read_bytes() != (b / n).read_bytes())]
+    """Every file (subfolders included) that differs between two output folders, with where it first differs."""
+    names = sorted(_files(a) | _files(b))
+    return [f"{n}: {first_difference(a / n, b / n) if (a / n).exists() else 'missing in the first run'}" for n in names
+            if Path(n).name not in IGNORED and (not (a / n).exists() or not (b / n).exists() or (a / n).read_bytes() != (b / n).read_bytes())]
 
 
 def _build(ws: Workspace, artifacts: Path, corpora: list[str], env: dict[str, str]) -> list[dict]:

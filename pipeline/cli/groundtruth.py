@@ -1,0 +1,83 @@
+"""CLI commands for ground-truth trajectories: export ground-truth, validate-gt, evaluate."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import click
+
+from pipeline.cli import common as cli
+
+
+@click.group()
+def export() -> None:
+    """Export built artifacts in other formats."""
+
+
+@export.command("ground-truth")
+@click.option("--corpus", required=True, help="Corpus name.")
+@click.option("--split", required=True, type=click.Choice(["train", "dev", "test"]), help="Split to export.")
+@click.option("--out", type=click.Path(dir_okay=False), help="Output JSONL (default: ground_truth_<corpus>_<split>.jsonl).")
+@click.pass_context
+@cli.handle_errors
+def export_ground_truth(ctx: click.Context, corpus: str, split: str, out: str | None) -> None:
+    """Write a split's episodes as ground-truth trajectories (the same rows the release's ground_truth/ holds).
+
+    \b
+    Example:
+      telemetry-bench export ground-truth --corpus xai4heat --split test --out /tmp/gt.jsonl
+    """
+    from pipeline.evaluation import export_ground_truth as run_export
+
+    path = Path(out or f"ground_truth_{corpus}_{split}.jsonl")
+    click.echo(f"{path}: {run_export(cli.workspace(ctx), corpus, split, path)} trajectories")
+
+
+@click.command("validate-gt")
+@click.argument("files", nargs=-1, required=True, type=click.Path(exists=True, dir_okay=False))
+def validate_gt(files: tuple[str, ...]) -> None:
+    """Validate ground-truth trajectory files (.json: one object or a list; .jsonl): schema, DAG, Finish, references, type.
+
+    Prints one line per finding and exits 1 if anything was found.
+
+    \b
+    Example:
+      telemetry-bench validate-gt artifacts/xai4heat/release/ground_truth/test.jsonl
+    """
+    from pipeline.release.gt_validate import validate_files
+
+    findings = validate_files([Path(f) for f in files])
+    for line in findings:
+        click.echo(line)
+    if findings:
+        raise SystemExit(1)
+    click.echo(f"{len(files)} file(s): no findings")
+
+
+@click.command()
+@click.option("--ground-truth", "ground_truth", required=True, type=click.Path(exists=True, dir_okay=False), help="Trajectories (JSONL).")
+@click.option("--trace", required=True, type=click.Path(exists=True, dir_okay=False), help="A trace from `telemetry-bench run`.")
+@click.option("--json", "as_json", is_flag=True, help="Print every row's three levels, failure modes and the summary as JSON.")
+@click.pass_context
+@cli.handle_errors
+def evaluate(ctx: click.Context, ground_truth: str, trace: str, as_json: bool) -> None:
+    """Three-level evaluation of a trace against ground-truth trajectories (outcome 50%, process 30%, planning 20%).
+
+    \b
+    Example:
+      telemetry-bench evaluate --ground-truth artifacts/xai4heat/release/ground_truth/test.jsonl --trace /tmp/t.jsonl
+    """
+    from pipeline.evaluation import evaluate as run_evaluation
+
+    report = run_evaluation(cli.workspace(ctx), Path(ground_truth), Path(trace))
+    if as_json:
+        cli.echo_json(report)
+        return
+    for row in report["rows"]:
+        modes = ",".join(row["failure_modes"]) or "-"
+        click.echo(f"{row['final']:.4f}  outcome {row['outcome']['score']:.4f}  process {row['process']['score']:.4f}  "
+                   f"planning {row['planning']['score']:.4f}  {row['episode_id']}  {modes}")
+    click.echo(f"mean final {report['mean_final']:.4f}; per family: " + ", ".join(f"{k} {v}" for k, v in report["per_family"].items()))
+
+
+COMMANDS = (export, validate_gt, evaluate)

@@ -1,0 +1,214 @@
+"""The three-level evaluator of agent traces against ground-truth trajectories (the seed's method).
+
+outcome 50%: (completeness + retrieval accuracy + result verification) / 3, from the scorer's checks;
+process 30%: mean of action-sequence similarity (normalized Levenshtein over tool names), DAG node overlap
+and edge overlap (calls matched by tool and resolved arguments); planning 20%: mean ROUGE-1/2/L F1 between
+the ground truth's planning steps and the agent's plan (its plan actions, else one line per action it took).
+"""
+
+from __future__ import annotations
+
+from collections import Counter, defaultdict
+from pathlib import Path
+from typing import Any
+
+from rapidfuzz.distance import Levenshtein
+from rouge_score import rouge_scorer
+
+from pipeline.config import load_episodes_config
+from pipeline.errors import TelemetryBenchError
+from pipeline.play import _read_trace, load_episodes
+from pipeline.release.ground_truth import render_action
+from pipeline.release.gt_validate import load
+from pipeline.runtime.parse import failed_fields, instant
+from pipeline.runtime.scoring import score_episode
+from pipeline.runtime.simulator import slot_keywords
+from pipeline.tools import refs, registry
+from pipeline.tools.access import ToolStore
+from pipeline.workspace import Workspace
+
+WEIGHTS = {"outcome": 0.5, "process": 0.3, "planning": 0.2}
+ROUGE = rouge_scorer.RougeScorer(["rouge1", "rouge2", "rougeL"], use_stemmer=False)
+
+
+class EvaluationError(TelemetryBenchError):
+    pass
+
+
+def _normal(value: Any) -> Any:
+    """Arguments compared as values: timestamps as instants, numbers as floats, lists element-wise."""
+    if isinstance(value, str) and instant(value) is not None:
+        return ("instant", instant(value))
+    if isinstance(value, bool) or value is None:
+        return value
+    if isinstance(value, int | float):
+        return float(value)
+    if isinstance(value, list):
+        return tuple(_normal(v) for v in value)
+    if isinstance(value, dict):
+        return tuple(sorted((k, _normal(v)) for k, v in value.items()))
+    return value
+
+
+def _signature(tool: str, arguments: dict) -> tuple:
+    return (tool, _normal(arguments))
+
+
+def _resolved(calls: list[tuple[str, str, dict]], outputs: dict[str, Any]) -> list[tuple]:
+    """(id, signature) of each call with its references replaced by the values they pointed to."""
+    out = []
+    for call_id, tool, arguments in calls:
+        try:
+            values = refs.resolve(arguments, outputs)
+        except refs.ReferenceError_:
+            values = arguments
+        out.append((call_id, _signature(tool, values)))
+    return out
+
+
+def _gt_calls(trajectory: dict) -> list[tuple[str, str, dict]]:
+    def back(value: Any) -> Any:
+        if isinstance(value, str) and value.startswith("@"):
+            return "$" + value[1:]
+        if isinstance(value, list):
+            return [back(v) for v in value]
+        if isinstance(value, dict):
+            return {k: back(v) for k, v in value.items()}
+        return value
+
+    return [(s["name"], s["action"], back(s.get("arguments") or {})) for s in trajectory["execution_steps"] if s["action"] != "Finish"]
+
+
+def _overlap(left: list, right: list) -> float:
+    if not left and not right:
+        return 1.0
+    matched = sum((Counter(left) & Counter(right)).values())
+    return matched / max(len(left), len(right))
+
+
+def evaluate_row(trajectory: dict, episode: Any, turns: list, store: ToolStore, keywords: dict) -> dict:
+    gt_calls = _gt_calls(trajectory)
+    gt_outputs: dict[str, Any] = {}
+    for call_id, tool, arguments in gt_calls:
+        gt_outputs[call_id] = registry.call(store, tool, arguments, gt_outputs)
+    gt = _resolved(gt_calls, gt_outputs)
+    agent_calls, agent_outputs, actions, plans = [], {}, [], []
+    for turn in turns:
+        action = turn.action or {}
+        actions.append(action)
+        if action.get("kind") == "call_tool":
+            agent_calls.append((turn.call_id, action.get("name", ""), action.get("arguments") or {}))
+            agent_outputs[turn.call_id] = turn.tool_result or {}
+        elif action.get("kind") == "plan":
+            plans.append(action.get("text", ""))
+    agent = _resolved(agent_calls, agent_outputs)
+    score = score_episode(episode, turns, keywords)
+    answers = [a.get("fields") or {} for a in actions if a.get("kind") == "answer"]
+    steps = [*episode.phases, *episode.follow_ups]
+    completeness = sum(1 for i in range(len(steps)) if i < len(answers) and answers[i]) / len(steps)
+    verification = sum(not failed_fields(s.checks, s.gold, answers[i] if i < len(answers) else None)
+                       for i, s in enumerate(steps)) / len(steps)
+    gt_signatures, agent_signatures = [g for _, g in gt], [a for _, a in agent]
+    retrieval = sum((Counter(gt_signatures) & Counter(agent_signatures)).values()) / max(1, len(gt_signatures))
+    outcome = (completeness + retrieval + verification) / 3
+    sequence = Levenshtein.normalized_similarity([t for _, t, _ in gt_calls], [t for _, t, _ in agent_calls])
+    by_id = dict(gt)
+    gt_edges = [(by_id[link["source"]], by_id[link["target"]]) for link in trajectory["execution_links"]
+                if link["source"] in by_id and link["target"] in by_id]
+    agent_by_id = dict(agent)
+    agent_edges = [(agent_by_id[ref], signature) for call_id, signature in agent
+                   for ref in _called_refs(next(a for i, _, a in agent_calls if i == call_id)) if ref in agent_by_id]
+    process = (sequence + _overlap(gt_signatures, agent_signatures) + _overlap(gt_edges, agent_edges)) / 3
+    reference = "\n".join(p["instruction"] for p in trajectory["planning_steps"])
+    candidate = "\n".join(plans) if plans else "\n".join(render_action(a) for a in actions)
+    rouge = ROUGE.score(reference, candidate)
+    planning = sum(rouge[k].fmeasure for k in ("rouge1", "rouge2", "rougeL")) / 3
+    final = WEIGHTS["outcome"] * outcome + WEIGHTS["process"] * process + WEIGHTS["planning"] * planning
+    return {
+        "episode_id": episode.id, "family": episode.family, "final": round(final, 4),
+        "outcome": {"score": round(outcome, 4), "completeness": round(completeness, 4), "retrieval_accuracy": round(retrieval, 4),
+                    "result_verification": round(verification, 4)},
+        "process": {"score": round(process, 4), "sequence_similarity": round(sequence, 4),
+                    "node_overlap": round(_overlap(gt_signatures, agent_signatures), 4), "edge_overlap": round(_overlap(gt_edges, agent_edges), 4)},
+        "planning": {"score": round(planning, 4), **{k: round(rouge[k].fmeasure, 4) for k in ("rouge1", "rouge2", "rougeL")}},
+        "failure_modes": failure_modes(gt_calls, gt, agent_calls, agent, trajectory, score, bool(answers and answers[-1])
+                                       and len(answers) >= len(steps)),
+    }
+
+
+def _called_refs(arguments: Any) -> set[str]:
+    found = set()
+    if isinstance(arguments, str):
+        match = refs.REFERENCE.match(arguments)
+        if match:
+            found.add(match["call"])
+    elif isinstance(arguments, list):
+        for value in arguments:
+            found |= _called_refs(value)
+    elif isinstance(arguments, dict):
+        for value in arguments.values():
+            found |= _called_refs(value)
+    return found
+
+
+def failure_modes(gt_calls, gt, agent_calls, agent, trajectory, score, finished: bool) -> list[str]:
+    """The seed's five failure patterns, each detected from the calls and the score."""
+    modes = []
+    gt_tools, agent_tools = {t for _, t, _ in gt_calls}, {t for _, t, _ in agent_calls}
+    agent_signatures = {a for _, a in agent}
+    if gt_tools - agent_tools and agent_tools - gt_tools:
+        modes.append("tool_selection")
+    if any(sig[0] in agent_tools and sig not in agent_signatures for _, sig in gt):
+        modes.append("parameter")
+    if any(t not in agent_tools for t in gt_tools):
+        modes.append("missing_step")
+    position = {}
+    for index, (_, signature) in enumerate(agent):
+        position.setdefault(signature, index)
+    by_id = dict(gt)
+    for link in trajectory["execution_links"]:
+        source, target = by_id.get(link["source"]), by_id.get(link["target"])
+        if source in position and target in position and position[source] > position[target]:
+            modes.append("sequencing")
+            break
+    if not finished or "not_terminated" in score.issues or "missing_phase_answer" in score.issues:
+        modes.append("premature_termination")  # the last step (the final output) was never given
+    return modes
+
+
+def evaluate(ws: Workspace, gt_path: Path, trace_path: Path) -> dict:
+    header, turns, runs = _read_trace(trace_path)
+    episodes_path = ws.stage_dir(header.corpus, header.episode_set) / f"{header.split}.jsonl"
+    episodes = {e.id: e for e in load_episodes(episodes_path)}
+    trajectories = {t.get("episode_id"): t for t in load(gt_path)}
+    keywords = slot_keywords(load_episodes_config(ws))
+    store = ToolStore.for_corpus(ws, header.corpus)
+    rows = []
+    try:
+        for (episode_id, run), played in sorted(turns.items()):
+            if episode_id not in trajectories:
+                raise EvaluationError(f"{gt_path}: no trajectory for episode {episode_id} of {trace_path}; export the same split")
+            for records in played.values():
+                rows.append({**evaluate_row(trajectories[episode_id], episodes[episode_id], records, store, keywords), "run": run})
+    finally:
+        store.close()
+    summary = defaultdict(list)
+    for row in rows:
+        summary[row["family"]].append(row["final"])
+    modes = Counter(m for r in rows for m in r["failure_modes"])
+    return {
+        "rows": rows, "mean_final": round(sum(r["final"] for r in rows) / max(1, len(rows)), 4),
+        "per_family": {f: round(sum(v) / len(v), 4) for f, v in sorted(summary.items())},
+        "failure_modes": dict(sorted(modes.items())), "weights": WEIGHTS,
+    }
+
+
+def export_ground_truth(ws: Workspace, corpus: str, split: str, out: Path) -> int:
+    from pipeline.canonical import write_jsonl
+    from pipeline.play import episode_file
+    from pipeline.release.ground_truth import trajectory
+
+    rows = [trajectory(e) for e in load_episodes(episode_file(ws, corpus, split)[1])]
+    write_jsonl(out, rows)
+    return len(rows)
+
