@@ -68,7 +68,7 @@ class Family(Frozen):
     balance_key: list[str] = Field(description="Columns whose combination is capped per split.")
     cap_fraction: float = Field(0.25, gt=0, le=1, description="At most this share of a split's target per balance key value.")
     cap_per_stream: int = Field(3, ge=1, description="At most this many tasks of the family per stream per split.")
-    templates: list[str] = Field(min_length=1, description="Query texts with {slot} placeholders; one chosen by hash.")
+    templates: list[str] = Field(min_length=1, description="Query texts with {slot} fields to fill; one chosen by hash.")
     difficulty: dict[str, int] = Field(default={}, description="Declared difficulty proxies (temporal_normalizations, graph_hops, aggregations).")
     targets: dict[str, int] | None = Field(None, description="Per-split targets overriding the defaults.")
 

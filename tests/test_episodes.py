@@ -11,6 +11,7 @@ from contracts.episodes import OBLIGATIONS, EpisodesConfig
 from contracts.protocol import Answer
 from pipeline.episodes.stage import read_episodes
 from pipeline.runtime.gold_path import gold_actions
+from pipeline.runtime.preflight import rederive
 from pipeline.runtime.simulator import UserSimulator, slot_keywords
 from pipeline.tasks import gold
 from pipeline.tools.access import ToolStore
@@ -18,8 +19,6 @@ from tests.helpers import REPO
 
 CORPORA = ["hhw", "xai4heat"]
 CFG = EpisodesConfig.model_validate(tomllib.loads((REPO / "configs" / "episodes.toml").read_text()))
-BANDS = {"healthy": ("answer", "healthy_quality"), "low_coverage": ("abstain", "low_coverage"),
-         "long_gap": ("abstain", "long_gap"), "marginal": ("re_clarify", "marginal_quality")}
 
 
 @pytest.fixture(scope="module")
@@ -42,43 +41,6 @@ def test_gold_path_reaches_stop_within_budget(episodes, corpus):
         assert not sim.pending_slots
 
 
-def _expected(phase, out: dict, thresholds, acceptable) -> dict:
-    last = out[phase.canonical_calls[-1].id]
-    kind = phase.type
-    if kind == "lookup":
-        return {"stream_id": last["stream_id"]}
-    if kind == "aggregate":
-        return {"mean": last["value"]}
-    if kind == "compare":
-        return {"winning_stream_id": last["winning_stream_id"], "left_mean": last["left"]["value"], "right_mean": last["right"]["value"]}
-    if kind == "rank":
-        return {"top_stream_id": last["ranked_streams"][0]["stream_id"], "top_mean": last["ranked_streams"][0]["value"]}
-    if kind == "timestamp_value":
-        return {"value": last["value"], "observed_timestamp": last["observed_timestamp"]}
-    if kind == "nearest_timestamp":
-        return {k: last[k] for k in ("value", "observed_timestamp", "offset_seconds", "fallback_reason")}
-    if kind == "quality_decision":
-        return {"quality_band": last["quality_band"]}
-    if kind == "preference":
-        q = {c.id[-2:]: out[c.id] for c in phase.canonical_calls}
-        score = {w: (min(q[f"{w}1"]["coverage"], q[f"{w}2"]["coverage"]), -max(q[f"{w}1"]["gap_ratio"] or 1e9, q[f"{w}2"]["gap_ratio"] or 1e9)) for w in "12"}
-        return {"preferred": "first" if score["1"] >= score["2"] else "second"}
-    first = out[phase.canonical_calls[0].id]
-    if "quality_band" in first:
-        decision, reason = BANDS[first["quality_band"]]
-    else:
-        offset, step = abs(first["offset_seconds"]), last["step_seconds"]
-        if offset == 0:
-            decision, reason = "answer", "exact_timestamp"
-        elif offset <= acceptable:
-            decision, reason = "answer", "nearest_but_acceptable"
-        elif offset <= step * thresholds["gap_ratio_abstain_window"]:
-            decision, reason = "re_clarify", "timestamp_too_imprecise"
-        else:
-            decision, reason = "abstain", "long_gap"
-    return {"decision": decision, "reason": reason}
-
-
 @pytest.mark.parametrize("corpus", CORPORA)
 def test_phase_golds_rederived_through_the_tools(real_artifacts, episodes, corpus):
     store = ToolStore(real_artifacts / corpus / "store" / "store.duckdb")
@@ -87,7 +49,7 @@ def test_phase_golds_rederived_through_the_tools(real_artifacts, episodes, corpu
             outputs: dict = {}
             for phase in episode.phases:
                 outputs = gold.execute(store, [c.model_dump() for c in phase.canonical_calls], outputs)
-                assert _expected(phase, outputs, store.thresholds, CFG.acceptable_offset_seconds) == phase.gold, (episode.id, phase.type)
+                assert rederive(phase, outputs, store.thresholds, CFG.acceptable_offset_seconds) == phase.gold, (episode.id, phase.type)
             evidence = [f for f in episode.follow_ups if f.kind == "evidence"]
             assert evidence and evidence[0].gold["stream_ids"] == episode.evidence_stream_ids
     finally:
