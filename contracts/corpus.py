@@ -77,6 +77,9 @@ class BrickMetadata(Frozen):
     unmapped_columns: Literal["error", "reject"] = Field(
         "reject", description="A value column no point refers to: an error, or every cell rejected (unmapped_column)."
     )
+    stream_id_predicate: str | None = Field(
+        None, description="IRI of a literal that links a point to its stream key (BTS: senaps#stream_id), instead of ref:storedAt."
+    )
 
 
 class TableMetadata(Frozen):
@@ -158,7 +161,19 @@ class FilePerStream(_CsvFiles):
         return self
 
 
-Values = Annotated[WideCsv | LongCsv | FilePerStream, Field(discriminator="kind")]
+class BtsPickle(Frozen):
+    """BTS raw format: zip archives (or folders) of pickles [StreamID, timestamps, values], one member per stream."""
+
+    kind: Literal["bts_pickle"]
+    files: str = Field(description="Glob of archives (.zip) or folders relative to the corpus folder, e.g. 'Site_*aa.zip'.")
+    member_pattern: str = Field(r"(?:.*/)?(?P<key>[^/]+)\.pickle", description="Regex on member paths; group 'key' is the stream key.")
+    site: str | None = Field(None, description="Site template; absent with Brick metadata (the graph's site).")
+    stream_id: str = Field("{key}", description="Template of a stream id from {site} and {key}.")
+    max_member_bytes: int = Field(512 * 1024 * 1024, gt=0, description="Members larger than this are rejected unread.")
+    metadata_csv: str | None = Field("Site_*_metadata.csv", description="Glob of the per-stream statistics CSV (StreamID, Brick, count...), cross-checked against the pickles.")
+
+
+Values = Annotated[WideCsv | LongCsv | FilePerStream | BtsPickle, Field(discriminator="kind")]
 
 
 class Cleaning(Frozen):
@@ -198,6 +213,7 @@ class CorpusMapping(Frozen):
     time: TimeSpec
     cleaning: Cleaning = Cleaning()
     held_out_sites: list[str] = Field(default=[], description="Site ids whose tasks go to the test split only.")
+    raw_env: str | None = Field(None, description="Environment variable that may name the raw folder (data too large to ship).")
     license: str = Field("see SOURCE.md", description="License of the raw data, as the dataset card states it.")
     citation: str = Field("", description="How to credit the raw data (dataset card).")
 
@@ -209,8 +225,11 @@ class CorpusMapping(Frozen):
                 raise ValueError("values.site must be absent with brick metadata: the graph's storedAt links give sites")
             if not from_graph and self.values.site is None:
                 raise ValueError("values.site is required: a template of the site key from file_pattern groups")
+        elif isinstance(self.values, BtsPickle):
+            if from_graph and not self.metadata.stream_id_predicate:
+                raise ValueError("bts_pickle with brick metadata needs metadata.stream_id_predicate (the stream key literal)")
         elif from_graph:
-            raise ValueError("brick metadata works with the wide_csv layout; use table or inline metadata otherwise")
+            raise ValueError("brick metadata works with the wide_csv or bts_pickle layouts; use table or inline metadata otherwise")
         if self.cleaning.dropout_rows and not isinstance(self.values, WideCsv):
             raise ValueError("cleaning.dropout_rows applies to wide_csv rows only; remove it for this layout")
         return self

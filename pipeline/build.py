@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import functools
+import os
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -43,6 +44,11 @@ class Context:
     mapping: CorpusMapping
     config: BuildConfig
     threads: int | None  # runtime only: never part of any identity
+    raw: Path  # the raw folder (data/raw/<corpus>, raw_dir, or --raw / the corpus's raw_env)
+
+    @property
+    def synthetic(self) -> bool:
+        return (self.raw / "SYNTHETIC.md").is_file()
 
     @property
     def corpus(self) -> str:
@@ -53,14 +59,14 @@ class Context:
 
 
 def _ingest_identity(ctx: Context) -> tuple[dict, dict[str, str]]:
-    return ctx.mapping.model_dump(mode="json"), raw_inputs(ctx.ws.raw_dir(ctx.corpus, ctx.mapping.raw_dir))
+    return ctx.mapping.model_dump(mode="json"), raw_inputs(ctx.raw)
 
 
 def _ingest_run(ctx: Context, out: Path) -> StageResult:
     from pipeline.ingest.stage import run_ingest
     from pipeline.ingest.tables import TABLES
 
-    report = run_ingest(ctx.mapping, ctx.ws.raw_dir(ctx.corpus, ctx.mapping.raw_dir), out)
+    report = run_ingest(ctx.mapping, ctx.raw, out)
     counts = {"observations": report.observations, "rejects": report.rejects, "streams": report.streams, "sites": report.sites}
     return StageResult(outputs=[f"{t}.parquet" for t in TABLES] + ["report.json"], row_counts=counts,
                        details={"raw_value_cells": report.raw_value_cells})
@@ -176,19 +182,44 @@ def identity_of(stage: Stage, ctx: Context) -> StageIdentity:
     )
 
 
+def raw_folder(ws: Workspace, mapping: CorpusMapping, raw: str | None = None) -> Path | None:
+    """Where a corpus's raw data is; None when it lives outside the project and was not given."""
+    if mapping.raw_env:
+        given = raw or os.environ.get(mapping.raw_env)
+        folder = Path(given) if given else ws.raw_dir(mapping.name, mapping.raw_dir)
+        return folder.resolve() if folder.is_dir() else None
+    return ws.raw_dir(mapping.name, mapping.raw_dir)
+
+
+def _marked(stage: Stage, ctx: Context, out: Path) -> StageResult:
+    result = stage.run(ctx, out)
+    if ctx.synthetic:
+        result.details = {**result.details, "synthetic": True}
+    return result
+
+
 def build(
     ws: Workspace, corpora: tuple[str, ...] | list[str] = (), *, until: str | None = None, threads: int | None = None,
-    force: bool = False, on_done: Callable[[StageOutcome], None] | None = None,
+    force: bool = False, on_done: Callable[[StageOutcome], None] | None = None, raw: str | None = None,
+    on_skip: Callable[[str], None] | None = None,
 ) -> list[StageOutcome]:
-    """Run every stage (up to `until`) for every selected corpus; unchanged stages are reported cached."""
+    """Run every stage (up to `until`) for every selected corpus; unchanged stages are reported cached.
+
+    A corpus whose raw data lives outside the project (raw_env) and was not given is skipped with a note."""
     if until is not None and until not in stage_names():
         raise ConfigError(f"unknown stage {until!r}: stages are {', '.join(stage_names())}")
     config = load_build_config(ws)
     outcomes = []
     for corpus in select_corpora(ws, corpora):
-        ctx = Context(ws=ws, mapping=load_mapping(ws.corpus_config(corpus)), config=config, threads=threads)
+        mapping = load_mapping(ws.corpus_config(corpus))
+        folder = raw_folder(ws, mapping, raw)
+        if folder is None:
+            if on_skip:
+                on_skip(f"{corpus}: skipped, no raw data (give --raw DIR or set {mapping.raw_env})")
+            continue
+        ctx = Context(ws=ws, mapping=mapping, config=config, threads=threads, raw=folder)
         for stage in STAGES:
-            outcome = run_stage(identity_of(stage, ctx), ctx.stage_dir(stage.name), functools.partial(stage.run, ctx), force)
+            outcome = run_stage(identity_of(stage, ctx), ctx.stage_dir(stage.name), functools.partial(_marked, stage, ctx), force)
             outcomes.append(outcome)
             if on_done:
                 on_done(outcome)

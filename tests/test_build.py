@@ -167,8 +167,9 @@ def test_tool_registry_version_enters_the_identity_of_stages_that_use_tools(ws, 
     from pipeline import build as build_module
     from pipeline.tools import registry
 
-    ctx = build_module.Context(ws=ws, mapping=build_module.load_mapping(ws.corpus_config("xai4heat")),
-                               config=build_module.load_build_config(ws), threads=None)
+    mapping = build_module.load_mapping(ws.corpus_config("xai4heat"))
+    ctx = build_module.Context(ws=ws, mapping=mapping, config=build_module.load_build_config(ws), threads=None,
+                               raw=build_module.raw_folder(ws, mapping))
     store_stage = build_module.STAGES[1]
     user = build_module.Stage("uses", (), (), store_stage.identity, store_stage.run, uses_tools=True)
     before = (build_module.identity_of(user, ctx).cache_key, build_module.identity_of(store_stage, ctx).cache_key)

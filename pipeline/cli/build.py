@@ -12,10 +12,12 @@ from pipeline.cli import common as cli
 @click.option("--until", help="Stop after this stage (e.g. ingest).")
 @click.option("--threads", type=int, envvar="TELEMETRY_BENCH_THREADS", help="DuckDB threads (runtime only; outputs do not change).")
 @click.option("--force", is_flag=True, help="Rebuild every stage even when its identity is unchanged.")
+@click.option("--raw", type=click.Path(file_okay=False, exists=True), help="Raw folder for corpora kept outside the project (e.g. bts).")
 @click.option("--json", "as_json", is_flag=True, help="Print [{corpus, stage, status, seconds}] as JSON.")
 @click.pass_context
 @cli.handle_errors
-def build(ctx: click.Context, corpora: tuple[str, ...], until: str | None, threads: int | None, force: bool, as_json: bool) -> None:
+def build(ctx: click.Context, corpora: tuple[str, ...], until: str | None, threads: int | None, force: bool, raw: str | None,
+          as_json: bool) -> None:
     """Run every stage in order for every corpus; a stage whose identity is unchanged is "cached".
 
     \b
@@ -28,7 +30,8 @@ def build(ctx: click.Context, corpora: tuple[str, ...], until: str | None, threa
         if not as_json:
             click.echo(f"{outcome.corpus:<12} {outcome.stage:<10} {outcome.status:<7} {outcome.seconds:7.2f}s")
 
-    outcomes = run_build(cli.workspace(ctx), corpora, until=until, threads=threads, force=force, on_done=show)
+    outcomes = run_build(cli.workspace(ctx), corpora, until=until, threads=threads, force=force, on_done=show, raw=raw,
+                         on_skip=lambda note: click.echo(note, err=True))
     if as_json:
         cli.echo_json([
             {"corpus": o.corpus, "stage": o.stage, "status": o.status, "seconds": round(o.seconds, 3)} for o in outcomes
@@ -87,4 +90,32 @@ def verify(ctx: click.Context, corpora: tuple[str, ...], release: str | None, as
         raise StageError("verify found differences" + hint)
 
 
-COMMANDS = (build, verify)
+@click.group()
+def synth() -> None:
+    """Generate synthetic raw data in a real corpus's exact format."""
+
+
+@synth.command("bts")
+@click.option("--streams", type=click.IntRange(1), default=20, show_default=True, help="How many Site B streams.")
+@click.option("--days", type=click.IntRange(1), default=3, show_default=True, help="Days of data from 2021-01-01.")
+@click.option("--seed", type=int, default=0, show_default=True, help="Seed: the same seed writes the same bytes.")
+@click.option("--out", required=True, type=click.Path(file_okay=False), help="Output folder.")
+@click.pass_context
+@cli.handle_errors
+def synth_bts_command(ctx: click.Context, streams: int, days: int, seed: int, out: str) -> None:
+    """Write Site_Baa.zip (pickles), Site_B_metadata.csv, Site_B.ttl and SYNTHETIC.md, from the real Site B metadata.
+
+    \b
+    Example:
+      telemetry-bench synth bts --streams 20 --days 3 --seed 7 --out /tmp/bts-synth
+    """
+    from pathlib import Path
+
+    from pipeline.synth import synth_bts
+
+    ws = cli.workspace(ctx)
+    result = synth_bts(ws.root / "data" / "raw" / "bts-site-b" / "Site_B.ttl", streams, days, seed, Path(out))
+    click.echo(f"{out}: {result['streams']} streams x {result['days']} days (seed {result['seed']}), synthetic")
+
+
+COMMANDS = (build, verify, synth)

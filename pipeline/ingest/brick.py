@@ -109,6 +109,23 @@ def _location(graph: _Graph, start: list[str], notes: list[str]) -> str | None:
     return None
 
 
+def _point(graph: _Graph, node: str, notes: list[str]) -> Point:
+    """A point's class, label, unit, equipment and location, by the multiple-edges rule."""
+    strong = graph.subjects(node, BRICK + "hasPoint") + graph.objects(node, BRICK + "isPointOf")
+    weak = graph.subjects(node, BRICK + "hasPart") + graph.objects(node, BRICK + "isPartOf")
+    equipment = _first(sorted(set(strong)) or sorted(set(weak)), "equipment", node, notes)
+    unit = _first([u for u in graph.objects(node, BRICK + "hasUnit") if not u.startswith("_:")], "unit", node, notes)
+    return Point(
+        point_class=_entity_class(graph, node),
+        label=(graph.objects(node, RDFS_LABEL) or [local_name(node)])[0],
+        unit=local_name(unit) if unit and not unit.startswith("_:") else None,  # a blank-node unit has no stable name
+        equipment=local_name(equipment) if equipment else None,
+        equipment_type=_entity_class(graph, equipment) if equipment and _is_entity(graph, equipment) else None,
+        location=_location(graph, [node, equipment], notes),
+        entity_id=local_name(node),
+    )
+
+
 def _read_file(graph: _Graph, meta: BrickMetadata, rel: str, catalog: Catalog) -> None:
     notes = catalog.notes
     sites = sorted(n for n in graph.named for t in graph.objects(n, RDF_TYPE) if t in meta.site_classes)
@@ -145,6 +162,13 @@ def _read_file(graph: _Graph, meta: BrickMetadata, rel: str, catalog: Catalog) -
                     )
 
     for node in sorted(entity_ids):
+        if meta.stream_id_predicate:
+            keys = graph.objects(node, meta.stream_id_predicate)
+            if keys:
+                key = _first(keys, "stream key", node, notes)
+                catalog.points_by_key.setdefault(key, _point(graph, node, notes))
+                catalog.site_of_key.setdefault(key, site_id)
+            continue
         refs = []
         for ref in graph.objects(node, REF + "hasExternalReference"):
             ts_id = graph.objects(ref, REF + "hasTimeseriesId")
@@ -157,19 +181,7 @@ def _read_file(graph: _Graph, meta: BrickMetadata, rel: str, catalog: Catalog) -
         if len(refs) > 1:
             notes.append(f"{local_name(node)}: {len(refs)} timeseries references, took {refs[0][1]} in {refs[0][0]}")
         file_name, column = refs[0]
-        strong = graph.subjects(node, BRICK + "hasPoint") + graph.objects(node, BRICK + "isPointOf")
-        weak = graph.subjects(node, BRICK + "hasPart") + graph.objects(node, BRICK + "isPartOf")
-        equipment = _first(sorted(set(strong)) or sorted(set(weak)), "equipment", node, notes)
-        unit = _first(graph.objects(node, BRICK + "hasUnit"), "unit", node, notes)
-        point = Point(
-            point_class=_entity_class(graph, node),
-            label=(graph.objects(node, RDFS_LABEL) or [local_name(node)])[0],
-            unit=local_name(unit) if unit else None,
-            equipment=local_name(equipment) if equipment else None,
-            equipment_type=_entity_class(graph, equipment) if equipment and _is_entity(graph, equipment) else None,
-            location=_location(graph, [node, equipment], notes),
-            entity_id=local_name(node),
-        )
+        point = _point(graph, node, notes)
         key = (file_name, column)
         if key in catalog.points_by_file:
             notes.append(f"{file_name}:{column}: referenced by several points, kept {catalog.points_by_file[key].entity_id}")

@@ -31,8 +31,10 @@ class Catalog:
     points_by_file: dict[tuple[str, str], Point] = field(default_factory=dict)
     # file name -> site id, for Brick graphs.
     site_of_file: dict[str, str] = field(default_factory=dict)
-    # source key -> Point, for inline and table metadata.
+    # source key -> Point, for inline and table metadata (and Brick graphs linked by a stream key literal).
     points_by_key: dict[str, Point] = field(default_factory=dict)
+    # source key -> site id, for Brick graphs linked by a stream key literal.
+    site_of_key: dict[str, str] = field(default_factory=dict)
     notes: list[str] = field(default_factory=list)
 
     def add_site(self, site_id: str, label: str, source: str) -> None:

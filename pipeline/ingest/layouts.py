@@ -3,16 +3,18 @@
 from __future__ import annotations
 
 import re
+import zipfile
 from dataclasses import dataclass
 from pathlib import Path
 
 import polars as pl
 
-from contracts.corpus import CorpusMapping, FilePerStream, LongCsv, WideCsv
+from contracts.corpus import BtsPickle, CorpusMapping, FilePerStream, LongCsv, WideCsv
 from pipeline.errors import IngestError
 from pipeline.ingest.cleaning import Slice
 from pipeline.ingest.csvread import RawTable, read_strings
 from pipeline.ingest.metadata import Resolver
+from pipeline.ingest.pickles import UnsafePickle, load_series
 from pipeline.ingest.timeparse import parse_times
 
 
@@ -121,3 +123,98 @@ def read_file_per_stream(path: Path, rel: str, mapping: CorpusMapping, resolver:
 
 
 READERS = {"wide_csv": read_wide, "long_csv": read_long, "file_per_stream": read_file_per_stream}
+
+
+def _members(path: Path) -> list[tuple[str, bytes | None, int]]:
+    """(member name, bytes or None when over the size limit, size) of an archive (.zip) or a folder, sorted."""
+    if path.is_dir():
+        return [(p.relative_to(path).as_posix(), None, p.stat().st_size) for p in sorted(path.rglob("*")) if p.is_file()]
+    try:
+        with zipfile.ZipFile(path) as archive:
+            return [(info.filename, None, info.file_size) for info in sorted(archive.infolist(), key=lambda i: i.filename)
+                    if not info.is_dir()]
+    except zipfile.BadZipFile as exc:
+        raise IngestError(f"{path}: not a zip archive ({exc}); restore the archive or point values.files at the folder") from exc
+
+
+def _member_bytes(path: Path, name: str) -> bytes:
+    if path.is_dir():
+        return (path / name).read_bytes()
+    with zipfile.ZipFile(path) as archive:
+        return archive.read(name)
+
+
+def _stream_statistics(folder: Path, pattern: str | None) -> dict[str, dict]:
+    """StreamID -> row of the BTS metadata CSV(s) beside the archives (empty when there is none)."""
+    rows: dict[str, dict] = {}
+    for csv_path in sorted(folder.glob(pattern)) if pattern else []:
+        raw = read_strings(csv_path)
+        _require(raw, ["StreamID", "Brick", "count"], "the BTS metadata CSV")
+        for row in raw.table.to_pylist():
+            rows[row["StreamID"]] = {**row, "_source": csv_path.name}
+    return rows
+
+
+def read_bts(path: Path, rel: str, mapping: CorpusMapping, resolver: Resolver) -> list[ReadFile]:
+    """One ReadFile per pickle member; refused or unreadable members are reported by name, the rest still build.
+
+    The metadata CSV is cross-checked: a stream whose count or class disagrees gets a note, a listed stream
+    without a member is reported like a missing column."""
+    layout: BtsPickle = mapping.values
+    statistics = _stream_statistics(path.parent, layout.metadata_csv)
+    reads, seen = [], set()
+    for name, _, size in _members(path):
+        def refuse(reason: str, detail: str, member: str = name) -> None:
+            resolver.rejected_members.append({"source": rel, "member": member, "reason": reason, "detail": detail})
+
+        match = re.fullmatch(layout.member_pattern, name)
+        if not match:
+            refuse("unmatched_member", f"name does not match values.member_pattern {layout.member_pattern!r}")
+            continue
+        key, source = match.group("key"), f"{rel}:{name}"
+
+        if size > layout.max_member_bytes:
+            refuse("oversized_member", f"{size:,} bytes > {layout.max_member_bytes:,}")
+            continue
+        try:
+            series = load_series(_member_bytes(path, name), layout.max_member_bytes)
+        except UnsafePickle as exc:
+            refuse("unsafe_pickle", str(exc))
+            continue
+        except (ValueError, zipfile.BadZipFile, OSError) as exc:
+            refuse("corrupt_pickle", str(exc))
+            continue
+        if series.stream_id != key:
+            refuse("stream_id_mismatch", f"member holds {series.stream_id!r}")
+            continue
+        try:
+            site = resolver.site_for(source, {"key": key}, layout.site)
+        except IngestError as exc:
+            refuse("no_metadata", str(exc))
+            continue
+        seen.add(key)
+        code = _codes(resolver, source, site, [key], layout.stream_id)[key]
+        n = len(series.values)
+        listed = statistics.get(key)
+        if listed is not None:
+            point = resolver.catalog.points_by_key.get(key)
+            if listed.get("count") and listed["count"].split(".")[0] != str(n):
+                resolver.catalog.notes.append(f"{source}: {n} values, {listed['_source']} says {listed['count']}")
+            if point is not None and listed.get("Brick") and listed["Brick"] != point.point_class:
+                resolver.catalog.notes.append(f"{source}: class {point.point_class} in the graph, {listed['Brick']} in {listed['_source']}")
+        frame = pl.DataFrame({
+            "row": pl.Series(range(1, n + 1), dtype=pl.Int64), "ts": pl.Series(series.timestamps_us, dtype=pl.Int64),
+            "ts_reason": pl.Series([None] * n, dtype=pl.String),
+            "value": pl.Series(series.values, dtype=pl.Float64).cast(pl.String),
+        })
+        sl = Slice(column="value", label="value", sid=code if code is not None else -1, unmapped=code is None)
+        reads.append(ReadFile(source, frame, [sl], [], ["value"], n))
+    if resolver.by_stream_key:
+        for key in sorted(set(resolver.catalog.points_by_key) - seen):
+            resolver.missing_columns.append({"source": rel, "column": key, "point": resolver.catalog.points_by_key[key].entity_id or key})
+    for key in sorted(set(statistics) - seen - set(resolver.catalog.points_by_key)):
+        resolver.missing_columns.append({"source": statistics[key]["_source"], "column": key, "point": "listed, no member"})
+    return reads
+
+
+READERS["bts_pickle"] = read_bts

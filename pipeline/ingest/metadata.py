@@ -78,12 +78,18 @@ class Resolver:
         self.codes: dict[str, int] = {}  # stream id -> provisional code, in order of first sight
         self.sources: dict[str, set[str]] = {}
         self.missing_columns: list[dict] = []
+        self.rejected_members: list[dict] = []
 
     @property
     def unmapped_policy(self) -> str:
         return self.mapping.metadata.unmapped_columns
 
     def site_for(self, rel: str, groups: dict[str, str], template: str | None) -> str:
+        if self.by_stream_key:
+            site = self.site_of_key(groups.get("key", ""))
+            if site is None:
+                raise IngestError(f"{rel}: stream key {groups.get('key')!r} has no point in the Brick graph")
+            return site
         if isinstance(self.mapping.metadata, BrickMetadata):
             name = Path(rel).name
             if name not in self.catalog.site_of_file:
@@ -104,9 +110,17 @@ class Resolver:
             )
         return site
 
+    @property
+    def by_stream_key(self) -> bool:
+        """Brick points linked by a stream key literal (BTS), not by the file they are stored in."""
+        return isinstance(self.mapping.metadata, BrickMetadata) and bool(self.mapping.metadata.stream_id_predicate)
+
+    def site_of_key(self, key: str) -> str | None:
+        return self.catalog.site_of_key.get(key)
+
     def expected_keys(self, rel: str) -> dict[str, Point]:
         """Keys metadata expects in this file (wide layout)."""
-        if isinstance(self.mapping.metadata, BrickMetadata):
+        if isinstance(self.mapping.metadata, BrickMetadata) and not self.by_stream_key:
             name = Path(rel).name
             return {key: point for (file_name, key), point in self.catalog.points_by_file.items() if file_name == name}
         return dict(self.catalog.points_by_key)

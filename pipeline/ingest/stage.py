@@ -32,7 +32,8 @@ REPORT = "report.json"
 
 
 def _value_files(raw: Path, mapping: CorpusMapping) -> list[tuple[Path, str]]:
-    files = sorted((p, p.relative_to(raw).as_posix()) for p in raw.glob(mapping.values.files) if p.is_file())
+    folders_too = mapping.values.kind == "bts_pickle"  # an extracted archive is a folder of pickles
+    files = sorted((p, p.relative_to(raw).as_posix()) for p in raw.glob(mapping.values.files) if p.is_file() or (folders_too and p.is_dir()))
     if not files:
         raise IngestError(f"{raw}: no file matches values.files = {mapping.values.files!r}; check the pattern")
     return files
@@ -65,7 +66,10 @@ def run_ingest(mapping: CorpusMapping, raw: Path, out: Path) -> IngestReport:
     raw_sha = checksums.verify(raw)
     resolver = Resolver(mapping, raw)
     reader = READERS[mapping.values.kind]
-    reads = [reader(path, rel, mapping, resolver) for path, rel in track(_value_files(raw, mapping), f"ingest {mapping.name}")]
+    reads = []
+    for path, rel in track(_value_files(raw, mapping), f"ingest {mapping.name}"):
+        read = reader(path, rel, mapping, resolver)
+        reads += read if isinstance(read, list) else [read]
 
     # Final stream codes are ranks of the sorted stream ids, so sorting by code sorts by id.
     stream_ids = sorted(resolver.streams)
@@ -96,7 +100,9 @@ def run_ingest(mapping: CorpusMapping, raw: Path, out: Path) -> IngestReport:
     ] or [counter_steps([], [], 1)])
     obs, counter_rejects = difference_counters(obs, rules.counters, steps)
 
-    labels = {rank[resolver.code(sid)]: (s.key if mapping.values.kind == "wide_csv" else mapping.values.value_column)
+    label_of = {"wide_csv": None, "bts_pickle": "value"}
+    labels = {rank[resolver.code(sid)]: (s.key if mapping.values.kind == "wide_csv"
+                                         else label_of.get(mapping.values.kind) or mapping.values.value_column)
               for sid, s in resolver.streams.items()}
     sources = [read.rel for read in reads]
     rejects = (
@@ -158,6 +164,8 @@ def run_ingest(mapping: CorpusMapping, raw: Path, out: Path) -> IngestReport:
         unmapped_columns=[f"{s}:{c}" for s, c in unmapped.iter_rows()],
         raw_sha256=dict(sorted(raw_sha.items())),
         notes=sorted(set(resolver.catalog.notes)),
+        rejected_members=sorted(resolver.rejected_members, key=lambda m: (m["source"], m["member"])),
+        synthetic=(raw / "SYNTHETIC.md").is_file(),
     )
     write_json(out / REPORT, report.model_dump(mode="json"))
     return report

@@ -138,7 +138,7 @@ def replay(ws: Workspace, corpora: list[str]) -> dict:
             rows.append({"corpus": corpus, "stage": stage, "status": [first["status"], second["status"]],
                          "matched": not differences and first["status"] == second["status"] == "built", "differences": differences})
         committed = {}
-        for corpus in corpora:
+        for corpus in sorted({row["corpus"] for row in rows}):  # corpora skipped for want of raw data are not compared
             differences = compare_folders(runs[0] / corpus / "release", ws.artifacts_dir / corpus / "release")
             committed[corpus] = {"matched": not differences, "differences": differences}
     ok = all(r["matched"] for r in rows) and all(c["matched"] for c in committed.values())
