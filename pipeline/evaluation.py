@@ -17,7 +17,7 @@ from rouge_score import rouge_scorer
 
 from pipeline.config import load_episodes_config
 from pipeline.errors import TelemetryBenchError
-from pipeline.play import _read_trace, load_episodes
+from pipeline.play import load_episodes, read_trace
 from pipeline.release.ground_truth import render_action
 from pipeline.release.gt_validate import load
 from pipeline.runtime.parse import failed_fields, instant
@@ -177,7 +177,7 @@ def failure_modes(gt_calls, gt, agent_calls, agent, trajectory, score, finished:
 
 
 def evaluate(ws: Workspace, gt_path: Path, trace_path: Path) -> dict:
-    header, turns, runs = _read_trace(trace_path)
+    header, turns, runs = read_trace(trace_path)
     episodes_path = ws.stage_dir(header.corpus, header.episode_set) / f"{header.split}.jsonl"
     episodes = {e.id: e for e in load_episodes(episodes_path)}
     trajectories = {t.get("episode_id"): t for t in load(gt_path)}

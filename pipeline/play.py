@@ -109,7 +109,7 @@ def _any_of(episode: Episode, scores: list, run: int):
     return max(scores, key=lambda s: (s.accomplished, s.task, s.protocol))
 
 
-def _read_trace(path: Path) -> tuple[TraceHeader, dict, set[int]]:
+def read_trace(path: Path) -> tuple[TraceHeader, dict, set[int]]:
     if not path.is_file():
         raise RunError(f"{path}: no such trace file")
     lines = path.read_text(encoding="utf-8").splitlines()
@@ -137,7 +137,7 @@ def score_traces(ws: Workspace, paths: list[Path]) -> dict:
     """Score saved traces against the episodes they were played on (the episode file's hash must match)."""
     scores = []
     for path in paths:
-        header, turns, runs = _read_trace(path)
+        header, turns, runs = read_trace(path)
         episodes_path = ws.stage_dir(header.corpus, header.episode_set) / f"{header.split}.jsonl"
         if not episodes_path.is_file() or digest_file(episodes_path) != header.episode_set_hash:
             raise RunError(f"{path}: played on an episode set that {episodes_path} no longer is (hash differs); "
