@@ -6,7 +6,7 @@ BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed-stamp
 TB := $(BIN)/telemetry-bench
 
-.PHONY: build test test-fast lint bench verify clean venv
+.PHONY: build test test-fast lint bench bench-scale verify clean venv
 
 venv: $(STAMP)
 
@@ -24,6 +24,9 @@ test: $(STAMP)
 
 test-fast: $(STAMP)
 	$(BIN)/python -m pytest -q -m "not slow"
+
+bench-scale: $(STAMP)
+	$(BIN)/python -m pipeline.bench_scale
 
 verify: $(STAMP)
 	$(TB) verify
