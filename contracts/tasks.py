@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
-from typing import Any, Literal
+from typing import Any, Literal, get_args
 
 from pydantic import Field, model_validator
 
 from contracts.base import Frozen
 
 Split = Literal["train", "dev", "test"]
+SPLITS: tuple[str, ...] = get_args(Split)
 
 
 class CallTemplate(Frozen):

@@ -116,8 +116,9 @@ def evaluate_row(trajectory: dict, episode: Any, turns: list, store: ToolStore, 
     gt_edges = [(by_id[link["source"]], by_id[link["target"]]) for link in trajectory["execution_links"]
                 if link["source"] in by_id and link["target"] in by_id]
     agent_by_id = dict(agent)
+    agent_args = {i: a for i, _, a in agent_calls}
     agent_edges = [(agent_by_id[ref], signature) for call_id, signature in agent
-                   for ref in _called_refs(next(a for i, _, a in agent_calls if i == call_id)) if ref in agent_by_id]
+                   for ref in _called_refs(agent_args[call_id]) if ref in agent_by_id]
     process = (sequence + _overlap(gt_signatures, agent_signatures) + _overlap(gt_edges, agent_edges)) / 3
     reference = "\n".join(p["instruction"] for p in trajectory["planning_steps"])
     candidate = "\n".join(plans) if plans else "\n".join(render_action(a) for a in actions)

@@ -14,7 +14,8 @@ from pathlib import Path
 from pydantic import BaseModel, ValidationError
 
 from contracts.manifest import OutputFile, StageManifest
-from pipeline.canonical import HASH_SCHEME_VERSION, digest_file, digest_value, write_json
+from contracts.tasks import SPLITS
+from pipeline.canonical import HASH_SCHEME_VERSION, digest_file, digest_value, write_json, write_jsonl
 from pipeline.errors import StageError
 
 MANIFEST = "manifest.json"
@@ -81,6 +82,19 @@ class StageResult:
     logical_digests: dict[str, str] = field(default_factory=dict)
     details: dict = field(default_factory=dict)
     unhashed_outputs: list[str] = field(default_factory=list)  # e.g. a .duckdb file: checked to exist only
+
+
+def write_splits(folder: Path, records: Iterable, sort_key: Callable | None = None) -> dict[str, int]:
+    """Write records (models with a .split) to <split>.jsonl per split, in order (or sorted by sort_key); row counts."""
+    records = list(records)
+    counts = {}
+    for split in SPLITS:
+        rows = [r for r in records if r.split == split]
+        if sort_key is not None:
+            rows.sort(key=sort_key)
+        write_jsonl(folder / f"{split}.jsonl", [r.model_dump(mode="json") for r in rows])
+        counts[split] = len(rows)
+    return counts
 
 
 @dataclass(frozen=True)

@@ -9,6 +9,7 @@ from pathlib import Path
 
 from contracts.episodes import Episode
 from contracts.runtime import EpisodeEnd, TraceHeader, TurnRecord
+from contracts.tasks import SPLITS
 from pipeline.canonical import atomic_write_bytes, canonical_bytes, digest_file
 from pipeline.config import load_episodes_config, select_corpora
 from pipeline.errors import StageError, TelemetryBenchError
@@ -19,8 +20,6 @@ from pipeline.runtime.scoring import score_episode, summarize
 from pipeline.runtime.simulator import slot_keywords
 from pipeline.tools.access import ToolStore
 from pipeline.workspace import Workspace
-
-SPLITS = ("train", "dev", "test")
 
 
 class RunError(TelemetryBenchError):

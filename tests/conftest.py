@@ -25,3 +25,13 @@ def real_artifacts(tmp_path_factory):
     result = CliRunner().invoke(main, ["--root", str(REPO), "--artifacts", str(folder), "build"])
     assert result.exit_code == 0, result.output
     return folder
+
+
+@pytest.fixture(scope="session")
+def xai_store(real_artifacts):
+    """The built xai4heat tool store, opened read-only once for the session."""
+    from pipeline.tools.access import ToolStore
+
+    opened = ToolStore(real_artifacts / "xai4heat" / "store" / "store.duckdb")
+    yield opened
+    opened.close()

@@ -7,13 +7,20 @@ from collections.abc import Iterable
 from pathlib import Path
 
 import polars as pl
+from click.testing import CliRunner, Result
 
 from pipeline.build import build
+from pipeline.cli import main
 from pipeline.config import load_mapping
 from pipeline.workspace import Workspace
 
 REPO = Path(__file__).resolve().parents[1]
 RAW = REPO / "data" / "raw"
+
+
+def run_cli(artifacts: Path, *args: str) -> Result:
+    """The CLI on the repository's configs and raw data, writing into the given artifacts folder."""
+    return CliRunner().invoke(main, ["--root", str(REPO), "--artifacts", str(artifacts), *args])
 
 
 def real_lines(rel: str, numbers: Iterable[int]) -> list[str]:

@@ -6,19 +6,16 @@ import json
 import tomllib
 
 import pytest
-from click.testing import CliRunner
 
 from contracts.episodes import AuditConfig, EpisodesConfig
 from contracts.tasks import FamiliesConfig
 from pipeline.audit.policies import ShortcutPolicy
 from pipeline.audit.stage import required_capabilities
-from pipeline.cli import main
 from pipeline.episodes.stage import read_episodes
 from pipeline.runtime.runner import run_episode
 from pipeline.runtime.scoring import score_episode
 from pipeline.runtime.simulator import slot_keywords
-from pipeline.tools.access import ToolStore
-from tests.helpers import REPO
+from tests.helpers import REPO, run_cli
 
 AUDIT = AuditConfig.model_validate(tomllib.loads((REPO / "configs" / "audit.toml").read_text()))
 LIFTS = EpisodesConfig.model_validate(tomllib.loads((REPO / "configs" / "episodes.toml").read_text()))
@@ -26,30 +23,19 @@ FAMILIES = FamiliesConfig.model_validate(tomllib.loads((REPO / "configs" / "fami
 KEYWORDS = slot_keywords(LIFTS)
 
 
-def cli(artifacts, *args):
-    return CliRunner().invoke(main, ["--root", str(REPO), "--artifacts", str(artifacts), *args])
-
-
-@pytest.fixture(scope="module")
-def store(real_artifacts):
-    opened = ToolStore(real_artifacts / "xai4heat" / "store" / "store.duckdb")
-    yield opened
-    opened.close()
-
-
 @pytest.fixture(scope="module")
 def candidates(real_artifacts):
     return read_episodes(real_artifacts / "xai4heat" / "episodes")
 
 
-def play(policy, episode, store):
-    turns = [r for r in run_episode(policy, episode, store, KEYWORDS) if r.type == "turn"]
+def play(policy, episode, xai_store):
+    turns = [r for r in run_episode(policy, episode, xai_store, KEYWORDS) if r.type == "turn"]
     return score_episode(episode, turns, KEYWORDS)
 
 
 def test_audit_json_and_controls(real_artifacts):
     for corpus in ("xai4heat", "hhw"):
-        result = cli(real_artifacts, "audit", "--corpus", corpus, "--json")
+        result = run_cli(real_artifacts, "audit", "--corpus", corpus, "--json")
         assert result.exit_code == 0, result.output
         report = json.loads(result.output)
         assert all(n > 0 for n in report["completions_on_candidates"].values()), report["completions_on_candidates"]
@@ -64,10 +50,10 @@ def test_test_split_scores(real_artifacts, tmp_path):
     expected = {"oracle": 1.0, "controller": 0.0, "noop": 0.0}
     for agent, rate in expected.items():
         out = tmp_path / f"{agent}.jsonl"
-        result = cli(real_artifacts, "run", "--corpus", "xai4heat", "--split", "test", "--agent", agent, "--out", str(out), "--json")
+        result = run_cli(real_artifacts, "run", "--corpus", "xai4heat", "--split", "test", "--agent", agent, "--out", str(out), "--json")
         assert result.exit_code == 0, result.output
         assert json.loads(result.output)["accomplished_rate"] == rate, agent
-        assert json.loads(cli(real_artifacts, "score", str(out), "--json").output)["accomplished_rate"] == rate
+        assert json.loads(run_cli(real_artifacts, "score", str(out), "--json").output)["accomplished_rate"] == rate
 
 
 # The symptom a missing capability leaves in the score.
@@ -81,23 +67,23 @@ SYMPTOMS = {
 
 
 @pytest.mark.parametrize("policy_spec", AUDIT.policies, ids=lambda p: p.name)
-def test_each_policy_fails_for_its_gap_and_wins_without_it(store, candidates, policy_spec):
-    policy = ShortcutPolicy(policy_spec.name, policy_spec.lacks, store, FAMILIES, LIFTS)
+def test_each_policy_fails_for_its_gap_and_wins_without_it(xai_store, candidates, policy_spec):
+    policy = ShortcutPolicy(policy_spec.name, policy_spec.lacks, xai_store, FAMILIES, LIFTS)
     needing = [e for e in candidates if policy_spec.lacks in required_capabilities(e, AUDIT)]
-    failing = next(e for e in needing if not play(policy, e, store).accomplished)
-    score = play(policy, failing, store)
+    failing = next(e for e in needing if not play(policy, e, xai_store).accomplished)
+    score = play(policy, failing, xai_store)
     assert SYMPTOMS[policy_spec.lacks](failing, score), (failing.id, score)
     free = next(e for e in candidates if policy_spec.lacks not in required_capabilities(e, AUDIT))
-    assert play(policy, free, store).accomplished, free.id
+    assert play(policy, free, xai_store).accomplished, free.id
 
 
-def test_policies_read_no_gold(store, candidates):
+def test_policies_read_no_gold(xai_store, candidates):
     """A policy's answers do not change when every gold and the hidden instruction are blanked."""
     episode = next(e for e in candidates if e.family == "window_pairwise_compare")
     blank = episode.model_copy(update={
         "hidden_instruction": "", "phases": [p.model_copy(update={"gold": {}}) for p in episode.phases],
     })
-    policy = ShortcutPolicy("always_answer", "abstain", store, FAMILIES, LIFTS)
-    actions = [r.action for r in run_episode(policy, episode, store, KEYWORDS) if r.type == "turn"]
-    blanked = [r.action for r in run_episode(policy, blank, store, KEYWORDS) if r.type == "turn"]
+    policy = ShortcutPolicy("always_answer", "abstain", xai_store, FAMILIES, LIFTS)
+    actions = [r.action for r in run_episode(policy, episode, xai_store, KEYWORDS) if r.type == "turn"]
+    blanked = [r.action for r in run_episode(policy, blank, xai_store, KEYWORDS) if r.type == "turn"]
     assert actions == blanked

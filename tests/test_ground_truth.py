@@ -17,7 +17,6 @@ from pipeline.release.ground_truth import trajectory
 from pipeline.release.gt_validate import SCHEMA_PATH, check
 from pipeline.runtime.runner import run_episode
 from pipeline.runtime.simulator import slot_keywords
-from pipeline.tools.access import ToolStore
 from tests.helpers import REPO
 from tests.test_runtime import Scripted
 
@@ -78,11 +77,8 @@ def test_validator_rules_on_hand_made_trajectories(real_artifacts):
 
 
 @pytest.fixture(scope="module")
-def world(real_artifacts):
-    store = ToolStore(real_artifacts / "xai4heat" / "store" / "store.duckdb")
-    episodes = load_episodes(real_artifacts / "xai4heat" / "audit" / "test.jsonl")
-    yield store, episodes
-    store.close()
+def world(real_artifacts, xai_store):
+    return xai_store, load_episodes(real_artifacts / "xai4heat" / "audit" / "test.jsonl")
 
 
 def evaluate_with(edit, episode, store):

@@ -13,7 +13,6 @@ from pipeline.runtime.gold_path import gold_actions
 from pipeline.runtime.openai_agent import OpenAIAgent, OpenAISettings, function_specs
 from pipeline.runtime.runner import run_episode
 from pipeline.runtime.scoring import score_episode
-from pipeline.tools.access import ToolStore
 from tests.test_runtime import KEYWORDS
 
 
@@ -65,11 +64,9 @@ class FakeServer:
 
 
 @pytest.fixture(scope="module")
-def setup(real_artifacts):
-    store = ToolStore(real_artifacts / "xai4heat" / "store" / "store.duckdb")
+def setup(real_artifacts, xai_store):
     episode = next(e for e in load_episodes(real_artifacts / "xai4heat" / "audit" / "test.jsonl") if e.family == "timestamp_nearest_lookup")
-    yield store, episode
-    store.close()
+    return xai_store, episode
 
 
 def gold_script(episode) -> list[tuple[int, dict]]:

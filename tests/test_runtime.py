@@ -7,32 +7,18 @@ import json
 import tomllib
 
 import pytest
-from click.testing import CliRunner
 
 from contracts.episodes import EpisodesConfig
 from contracts.runtime import TurnRecord
-from pipeline.cli import main
 from pipeline.play import load_episodes
 from pipeline.runtime.agents import Agent, HumanAgent, OracleAgent
 from pipeline.runtime.parse import instant, number, same
 from pipeline.runtime.runner import run_episode
 from pipeline.runtime.scoring import score_episode
 from pipeline.runtime.simulator import slot_keywords
-from pipeline.tools.access import ToolStore
-from tests.helpers import REPO
+from tests.helpers import REPO, run_cli
 
 KEYWORDS = slot_keywords(EpisodesConfig.model_validate(tomllib.loads((REPO / "configs" / "episodes.toml").read_text())))
-
-
-def cli(artifacts, *args):
-    return CliRunner().invoke(main, ["--root", str(REPO), "--artifacts", str(artifacts), *args])
-
-
-@pytest.fixture(scope="module")
-def store(real_artifacts):
-    opened = ToolStore(real_artifacts / "xai4heat" / "store" / "store.duckdb")
-    yield opened
-    opened.close()
 
 
 @pytest.fixture(scope="module")
@@ -40,8 +26,8 @@ def episodes(real_artifacts):
     return load_episodes(real_artifacts / "xai4heat" / "episodes" / "test.jsonl")
 
 
-def play(agent, episode, store):
-    return [r for r in run_episode(agent, episode, store, KEYWORDS) if isinstance(r, TurnRecord)]
+def play(agent, episode, xai_store):
+    return [r for r in run_episode(agent, episode, xai_store, KEYWORDS) if isinstance(r, TurnRecord)]
 
 
 def pick(episodes, family):
@@ -52,10 +38,10 @@ def pick(episodes, family):
 def test_oracle_accomplishes_everything_and_noop_nothing(real_artifacts, tmp_path, corpus):
     for agent, expected in (("oracle", 1.0), ("noop", 0.0)):
         out = tmp_path / f"{agent}.jsonl"
-        result = cli(real_artifacts, "run", "--corpus", corpus, "--split", "test", "--agent", agent, "--out", str(out), "--json")
+        result = run_cli(real_artifacts, "run", "--corpus", corpus, "--split", "test", "--agent", agent, "--out", str(out), "--json")
         assert result.exit_code == 0, result.output
         assert json.loads(result.output)["accomplished_rate"] == expected
-        scored = cli(real_artifacts, "score", str(out), "--json")
+        scored = run_cli(real_artifacts, "score", str(out), "--json")
         assert scored.exit_code == 0, scored.output
         summary = json.loads(scored.output)
         assert summary["accomplished_rate"] == expected
@@ -64,15 +50,15 @@ def test_oracle_accomplishes_everything_and_noop_nothing(real_artifacts, tmp_pat
 
 def test_rescoring_is_deterministic(real_artifacts, tmp_path):
     out = tmp_path / "t.jsonl"
-    assert cli(real_artifacts, "run", "--corpus", "xai4heat", "--split", "dev", "--agent", "oracle", "--repeat", "2", "--out", str(out)).exit_code == 0
-    first = json.loads(cli(real_artifacts, "score", str(out), "--json").output)
-    second = json.loads(cli(real_artifacts, "score", str(out), "--json").output)
+    assert run_cli(real_artifacts, "run", "--corpus", "xai4heat", "--split", "dev", "--agent", "oracle", "--repeat", "2", "--out", str(out)).exit_code == 0
+    first = json.loads(run_cli(real_artifacts, "score", str(out), "--json").output)
+    second = json.loads(run_cli(real_artifacts, "score", str(out), "--json").output)
     assert first == second and first["pass^2"] == 1.0 and first["flip_rate"] == 0.0
 
 
 def test_preflight_finds_no_issue(real_artifacts):
     for corpus in ("xai4heat", "hhw"):
-        result = cli(real_artifacts, "preflight", "--corpus", corpus, "--json")
+        result = run_cli(real_artifacts, "preflight", "--corpus", corpus, "--json")
         assert result.exit_code == 0, result.output
         assert json.loads(result.output)["issue_count"] == 0
 
@@ -97,28 +83,28 @@ class Scripted(Agent):
         return next(self.actions, {"kind": "answer", "text": "", "fields": {}})
 
 
-def score_with(edit, episode, store):
-    return score_episode(episode, play(Scripted(edit), episode, store), KEYWORDS)
+def score_with(edit, episode, xai_store):
+    return score_episode(episode, play(Scripted(edit), episode, xai_store), KEYWORDS)
 
 
-def test_oracle_script_scores_perfectly(episodes, store):
+def test_oracle_script_scores_perfectly(episodes, xai_store):
     for family in {e.family for e in episodes}:
-        score = score_with(lambda a: a, pick(episodes, family), store)
+        score = score_with(lambda a: a, pick(episodes, family), xai_store)
         assert score.accomplished, (family, score)
 
 
-def test_missing_clarification_and_premature_tool(episodes, store):
+def test_missing_clarification_and_premature_tool(episodes, xai_store):
     episode = pick(episodes, "day_mean_lookup")
-    score = score_with(lambda a: [x for x in a if x["kind"] != "ask_user"], episode, store)
+    score = score_with(lambda a: [x for x in a if x["kind"] != "ask_user"], episode, xai_store)
     assert {"missing_clarification", "premature_tool"} <= set(score.issues) and not score.protocol
 
 
-def test_redundant_and_unnecessary_clarification(episodes, store):
+def test_redundant_and_unnecessary_clarification(episodes, xai_store):
     episode = pick(episodes, "day_mean_lookup")
-    score = score_with(lambda a: [a[0], a[0], *a[1:]], episode, store)
+    score = score_with(lambda a: [a[0], a[0], *a[1:]], episode, xai_store)
     assert "redundant_clarification" in score.issues
     nearest = pick(episodes, "timestamp_nearest_lookup")
-    score = score_with(lambda a: [{"kind": "ask_user", "text": "Which site?"}, *a], nearest, store)
+    score = score_with(lambda a: [{"kind": "ask_user", "text": "Which site?"}, *a], nearest, xai_store)
     assert "unnecessary_clarification" in score.issues
 
 
@@ -132,22 +118,22 @@ def _edit_first_answer(actions, fields):
     return out
 
 
-def test_wrong_value_fails_the_phase_within_tolerance_passes(episodes, store):
+def test_wrong_value_fails_the_phase_within_tolerance_passes(episodes, xai_store):
     episode = pick(episodes, "day_mean_lookup")
     gold = episode.phases[0].gold["mean"]
-    near = score_with(lambda a: _edit_first_answer(a, {"mean": str(gold + 0.0009)}), episode, store)
+    near = score_with(lambda a: _edit_first_answer(a, {"mean": str(gold + 0.0009)}), episode, xai_store)
     assert near.accomplished
-    far = score_with(lambda a: _edit_first_answer(a, {"mean": gold + 0.01}), episode, store)
+    far = score_with(lambda a: _edit_first_answer(a, {"mean": gold + 0.01}), episode, xai_store)
     assert not far.phase and not far.task and far.phase_results[0] is False
 
 
-def test_evidence_must_be_cited_not_merely_seen(episodes, store):
+def test_evidence_must_be_cited_not_merely_seen(episodes, xai_store):
     episode = pick(episodes, "day_mean_lookup")
-    score = score_with(lambda a: [*a[:-1], {**a[-1], "fields": {"stream_ids": []}}], episode, store)
+    score = score_with(lambda a: [*a[:-1], {**a[-1], "fields": {"stream_ids": []}}], episode, xai_store)
     assert not score.evidence and not score.accomplished
 
 
-def test_wrong_window_fails_temporal(episodes, store):
+def test_wrong_window_fails_temporal(episodes, xai_store):
     episode = pick(episodes, "window_mean_lookup")
 
     def shift(actions):
@@ -158,13 +144,13 @@ def test_wrong_window_fails_temporal(episodes, store):
             out.append(action)
         return out
 
-    score = score_with(shift, episode, store)
+    score = score_with(shift, episode, xai_store)
     assert not score.temporal and not score.task
 
 
-def test_truncated_run_is_not_terminated(episodes, store):
+def test_truncated_run_is_not_terminated(episodes, xai_store):
     episode = pick(episodes, "day_mean_lookup")
-    turns = play(Scripted(lambda a: a), episode, store)[:3]
+    turns = play(Scripted(lambda a: a), episode, xai_store)[:3]
     score = score_episode(episode, turns, KEYWORDS)
     assert {"not_terminated", "missing_phase_answer", "missing_evidence"} <= set(score.issues)
 
@@ -180,9 +166,9 @@ class Garbage(Agent):
         return self.outputs[observation.turn % len(self.outputs)]
 
 
-def test_runner_survives_garbage(episodes, store):
+def test_runner_survives_garbage(episodes, xai_store):
     episode = pick(episodes, "day_mean_lookup")
-    turns = play(Garbage(), episode, store)
+    turns = play(Garbage(), episode, xai_store)
     assert len(turns) == episode.turn_budget
     issues = {i for t in turns for i in t.issues}
     assert {"parse_error", "parallel_calls"} <= issues
@@ -190,11 +176,11 @@ def test_runner_survives_garbage(episodes, store):
     assert not score.accomplished and {"parse_error", "tool_error", "not_terminated"} <= set(score.issues)
 
 
-def test_human_agent_reads_the_terminal(episodes, store):
+def test_human_agent_reads_the_terminal(episodes, xai_store):
     episode = pick(episodes, "timestamp_nearest_lookup")
     lines = ["plan look it up", "ask when?", "tool list_points {\"site\": \"L17\"}", "answer {\"value\": 1} my guess", "garbage"]
     agent = HumanAgent(stdin=io.StringIO("\n".join(lines) + "\n"), stdout=io.StringIO())
-    turns = play(agent, episode, store)
+    turns = play(agent, episode, xai_store)
     kinds = [t.action["kind"] if t.action else None for t in turns[:5]]
     assert kinds == ["plan", "ask_user", "call_tool", "answer", None]
     assert turns[3].action["text"] == "my guess" and "parse_error" in turns[4].issues
@@ -217,9 +203,9 @@ def test_number_and_instant_helpers():
 
 
 def test_run_errors_are_one_line(real_artifacts, tmp_path):
-    result = cli(real_artifacts, "run", "--corpus", "xai4heat", "--split", "test", "--agent", "nobody", "--out", str(tmp_path / "x"))
+    result = run_cli(real_artifacts, "run", "--corpus", "xai4heat", "--split", "test", "--agent", "nobody", "--out", str(tmp_path / "x"))
     assert result.exit_code == 1 and "unknown agent 'nobody'" in result.output
     bad = tmp_path / "bad.jsonl"
     bad.write_text("not json\n")
-    result = cli(real_artifacts, "score", str(bad))
+    result = run_cli(real_artifacts, "score", str(bad))
     assert result.exit_code == 1 and "not a trace header" in result.output

@@ -8,11 +8,10 @@ from pathlib import Path
 
 from contracts.episodes import AuditConfig, Episode, EpisodesConfig
 from contracts.runtime import TurnRecord
-from contracts.tasks import FamiliesConfig
+from contracts.tasks import SPLITS, FamiliesConfig
 from pipeline.audit.policies import ShortcutPolicy
-from pipeline.canonical import write_jsonl
-from pipeline.episodes.stage import SPLITS, read_episodes
-from pipeline.manifest import StageResult
+from pipeline.episodes.stage import read_episodes
+from pipeline.manifest import StageResult, write_splits
 from pipeline.runtime.agents import Agent, OracleAgent
 from pipeline.runtime.preflight import preflight
 from pipeline.runtime.runner import run_episode
@@ -70,11 +69,7 @@ def run_audit(store_dir: Path, episodes_dir: Path, cfg: AuditConfig, families: F
         checks = preflight(released, store, lifts)
     finally:
         store.close()
-    counts = {}
-    for split in SPLITS:
-        rows = [e for e in released if e.split == split]
-        write_jsonl(out / f"{split}.jsonl", [e.model_dump(mode="json") for e in rows])
-        counts[split] = len(rows)
+    counts = write_splits(out, released)
     outcomes = Counter(e.commitment_outcome for e in released)
     mix = {o: round(outcomes.get(o, 0) / max(1, len(released)), 4) for o in ("answer", "abstain", "re_clarify")}
     details = {

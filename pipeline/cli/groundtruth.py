@@ -6,6 +6,7 @@ from pathlib import Path
 
 import click
 
+from contracts.tasks import SPLITS
 from pipeline.cli import common as cli
 
 
@@ -16,7 +17,7 @@ def export() -> None:
 
 @export.command("ground-truth")
 @click.option("--corpus", required=True, help="Corpus name.")
-@click.option("--split", required=True, type=click.Choice(["train", "dev", "test"]), help="Split to export.")
+@click.option("--split", required=True, type=click.Choice(SPLITS), help="Split to export.")
 @click.option("--out", type=click.Path(dir_okay=False), help="Output JSONL (default: ground_truth_<corpus>_<split>.jsonl).")
 @click.pass_context
 @cli.handle_errors

@@ -6,6 +6,7 @@ from pathlib import Path
 
 import click
 
+from contracts.tasks import SPLITS
 from pipeline.cli import common as cli
 
 
@@ -20,7 +21,7 @@ def _rates(summary: dict) -> None:
 
 @click.command()
 @click.option("--corpus", required=True, help="Corpus name.")
-@click.option("--split", required=True, type=click.Choice(["train", "dev", "test"]), help="Which split to play.")
+@click.option("--split", required=True, type=click.Choice(SPLITS), help="Which split to play.")
 @click.option("--agent", "agent_name", required=True, help="oracle, noop, human, controller (the audit's shortcut policies) or openai.")
 @click.option("--base-url", help="openai agent: the endpoint, e.g. http://127.0.0.1:8000/v1.")
 @click.option("--model", help="openai agent: model name.")

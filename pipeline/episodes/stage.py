@@ -7,15 +7,14 @@ from collections import Counter
 from pathlib import Path
 
 from contracts.episodes import Episode, EpisodesConfig
-from contracts.tasks import FamiliesConfig, Task
+from contracts.tasks import SPLITS, FamiliesConfig, Task
 from pipeline.canonical import write_jsonl
 from pipeline.episodes.lift import Lifter, LiftError
-from pipeline.manifest import StageResult
+from pipeline.manifest import StageResult, write_splits
 from pipeline.store.build import STORE_FILE
 from pipeline.tasks import gold, render
 from pipeline.tools.access import ToolStore
 
-SPLITS = ("train", "dev", "test")
 MIN_OUTCOME_SHARE = 0.15
 
 
@@ -36,11 +35,7 @@ def build_episodes(store_dir: Path, tasks_dir: Path, families: FamiliesConfig, c
                 provenance.append(origin)
     finally:
         store.close()
-    counts = {}
-    for split in SPLITS:
-        rows = [e for e in episodes if e.split == split]
-        write_jsonl(out / f"{split}.jsonl", [e.model_dump(mode="json") for e in rows])
-        counts[split] = len(rows)
+    counts = write_splits(out, episodes)
     write_jsonl(out / "provenance.jsonl", sorted(provenance, key=lambda p: p["id"]))
     outcomes = Counter(e.commitment_outcome for e in episodes)
     shares = {o: round(outcomes.get(o, 0) / max(1, len(episodes)), 4) for o in ("answer", "abstain", "re_clarify")}

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from contracts.corpus import CorpusMapping
+from contracts.tasks import SPLITS
 
 FIELDS = [
     ("id", "Episode id (task id + '.ep')."), ("split", "train, dev or test."), ("family", "Static task family."),
@@ -26,7 +27,7 @@ def dataset_card(mapping: CorpusMapping, manifest: dict) -> str:
         "task_categories:\n  - question-answering",
         "tags:\n  - agents\n  - tool-use\n  - telemetry\n  - time-series\n  - multi-turn",
         "configs:\n  - config_name: default\n    data_files:\n"
-        + "".join(f"      - split: {s}\n        path: {s}.jsonl\n" for s in ("train", "dev", "test")).rstrip(),
+        + "".join(f"      - split: {s}\n        path: {s}.jsonl\n" for s in SPLITS).rstrip(),
         "---",
         "",
         f"# telemetry-bench: {mapping.name}",

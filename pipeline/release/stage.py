@@ -8,13 +8,13 @@ from pathlib import Path
 
 from contracts.corpus import CorpusMapping
 from contracts.episodes import Episode
+from contracts.tasks import SPLITS
 from pipeline.canonical import digest, digest_value, pretty_json, write_json, write_jsonl
 from pipeline.checksums import sha256_file
 from pipeline.manifest import StageResult
 from pipeline.release.card import croissant, dataset_card
 from pipeline.release.ground_truth import trajectory
 
-SPLITS = ("train", "dev", "test")
 RELEASE_MANIFEST = "release.json"
 
 

@@ -13,10 +13,11 @@ import pyarrow.parquet as pq
 from pydantic import ValidationError
 
 from contracts.episodes import Episode
+from contracts.tasks import SPLITS
 from pipeline.canonical import digest
 from pipeline.checksums import sha256_file
 from pipeline.errors import StageError
-from pipeline.release.stage import RELEASE_MANIFEST, SPLITS
+from pipeline.release.stage import RELEASE_MANIFEST
 from pipeline.workspace import Workspace
 
 IGNORED = {"store.duckdb"}  # never byte-identical between builds; its tables are compared by logical digest

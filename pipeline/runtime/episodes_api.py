@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 from contracts.episodes import Episode
+from contracts.tasks import SPLITS
 from pipeline.config import load_episodes_config, select_corpora
-from pipeline.episodes.stage import SPLITS
 from pipeline.errors import StageError
 from pipeline.runtime.simulator import slot_keywords
 from pipeline.runtime.transcript import transcript

@@ -74,18 +74,14 @@ def score_episode(episode: Episode, turns: list[TurnRecord], keywords: dict[str,
     if len(answers) < n_phases:
         issues.append("missing_phase_answer")
     follow = {f.kind: (n_phases + i, f) for i, f in enumerate(episode.follow_ups)}
-    evidence = True
-    if "evidence" in follow:
-        index, spec = follow["evidence"]
-        evidence = index < len(answers) and not failed_fields(spec.checks, spec.gold, answers[index])
-        if index >= len(answers):
-            issues.append("missing_evidence")
-    rationale_ok = True
-    if "rationale" in follow:
-        index, spec = follow["rationale"]
-        rationale_ok = index < len(answers) and not failed_fields(spec.checks, spec.gold, answers[index])
-        if index >= len(answers):
-            issues.append("missing_rationale")
+    follow_ok = {"evidence": True, "rationale": True}
+    for kind in follow_ok:
+        if kind in follow:
+            index, spec = follow[kind]
+            follow_ok[kind] = index < len(answers) and not failed_fields(spec.checks, spec.gold, answers[index])
+            if index >= len(answers):
+                issues.append(f"missing_{kind}")
+    evidence, rationale_ok = follow_ok["evidence"], follow_ok["rationale"]
     if not stopped:
         issues.append("not_terminated")
     final = phase_results[-1]

@@ -8,14 +8,12 @@ from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from contracts.tasks import FamiliesConfig, Family, Task, Verifier
-from pipeline.canonical import digest, write_jsonl
-from pipeline.manifest import StageResult
+from contracts.tasks import SPLITS, FamiliesConfig, Family, Task, Verifier
+from pipeline.canonical import digest
+from pipeline.manifest import StageResult, write_splits
 from pipeline.store.build import STORE_FILE, open_store
 from pipeline.tasks import candidates, gold, render
 from pipeline.tools.access import ToolStore
-
-SPLITS = ("train", "dev", "test")
 
 
 @dataclass
@@ -71,10 +69,7 @@ def build_task(store: ToolStore, corpus: str, name: str, family: Family, split: 
         alternatives.append(alt_calls)
     template = int(key[:8], 16) % len(family.templates)
     touched = sorted(row[family.streams_column])
-    ambiguity = max(
-        sum(1 for s in store.streams.values() if s["site_id"] == store.streams[t]["site_id"]
-            and s["point_class"] == store.streams[t]["point_class"] and s["tool_ready"]) for t in touched
-    )
+    ambiguity = max(store.ready_per_class[store.streams[t]["site_id"], store.streams[t]["point_class"]] for t in touched)
     return Task(
         task_id=f"{corpus}.{name}.{key[:16]}", corpus=corpus, family=name, split=split,
         query=render.query(family.templates, template, slots), template=template,
@@ -139,11 +134,7 @@ def compile_tasks(store_dir: Path, ingest_dir: Path, cfg: FamiliesConfig, corpus
     finally:
         con.close()
         store.close()
-    counts = {}
-    for split in SPLITS:
-        rows = sorted((t for t in tasks if t.split == split), key=lambda t: (t.family, t.selection_key))
-        write_jsonl(out / f"{split}.jsonl", [t.model_dump(mode="json") for t in rows])
-        counts[split] = len(rows)
+    counts = write_splits(out, tasks, sort_key=lambda t: (t.family, t.selection_key))
     missing = {n: r["emptied_by"] or "no candidate survived selection" for n, r in reports.items() if sum(r["selected"].values()) == 0}
     return StageResult(
         outputs=[f"{s}.jsonl" for s in SPLITS], row_counts=counts,

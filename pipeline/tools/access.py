@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import threading
-from collections import OrderedDict
+from collections import Counter, OrderedDict
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -74,6 +74,8 @@ class ToolStore:
         for row in self.streams.values():  # compact keys, computed once, for name matching
             row["_keys"] = {k: _compact(row[k]) for k in ("point_class", "equipment_type")}
             row["_tails"] = {k: _tails(row[k]) for k in ("equipment", "location")}
+        # tool-ready streams per (site, point class): how many candidates a query naming that class can match
+        self.ready_per_class = Counter((r["site_id"], r["point_class"]) for r in self.streams.values() if r["tool_ready"])
         self._site_index = {}
         for site_id, site in self.sites.items():
             for name in (site_id, site["label"]):
