@@ -8,10 +8,12 @@ projection to full BTS (2.86e9 points). Sizes are approximate (200 streams, ~131
 from __future__ import annotations
 
 import json
-import resource
+import os
+import shutil
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from pathlib import Path
 
@@ -23,27 +25,70 @@ STREAMS = 200
 POINTS_PER_STREAM_DAY = 24 * 60 / 11
 
 
+def _tree_rss(root: int) -> int:
+    """Resident bytes of a process and all its descendants (Linux /proc)."""
+    parents: dict[int, int] = {}
+    rss: dict[int, int] = {}
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            stat = (entry / "stat").read_text()
+            fields = stat[stat.rindex(")") + 2 :].split()
+            parents[int(entry.name)] = int(fields[1])
+            rss[int(entry.name)] = int(fields[21]) * os.sysconf("SC_PAGE_SIZE")
+        except (OSError, ValueError, IndexError):
+            continue
+    total, stack = 0, [root]
+    while stack:
+        pid = stack.pop()
+        total += rss.get(pid, 0)
+        stack += [child for child, parent in parents.items() if parent == pid]
+    return total
+
+
 def _run(command: list[str]) -> tuple[str, int]:
-    """stdout and peak RSS (kB) of one child process."""
-    before = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss
-    done = subprocess.run(command, capture_output=True, text=True, check=True)
-    after = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss
-    return done.stdout, max(after, before)
+    """stdout and peak resident bytes of one child process and its workers together (sampled every 0.2 s)."""
+    process = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    peak = 0
+    done = threading.Event()
+
+    def sample() -> None:
+        nonlocal peak
+        while not done.is_set():
+            peak = max(peak, _tree_rss(process.pid))
+            done.wait(0.2)
+
+    sampler = threading.Thread(target=sample, daemon=True)
+    sampler.start()
+    out, err = process.communicate()
+    done.set()
+    sampler.join()
+    if process.returncode:
+        raise click.ClickException(f"{' '.join(command)} failed:\n{err[-2000:]}")
+    return out, peak
 
 
 @click.command()
-@click.option("--sizes", default="1e6,1e7", show_default=True, help="Approximate point counts, comma separated (1e8 needs issue 12's batching).")
-def main(sizes: str) -> None:
+@click.option("--sizes", default="1e6,1e7,1e8", show_default=True, help="Approximate point counts, comma separated.")
+@click.option("--keep", type=click.Path(file_okay=False), help="Keep (and reuse) the synthetic raw data here, one folder per size.")
+@click.option("--memory-budget", default="4GB", show_default=True, help="Passed to build.")
+@click.option("--workers", type=int, help="Passed to build (default: the CPUs available).")
+def main(sizes: str, keep: str | None, memory_budget: str, workers: int | None) -> None:
     cli = [sys.executable, "-m", "pipeline.cli"]
-    click.echo("| points | ingest s | store s | ingest pts/s | store pts/s | tasks s | episodes s | peak RSS MB | DuckDB copy s | ratio ours/DuckDB (ingest+store) | projected full BTS h |")
+    options = ["--memory-budget", memory_budget, *(["--workers", str(workers)] if workers else [])]
+    click.echo("| points | ingest s | store s | ingest pts/s | store pts/s | tasks s | episodes s | peak RSS MB (all processes) "
+               "| DuckDB copy s | ratio DuckDB/ours (ingest+store) | projected full BTS h |")
     click.echo("|---|---|---|---|---|---|---|---|---|---|---|")
     for size in (float(s) for s in sizes.split(",")):
         days = max(1, round(size / STREAMS / POINTS_PER_STREAM_DAY))
         with tempfile.TemporaryDirectory(prefix="tb-scale-") as tmp:
-            raw, art = Path(tmp) / "raw", Path(tmp) / "art"
-            subprocess.run([*cli, "synth", "bts", "--streams", str(STREAMS), "--days", str(days), "--seed", "1", "--out", str(raw)],
-                           check=True, capture_output=True)
-            out, rss = _run([*cli, "--artifacts", str(art), "build", "--corpus", "bts", "--raw", str(raw), "--json"])
+            raw, art = (Path(keep) / f"bts-{size:.0e}" if keep else Path(tmp) / "raw"), Path(tmp) / "art"
+            if not (raw / "SYNTHETIC.md").is_file():
+                shutil.rmtree(raw, ignore_errors=True)
+                subprocess.run([*cli, "synth", "bts", "--streams", str(STREAMS), "--days", str(days), "--seed", "1", "--out", str(raw)],
+                               check=True, capture_output=True)
+            out, rss = _run([*cli, "--artifacts", str(art), "build", "--corpus", "bts", "--raw", str(raw), "--json", *options])
             seconds = {row["stage"]: row["seconds"] for row in json.loads(out)}
             report = json.loads((art / "bts" / "ingest" / "report.json").read_text())
             points = report["raw_value_cells"]
@@ -52,10 +97,11 @@ def main(sizes: str) -> None:
             con.execute(f"COPY (SELECT * FROM read_parquet('{art}/bts/ingest/observations.parquet')) TO '{tmp}/copy.parquet' "
                         "(FORMAT parquet, COMPRESSION zstd)")
             copy = time.perf_counter() - start
+            con.close()
             ours = seconds["ingest"] + seconds["store"]
             projection = ours / points * FULL_BTS_POINTS / 3600
             click.echo(f"| {points:,} | {seconds['ingest']:.2f} | {seconds['store']:.2f} | {points / seconds['ingest']:,.0f} | "
-                       f"{points / seconds['store']:,.0f} | {seconds['tasks']:.2f} | {seconds['episodes']:.2f} | {rss / 1024:,.0f} | "
+                       f"{points / seconds['store']:,.0f} | {seconds['tasks']:.2f} | {seconds['episodes']:.2f} | {rss / 2**20:,.0f} | "
                        f"{copy:.2f} | {copy / ours:.3f} | {projection:.2f} |")
 
 

@@ -35,6 +35,7 @@ from pipeline.manifest import (
     require_manifest,
     run_stage,
 )
+from pipeline.parallel import Resources
 from pipeline.workspace import Workspace
 
 
@@ -43,7 +44,7 @@ class Context:
     ws: Workspace
     mapping: CorpusMapping
     config: BuildConfig
-    threads: int | None  # runtime only: never part of any identity
+    resources: Resources  # runtime only (threads, partitions, workers, memory): never part of any identity
     raw: Path  # the raw folder (data/raw/<corpus>, raw_dir, or --raw / the corpus's raw_env)
 
     @property
@@ -66,7 +67,7 @@ def _ingest_run(ctx: Context, out: Path) -> StageResult:
     from pipeline.ingest.stage import run_ingest
     from pipeline.ingest.tables import TABLES
 
-    report = run_ingest(ctx.mapping, ctx.raw, out)
+    report = run_ingest(ctx.mapping, ctx.raw, out, ctx.resources)
     counts = {"observations": report.observations, "rejects": report.rejects, "streams": report.streams, "sites": report.sites}
     return StageResult(outputs=[f"{t}.parquet" for t in TABLES] + ["report.json"], row_counts=counts,
                        details={"raw_value_cells": report.raw_value_cells})
@@ -84,7 +85,7 @@ def _store_identity(ctx: Context) -> tuple[dict, dict[str, str]]:
 def _store_run(ctx: Context, out: Path) -> StageResult:
     from pipeline.store.build import build_store
 
-    return build_store(ctx.stage_dir("ingest"), out, ctx.config.store, ctx.threads)
+    return build_store(ctx.stage_dir("ingest"), out, ctx.config.store, ctx.resources)
 
 
 def _tasks_identity(ctx: Context) -> tuple[dict, dict[str, str]]:
@@ -200,6 +201,7 @@ def _marked(stage: Stage, ctx: Context, out: Path) -> StageResult:
 
 def build(
     ws: Workspace, corpora: tuple[str, ...] | list[str] = (), *, until: str | None = None, threads: int | None = None,
+    resources: Resources | None = None,
     force: bool = False, on_done: Callable[[StageOutcome], None] | None = None, raw: str | None = None,
     on_skip: Callable[[str], None] | None = None,
 ) -> list[StageOutcome]:
@@ -217,7 +219,8 @@ def build(
             if on_skip:
                 on_skip(f"{corpus}: skipped, no raw data (give --raw DIR or set {mapping.raw_env})")
             continue
-        ctx = Context(ws=ws, mapping=mapping, config=config, threads=threads, raw=folder)
+        runtime = resources or Resources(threads=threads)
+        ctx = Context(ws=ws, mapping=mapping, config=config, resources=runtime, raw=folder)
         for stage in STAGES:
             outcome = run_stage(identity_of(stage, ctx), ctx.stage_dir(stage.name), functools.partial(_marked, stage, ctx), force)
             outcomes.append(outcome)

@@ -22,7 +22,7 @@ MANIFEST = "manifest.json"
 PACKAGE_ROOT = Path(__file__).resolve().parents[1]
 # Modules of pipeline/ that every stage runs; stage packages are added per stage.
 CORE_MODULES = (
-    "__init__", "canonical", "checksums", "config", "errors", "manifest", "parquet", "progress", "workspace",
+    "__init__", "canonical", "checksums", "config", "errors", "manifest", "parallel", "parquet", "progress", "workspace",
 )
 LIBRARIES = ("duckdb", "numpy", "polars", "pyarrow", "pydantic", "pyoxigraph", "xxhash")
 

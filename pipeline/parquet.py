@@ -41,6 +41,73 @@ def write_table(table: pa.Table, path: Path) -> None:
         raise
 
 
+class RowGroupWriter:
+    """Write a sorted table piece by piece, in row groups of exactly ROW_GROUP_SIZE rows (the last one shorter).
+
+    The bytes depend only on the rows written, not on how they arrived: the same file as `write_table`
+    of the whole table. Written to a temporary file and renamed on `close`; `abort` removes it."""
+
+    def __init__(self, path: Path, schema: pa.Schema, on_group=None) -> None:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        self.path, self.schema, self.on_group = path, schema, on_group
+        fd, self.tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+        os.close(fd)
+        dictionary, encodings = _encodings(schema)
+        self.writer = pq.ParquetWriter(
+            self.tmp, schema, compression="zstd", store_schema=False, write_statistics=True,
+            use_dictionary=dictionary, column_encoding=encodings or None,
+        )
+        self.pending: list[pa.Table] = []
+        self.pending_rows = 0
+        self.rows = 0
+
+    def write(self, table: pa.Table) -> None:
+        if table.num_rows == 0:
+            return
+        self.pending.append(table.cast(self.schema) if table.schema != self.schema else table)
+        self.pending_rows += table.num_rows
+        while self.pending_rows >= ROW_GROUP_SIZE:
+            self._emit(ROW_GROUP_SIZE)
+
+    def _emit(self, rows: int) -> None:
+        joined = pa.concat_tables(self.pending)
+        group, rest = joined.slice(0, rows), joined.slice(rows)
+        group = group.combine_chunks()
+        self.writer.write_table(group, row_group_size=ROW_GROUP_SIZE)
+        if self.on_group:
+            self.on_group(group)
+        self.rows += rows
+        self.pending = [rest] if rest.num_rows else []
+        self.pending_rows = rest.num_rows
+
+    def close(self) -> int:
+        """Flush, close and move into place; returns the number of rows written."""
+        if self.pending_rows or self.rows == 0:
+            self._emit(self.pending_rows) if self.pending_rows else self.writer.write_table(self.schema.empty_table())
+        self.writer.close()
+        os.replace(self.tmp, self.path)
+        return self.rows
+
+    def abort(self) -> None:
+        self.writer.close()
+        Path(self.tmp).unlink(missing_ok=True)
+
+
+def read_rows(path: Path, start: int, count: int, columns: list[str] | None = None) -> pa.Table:
+    """Rows [start, start + count) of a Parquet file, reading only the row groups that hold them."""
+    file = pq.ParquetFile(path)
+    groups, offset, first = [], 0, None
+    for index in range(file.metadata.num_row_groups):
+        n = file.metadata.row_group(index).num_rows
+        if offset + n > start and offset < start + count:
+            groups.append(index)
+            first = offset if first is None else first
+        offset += n
+    if not groups:
+        return file.schema_arrow.empty_table() if columns is None else file.schema_arrow.empty_table().select(columns)
+    return file.read_row_groups(groups, columns=columns).slice(start - first, count)
+
+
 def write_frame(frame: pl.DataFrame, schema: pa.Schema, key: list[str], path: Path) -> None:
     """Sort by the full key (nulls first) and write; equal input gives equal bytes."""
     write_table(to_arrow(frame.sort(key, nulls_last=False), schema), path)

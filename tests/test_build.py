@@ -168,7 +168,7 @@ def test_tool_registry_version_enters_the_identity_of_stages_that_use_tools(ws, 
     from pipeline.tools import registry
 
     mapping = build_module.load_mapping(ws.corpus_config("xai4heat"))
-    ctx = build_module.Context(ws=ws, mapping=mapping, config=build_module.load_build_config(ws), threads=None,
+    ctx = build_module.Context(ws=ws, mapping=mapping, config=build_module.load_build_config(ws), resources=build_module.Resources(),
                                raw=build_module.raw_folder(ws, mapping))
     store_stage = build_module.STAGES[1]
     user = build_module.Stage("uses", (), (), store_stage.identity, store_stage.run, uses_tools=True)

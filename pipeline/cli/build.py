@@ -11,26 +11,36 @@ from pipeline.cli import common as cli
 @click.option("--corpus", "corpora", multiple=True, help="Corpus to build (repeatable; default: every configs/corpora/*.toml).")
 @click.option("--until", help="Stop after this stage (e.g. ingest).")
 @click.option("--threads", type=int, envvar="TELEMETRY_BENCH_THREADS", help="DuckDB threads (runtime only; outputs do not change).")
+@click.option("--partitions", type=click.IntRange(1, 4096), envvar="TELEMETRY_BENCH_PARTITIONS",
+              help="Hash partitions of the streams for ingest (default: one per worker). Outputs do not change.")
+@click.option("--workers", type=click.IntRange(1, 256), envvar="TELEMETRY_BENCH_WORKERS",
+              help="Worker processes for ingest and store (default: the CPUs available). Outputs do not change.")
+@click.option("--memory-budget", default="4GB", show_default=True, envvar="TELEMETRY_BENCH_MEMORY",
+              help="Memory the build may use, shared by the workers (e.g. 4GB, 1500MB); batches are sized to fit it.")
 @click.option("--force", is_flag=True, help="Rebuild every stage even when its identity is unchanged.")
 @click.option("--raw", type=click.Path(file_okay=False, exists=True), help="Raw folder for corpora kept outside the project (e.g. bts).")
 @click.option("--json", "as_json", is_flag=True, help="Print [{corpus, stage, status, seconds}] as JSON.")
 @click.pass_context
 @cli.handle_errors
-def build(ctx: click.Context, corpora: tuple[str, ...], until: str | None, threads: int | None, force: bool, raw: str | None,
-          as_json: bool) -> None:
+def build(ctx: click.Context, corpora: tuple[str, ...], until: str | None, threads: int | None, partitions: int | None,
+          workers: int | None, memory_budget: str, force: bool, raw: str | None, as_json: bool) -> None:
     """Run every stage in order for every corpus; a stage whose identity is unchanged is "cached".
 
     \b
     Example:
       telemetry-bench build --corpus xai4heat --json
+      telemetry-bench build --corpus xai4heat --partitions 4 --workers 2 --memory-budget 2GB
     """
     from pipeline.build import build as run_build
+    from pipeline.parallel import Resources, parse_bytes
+
+    resources = Resources(threads=threads, partitions=partitions, workers=workers, memory_budget=parse_bytes(memory_budget))
 
     def show(outcome) -> None:
         if not as_json:
             click.echo(f"{outcome.corpus:<12} {outcome.stage:<10} {outcome.status:<7} {outcome.seconds:7.2f}s")
 
-    outcomes = run_build(cli.workspace(ctx), corpora, until=until, threads=threads, force=force, on_done=show, raw=raw,
+    outcomes = run_build(cli.workspace(ctx), corpora, until=until, resources=resources, force=force, on_done=show, raw=raw,
                          on_skip=lambda note: click.echo(note, err=True))
     if as_json:
         cli.echo_json([

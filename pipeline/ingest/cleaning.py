@@ -16,6 +16,8 @@ import polars as pl
 from contracts.corpus import Cleaning, CounterRule
 
 NULL_STR = pl.lit(None, dtype=pl.String)
+# The raw text of a valid cell: kept for text files; written from the number for numeric ones.
+RAW_TEXT = pl.coalesce("raw", pl.col("value").cast(pl.String))
 OBS_SCHEMA = {"sid": pl.Int32, "ts": pl.Int64, "value": pl.Float64, "raw": pl.String, "file": pl.Int32, "row": pl.Int64}
 REJECT_SCHEMA = {
     "file": pl.Int32, "row": pl.Int64, "column": pl.String, "sid": pl.Int32, "ts": pl.Int64, "raw": pl.String, "reason": pl.String,
@@ -58,8 +60,30 @@ def _per_stream(sl: Slice, mapping: dict[int, object], dtype: pl.DataType) -> pl
     return pl.col("sid").replace_strict(mapping, default=None, return_dtype=dtype)
 
 
-def _parse(sl: Slice, index: int, rules: Cleaning) -> list[pl.Expr]:
-    """The number and the missing flag of a slice's cells, computed once as columns _v<i>, _m<i>."""
+def _token_numbers(tokens: list[str]) -> tuple[list[float], bool, bool, bool]:
+    """The numbers whose text (as polars writes a float) is a missing token: finite ones, NaN, inf, -inf."""
+    texts = pl.Series([float("nan"), float("inf"), float("-inf")]).cast(pl.String).to_list()
+    finite = []
+    for token in tokens:
+        try:
+            number = float(token)
+        except ValueError:
+            continue
+        if np.isfinite(number) and pl.Series([number]).cast(pl.String)[0] == token:
+            finite.append(number)
+    return finite, texts[0] in tokens, texts[1] in tokens, texts[2] in tokens
+
+
+def _parse(sl: Slice, index: int, rules: Cleaning, numeric: bool = False) -> list[pl.Expr]:
+    """The number and the missing flag of a slice's cells, computed once as columns _v<i>, _m<i>.
+
+    A numeric column (pickled floats) is judged as its text would be, without writing the text."""
+    if numeric:
+        value = pl.col(sl.column)
+        finite, nan, inf, ninf = _token_numbers(rules.missing_tokens)
+        missing = value.is_null() | value.is_in(finite)
+        missing = missing | (value.is_nan() & nan) | ((value == float("inf")) & inf) | ((value == float("-inf")) & ninf)
+        return [(value + 0.0).alias(f"_v{index}"), missing.fill_null(True).alias(f"_m{index}")]
     text = pl.col(sl.column).str.strip_chars()
     return [
         (text.cast(pl.Float64, strict=False) + 0.0).alias(f"_v{index}"),  # + 0.0 turns -0.0 into 0.0
@@ -105,7 +129,8 @@ def cell_reason(sl: Slice, index: int, rules: Cleaning, streams: StreamRules, ze
 def split_cells(frame: pl.DataFrame, file: int, slices: list[Slice], rules: Cleaning, streams: StreamRules) -> tuple[pl.DataFrame, pl.DataFrame]:
     """One read file -> (valid cells as observations-to-be, rejected cells), column by column."""
     zero_codes = streams.zero_dropout(rules)
-    frame = frame.with_columns([e for i, s in enumerate(slices) for e in _parse(s, i, rules)])
+    numeric = {s.column for s in slices if frame.schema[s.column].is_float()}
+    frame = frame.with_columns([e for i, s in enumerate(slices) for e in _parse(s, i, rules, s.column in numeric)])
     frame = frame.with_columns(_dropout=dropout_rows(len(slices), rules))
     frame = frame.with_columns([cell_reason(s, i, rules, streams, zero_codes).alias(f"_r{i}") for i, s in enumerate(slices)])
     obs, rejects = [], []
@@ -114,14 +139,16 @@ def split_cells(frame: pl.DataFrame, file: int, slices: list[Slice], rules: Clea
         sid = pl.lit(sl.sid, dtype=pl.Int32) if sl.sid is not None else pl.col("sid").cast(pl.Int32)
         if sl.unmapped:
             sid = pl.lit(None, dtype=pl.Int32)
+        # A numeric cell's text is written only when it is rejected (later rejects take it from the value).
+        raw = NULL_STR if sl.column in numeric else pl.col(sl.column)
         obs.append(frame.select(
-            sid=sid, ts="ts", value=pl.col(f"_v{i}"), raw=pl.col(sl.column), file=pl.lit(file, dtype=pl.Int32), row="row",
+            sid=sid, ts="ts", value=pl.col(f"_v{i}"), raw=raw, file=pl.lit(file, dtype=pl.Int32), row="row",
             _keep=reason.is_null(),
         ).filter("_keep").drop("_keep"))
-        rejects.append(frame.select(
+        rejects.append(frame.filter(reason.is_not_null()).select(
             file=pl.lit(file, dtype=pl.Int32), row="row", column=pl.lit(sl.label), sid=sid, ts="ts",
-            raw=pl.col(sl.column), reason=reason,
-        ).filter(pl.col("reason").is_not_null()))
+            raw=pl.col(sl.column).cast(pl.String), reason=reason,
+        ))
     return (
         pl.concat(obs) if obs else pl.DataFrame(schema=OBS_SCHEMA),
         pl.concat(rejects) if rejects else pl.DataFrame(schema=REJECT_SCHEMA),
@@ -144,7 +171,7 @@ def resolve_duplicates(obs: pl.DataFrame, rule: str) -> tuple[pl.DataFrame, pl.D
     if not flagged["_loser"].any():
         return obs, pl.DataFrame(schema=REJECT_SCHEMA)
     rejected = flagged.filter("_loser").select("file", "row", column=pl.lit(None, dtype=pl.String), sid="sid", ts="ts",
-                                               raw="raw", reason=pl.lit("duplicate_timestamp"))
+                                               raw=RAW_TEXT, reason=pl.lit("duplicate_timestamp"))
     return flagged.filter(~pl.col("_loser")).drop("_loser"), rejected
 
 
@@ -183,7 +210,7 @@ def difference_counters(obs: pl.DataFrame, counters: dict[int, CounterRule], ste
         bad = mine.filter(pl.col("_reason").is_not_null())
         keep[bad["_i"].to_numpy()] = False
         rejected.append(bad.select(
-            "file", "row", column=pl.lit(None, dtype=pl.String), sid="sid", ts="ts", raw="raw", reason="_reason",
+            "file", "row", column=pl.lit(None, dtype=pl.String), sid="sid", ts="ts", raw=RAW_TEXT, reason="_reason",
         ))
     return obs.with_columns(value=pl.Series(values)).filter(pl.Series(keep)), pl.concat(rejected)
 

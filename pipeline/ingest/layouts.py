@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import contextlib
 import re
 import zipfile
 from dataclasses import dataclass
 from pathlib import Path
 
+import numpy as np
 import polars as pl
 
 from contracts.corpus import BtsPickle, CorpusMapping, FilePerStream, LongCsv, WideCsv
@@ -16,6 +18,7 @@ from pipeline.ingest.csvread import RawTable, read_strings
 from pipeline.ingest.metadata import Resolver
 from pipeline.ingest.pickles import UnsafePickle, load_series
 from pipeline.ingest.timeparse import parse_times
+from pipeline.parallel import Scope
 
 
 @dataclass
@@ -28,6 +31,7 @@ class ReadFile:
     malformed: list[tuple[int, str]]
     value_labels: list[str]  # value columns, for the cells of malformed records
     cells: int
+    shared: bool = False  # holds many streams: every batch reads it and keeps only the cells it owns
 
 
 def _file_groups(rel: str, pattern: str) -> dict[str, str]:
@@ -84,7 +88,7 @@ def _codes(resolver: Resolver, rel: str, site: str, keys: list[str], template: s
     return codes
 
 
-def read_wide(path: Path, rel: str, mapping: CorpusMapping, resolver: Resolver) -> ReadFile:
+def read_wide(path: Path, rel: str, mapping: CorpusMapping, resolver: Resolver, scope: Scope) -> ReadFile | None:
     layout: WideCsv = mapping.values
     raw = read_strings(path, layout.delimiter, layout.encoding)
     _require(raw, [mapping.time.column, *layout.ignore_columns], "time.column / values.ignore_columns")
@@ -94,10 +98,10 @@ def read_wide(path: Path, rel: str, mapping: CorpusMapping, resolver: Resolver) 
     codes = _codes(resolver, rel, site, columns, layout.stream_id)
     frame = _timed_frame(raw, mapping, columns)
     slices = [Slice(column=c, label=c, sid=codes[c] if codes[c] is not None else -1, unmapped=codes[c] is None) for c in columns]
-    return ReadFile(rel, frame, slices, raw.malformed, columns, (raw.table.num_rows + len(raw.malformed)) * len(columns))
+    return ReadFile(rel, frame, slices, raw.malformed, columns, (raw.table.num_rows + len(raw.malformed)) * len(columns), shared=True)
 
 
-def read_long(path: Path, rel: str, mapping: CorpusMapping, resolver: Resolver) -> ReadFile:
+def read_long(path: Path, rel: str, mapping: CorpusMapping, resolver: Resolver, scope: Scope) -> ReadFile | None:
     layout: LongCsv = mapping.values
     raw = read_strings(path, layout.delimiter, layout.encoding)
     _require(raw, [mapping.time.column, layout.stream_column, layout.value_column], "time.column / values")
@@ -107,16 +111,20 @@ def read_long(path: Path, rel: str, mapping: CorpusMapping, resolver: Resolver) 
     codes = _codes(resolver, rel, site, keys, layout.stream_id)
     frame = frame.with_columns(sid=pl.col(layout.stream_column).replace_strict(codes, default=None, return_dtype=pl.Int32))
     slices = [Slice(column=layout.value_column, label=layout.value_column, sid=None)]
-    return ReadFile(rel, frame, slices, raw.malformed, [layout.value_column], raw.table.num_rows + len(raw.malformed))
+    return ReadFile(rel, frame, slices, raw.malformed, [layout.value_column], raw.table.num_rows + len(raw.malformed), shared=True)
 
 
-def read_file_per_stream(path: Path, rel: str, mapping: CorpusMapping, resolver: Resolver) -> ReadFile:
+def read_file_per_stream(path: Path, rel: str, mapping: CorpusMapping, resolver: Resolver, scope: Scope) -> ReadFile | None:
     layout: FilePerStream = mapping.values
-    raw = read_strings(path, layout.delimiter, layout.encoding)
-    _require(raw, [mapping.time.column, layout.value_column], "time.column / values.value_column")
     groups = _file_groups(rel, layout.file_pattern)
     site = resolver.site_for(rel, groups, layout.site)
+    # Every batch registers the stream (the catalog stays the same everywhere); only its owner reads the file.
     code = _codes(resolver, rel, site, [groups["key"]], layout.stream_id)[groups["key"]]
+    owner = resolver.stream_id_of(code) if code is not None else rel
+    if not scope.owns(owner):
+        return None
+    raw = read_strings(path, layout.delimiter, layout.encoding)
+    _require(raw, [mapping.time.column, layout.value_column], "time.column / values.value_column")
     frame = _timed_frame(raw, mapping, [layout.value_column])
     sl = Slice(column=layout.value_column, label=layout.value_column, sid=code if code is not None else -1, unmapped=code is None)
     return ReadFile(rel, frame, [sl], raw.malformed, [layout.value_column], raw.table.num_rows + len(raw.malformed))
@@ -137,11 +145,8 @@ def _members(path: Path) -> list[tuple[str, bytes | None, int]]:
         raise IngestError(f"{path}: not a zip archive ({exc}); restore the archive or point values.files at the folder") from exc
 
 
-def _member_bytes(path: Path, name: str) -> bytes:
-    if path.is_dir():
-        return (path / name).read_bytes()
-    with zipfile.ZipFile(path) as archive:
-        return archive.read(name)
+def _member_bytes(path: Path, archive: zipfile.ZipFile | None, name: str) -> bytes:
+    return (path / name).read_bytes() if archive is None else archive.read(name)
 
 
 def _stream_statistics(folder: Path, pattern: str | None) -> dict[str, dict]:
@@ -155,29 +160,37 @@ def _stream_statistics(folder: Path, pattern: str | None) -> dict[str, dict]:
     return rows
 
 
-def read_bts(path: Path, rel: str, mapping: CorpusMapping, resolver: Resolver) -> list[ReadFile]:
-    """One ReadFile per pickle member; refused or unreadable members are reported by name, the rest still build.
+def _bts_owner(resolver: Resolver, layout: BtsPickle, source: str, key: str) -> str:
+    """The stream id a member feeds (its owner's key), or the member's own name when metadata cannot say."""
+    site = resolver.site_of_key(key)
+    if site is None or key not in resolver.catalog.points_by_key:
+        return source
+    return layout.stream_id.format(site=site, key=key)
 
-    The metadata CSV is cross-checked: a stream whose count or class disagrees gets a note, a listed stream
-    without a member is reported like a missing column."""
-    layout: BtsPickle = mapping.values
-    statistics = _stream_statistics(path.parent, layout.metadata_csv)
+
+def _read_members(path: Path, rel: str, members: list, archive: zipfile.ZipFile | None, layout: BtsPickle,
+                  statistics: dict[str, dict], resolver: Resolver, scope: Scope) -> tuple[list[ReadFile], set[str]]:
+    """The members this scope owns, loaded through the restricted unpickler; returns (reads, keys seen)."""
     reads, seen = [], set()
-    for name, _, size in _members(path):
+    for name, _, size in members:
         def refuse(reason: str, detail: str, member: str = name) -> None:
             resolver.rejected_members.append({"source": rel, "member": member, "reason": reason, "detail": detail})
 
         match = re.fullmatch(layout.member_pattern, name)
         if not match:
-            refuse("unmatched_member", f"name does not match values.member_pattern {layout.member_pattern!r}")
+            if scope.owns(f"{rel}:{name}"):
+                refuse("unmatched_member", f"name does not match values.member_pattern {layout.member_pattern!r}")
             continue
         key, source = match.group("key"), f"{rel}:{name}"
+        if not scope.owns(_bts_owner(resolver, layout, source, key)):
+            seen.add(key)  # another batch reads it and reports it if it turns out missing
+            continue
 
         if size > layout.max_member_bytes:
             refuse("oversized_member", f"{size:,} bytes > {layout.max_member_bytes:,}")
             continue
         try:
-            series = load_series(_member_bytes(path, name), layout.max_member_bytes)
+            series = load_series(_member_bytes(path, archive, name), layout.max_member_bytes)
         except UnsafePickle as exc:
             refuse("unsafe_pickle", str(exc))
             continue
@@ -203,12 +216,25 @@ def read_bts(path: Path, rel: str, mapping: CorpusMapping, resolver: Resolver) -
             if point is not None and listed.get("Brick") and listed["Brick"] != point.point_class:
                 resolver.catalog.notes.append(f"{source}: class {point.point_class} in the graph, {listed['Brick']} in {listed['_source']}")
         frame = pl.DataFrame({
-            "row": pl.Series(range(1, n + 1), dtype=pl.Int64), "ts": pl.Series(series.timestamps_us, dtype=pl.Int64),
-            "ts_reason": pl.Series([None] * n, dtype=pl.String),
-            "value": pl.Series(series.values, dtype=pl.Float64).cast(pl.String),
-        })
+            "row": np.arange(1, n + 1, dtype=np.int64), "ts": np.asarray(series.timestamps_us, dtype=np.int64),
+            "value": np.asarray(series.values, dtype=np.float64),  # numbers stay numbers (cleaning reads them as such)
+        }).with_columns(ts_reason=pl.lit(None, dtype=pl.String))
         sl = Slice(column="value", label="value", sid=code if code is not None else -1, unmapped=code is None)
         reads.append(ReadFile(source, frame, [sl], [], ["value"], n))
+    return reads, seen
+
+
+def read_bts(path: Path, rel: str, mapping: CorpusMapping, resolver: Resolver, scope: Scope) -> list[ReadFile]:
+    """One ReadFile per pickle member; refused or unreadable members are reported by name, the rest still build.
+
+    The metadata CSV is cross-checked: a stream whose count or class disagrees gets a note, a listed stream
+    without a member is reported like a missing column."""
+    layout: BtsPickle = mapping.values
+    statistics = _stream_statistics(path.parent, layout.metadata_csv)
+    members = _members(path)
+    with contextlib.ExitStack() as stack:
+        archive = None if path.is_dir() else stack.enter_context(zipfile.ZipFile(path))  # opened once, not per member
+        reads, seen = _read_members(path, rel, members, archive, layout, statistics, resolver, scope)
     if resolver.by_stream_key:
         for key in sorted(set(resolver.catalog.points_by_key) - seen):
             resolver.missing_columns.append({"source": rel, "column": key, "point": resolver.catalog.points_by_key[key].entity_id or key})

@@ -157,6 +157,9 @@ class Resolver:
     def code(self, stream_id: str) -> int:
         return self.codes[stream_id]
 
+    def stream_id_of(self, code: int) -> str:
+        return next(sid for sid, c in self.codes.items() if c == code)
+
     def _register_inline(self, site_id: str, stream_id: str, point: Point, rel: str) -> Point:
         owner = site_id
         if point.equipment:

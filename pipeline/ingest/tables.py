@@ -25,6 +25,6 @@ TABLES: dict[str, tuple[pa.Schema, list[str]]] = {
     "observations": (pa.schema([("stream_id", S), ("ts", INT), ("value", F)]), ["stream_id", "ts"]),
     "rejects": (
         pa.schema([("source", S), ("row", INT), ("column", S), ("stream_id", S), ("ts", INT), ("raw", S), ("reason", S)]),
-        ["source", "row", "column", "reason"],
+        ["source", "row", "column", "reason", "stream_id", "ts", "raw"],
     ),
 }

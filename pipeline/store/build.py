@@ -3,21 +3,28 @@
 from __future__ import annotations
 
 import os
+import queue
+import shutil
+import threading
+from dataclasses import dataclass
 from pathlib import Path
 
 import duckdb
 import numpy as np
 import polars as pl
 import pyarrow as pa
+import pyarrow.parquet as pq
 
 from contracts.build import StoreConfig
 from pipeline.errors import StageError
 from pipeline.manifest import StageResult
-from pipeline.parquet import write_table
+from pipeline.parallel import Resources, run_ordered
+from pipeline.parquet import RowGroupWriter, read_rows, write_table
 from pipeline.store import compute, sql
-from pipeline.store.digest import table_digest
+from pipeline.store.digest import ChunkedDigest, reader_digest
 
 STORE_FILE = "store.duckdb"
+READER_MEMORY = "1GB"
 
 # Table -> full sort key. Every table is exported to <name>.parquet in this order.
 KEYS: dict[str, list[str]] = {
@@ -74,64 +81,246 @@ def quality_band(limits: dict[str, float], gap_limit: str, clean: pl.Expr | None
     )
 
 
-def derive_tables(ingest_dir: Path, cfg: StoreConfig) -> dict[str, pa.Table]:
-    """Every store table except the stream index, as Arrow tables sorted by their full key."""
-    read = lambda name: pl.read_parquet(ingest_dir / f"{name}.parquet")  # noqa: E731
-    obs = compute.with_steps(read("observations"), cfg.step_window)
-    streams, rejects = read("streams"), read("rejects")
-    codes = compute.stream_codes(obs["stream_id"])
-    timed_rejects = rejects.filter(pl.col("stream_id").is_not_null() & pl.col("ts").is_not_null())
-    aggregates = compute.aggregates(obs, cfg.std_ddof, codes, timed_rejects.select("stream_id", "ts", "reason"))
-    quality = compute.quality(obs, streams, rejects)
+# Peak working set of a store unit per observation row (measured with `make bench-scale`); it sizes units.
+BYTES_PER_ROW = 400
+PARTS = ".parts"
+MIN_SHARED_ROWS = 4_000_000  # below this, one process is faster than starting workers
+OBSERVATIONS_SCHEMA = pa.schema([
+    ("stream_id", pa.dictionary(pa.int32(), pa.string())), ("ts", pa.int64()), ("value", pa.float64()), ("step_us", pa.int64()),
+])
+PER_STREAM = ("aggregates", "profiles", "previews", "quality_parts")
+
+
+@dataclass(frozen=True)
+class StoreUnit:
+    """A run of whole streams, rows [start, start + rows) of the ingest observations: all a worker needs."""
+
+    ingest_dir: str
+    start: int
+    streams: tuple[tuple[str, int], ...]  # (stream id, rows) in id order
+    cfg: StoreConfig
+    out: str
+
+    @property
+    def rows(self) -> int:
+        return sum(n for _, n in self.streams)
+
+
+def stream_runs(path: Path) -> list[tuple[str, int]]:
+    """(stream id, rows) of a file sorted by stream id, from the dictionary codes, one row group at a time."""
+    file = pq.ParquetFile(path, read_dictionary=["stream_id"])
+    runs: list[tuple[str, int]] = []
+    for index in range(file.metadata.num_row_groups):
+        column = file.read_row_group(index, columns=["stream_id"]).column(0).combine_chunks()
+        codes = column.indices.to_numpy(zero_copy_only=False)
+        names = column.dictionary.to_pylist()
+        starts = np.flatnonzero(np.diff(codes, prepend=-1))
+        for code, n in zip(codes[starts].tolist(), np.diff(np.append(starts, len(codes))).tolist(), strict=True):
+            if runs and runs[-1][0] == names[code]:
+                runs[-1] = (names[code], runs[-1][1] + n)
+            else:
+                runs.append((names[code], n))
+    return runs
+
+
+def plan_units(ingest_dir: Path, cfg: StoreConfig, out: Path, rows_per_unit: int, workers: int) -> list[StoreUnit]:
+    """Whole streams in id order, cut into runs of about `rows_per_unit` rows (a longer stream is a run alone),
+    and into at least two runs per worker when there is enough to share."""
+    runs = stream_runs(ingest_dir / "observations.parquet")
+    total = sum(n for _, n in runs)
+    if workers > 1 and total > MIN_SHARED_ROWS:
+        rows_per_unit = min(rows_per_unit, -(-total // (2 * workers)))
+    units, start, current = [], 0, []
+    for index, (sid, n) in enumerate(runs):
+        current.append((sid, n))
+        if sum(k for _, k in current) >= rows_per_unit or index == len(runs) - 1:
+            unit = StoreUnit(str(ingest_dir), start, tuple(current), cfg, str(out / PARTS / f"u{len(units):05d}"))
+            units.append(unit)
+            start, current = start + unit.rows, []
+    return units
+
+
+def store_unit(unit: StoreUnit) -> dict[str, int]:
+    """Everything per stream for one run of streams, written to the unit's folder; returns row counts.
+
+    Streams are integer codes (ranks of the ids) while computing; the ids come back in the small
+    per-stream tables. The observations part holds ts, value, step_us: the merge knows whose rows they are."""
+    ingest_dir, out = Path(unit.ingest_dir), Path(unit.out)
+    out.mkdir(parents=True, exist_ok=True)
+    ids = [sid for sid, _ in unit.streams]
+    raw = pl.from_arrow(read_rows(ingest_dir / "observations.parquet", unit.start, unit.rows, columns=["ts", "value"]))
+    codes = np.repeat(np.arange(len(ids), dtype=np.int32), [n for _, n in unit.streams])
+    obs = compute.with_steps(raw.with_columns(stream_id=pl.Series(codes)), unit.cfg.step_window)
+    code_of = {sid: i for i, sid in enumerate(ids)}
+    timed_rejects = (
+        pl.scan_parquet(ingest_dir / "rejects.parquet")
+        .filter(pl.col("stream_id").is_between(pl.lit(ids[0]), pl.lit(ids[-1])) & pl.col("ts").is_not_null())
+        .select("stream_id", "ts", "reason").collect()
+        .with_columns(stream_id=pl.col("stream_id").replace_strict(code_of, default=None, return_dtype=pl.Int32))
+        .drop_nulls("stream_id")  # streams without observations (every cell rejected) have no windows
+    )
+    names = pl.Series(ids, dtype=pl.String)
+    tables = {
+        "observations": obs.select("ts", "value", "step_us"),
+        "aggregates": compute.aggregates(obs, unit.cfg.std_ddof, codes, timed_rejects),
+        "profiles": compute.profiles(obs, unit.cfg.std_ddof, codes),
+        "previews": compute.previews(obs, unit.cfg.preview_points),
+        "quality_parts": compute.quality_parts(obs),
+    }
+    for name, frame in tables.items():
+        if name != "observations":
+            frame = frame.with_columns(stream_id=names.gather(frame["stream_id"]))
+        frame.write_parquet(out / f"{name}.parquet", compression="lz4", statistics=False)
+    return {name: frame.height for name, frame in tables.items()}
+
+
+class _Inserter:
+    """Appends Arrow pieces to a DuckDB table from its own thread, in order, with a short bounded queue.
+
+    The connection belongs to that thread until the `with` block ends; an insert error is raised there."""
+
+    def __init__(self, con: duckdb.DuckDBPyConnection, table: str, columns: str) -> None:
+        self.con, self.sql = con, f"INSERT INTO {table} SELECT {columns} FROM incoming"
+        self.queue: queue.Queue = queue.Queue(maxsize=4)
+        self.error: BaseException | None = None
+        self.thread = threading.Thread(target=self._run, name="duckdb-insert", daemon=True)
+
+    def __enter__(self) -> _Inserter:
+        self.thread.start()
+        return self
+
+    def put(self, piece: pa.Table) -> None:
+        if self.error is not None:
+            raise self.error
+        self.queue.put(piece)
+
+    def _run(self) -> None:
+        while (piece := self.queue.get()) is not None:
+            if self.error is not None:
+                continue  # drain after a failure so that put() never blocks forever
+            try:
+                self.con.register("incoming", piece)
+                self.con.execute(self.sql)
+                self.con.unregister("incoming")
+            except BaseException as exc:  # noqa: BLE001 - handed to the producing thread
+                self.error = exc
+
+    def __exit__(self, *exc_info) -> None:
+        self.queue.put(None)
+        self.thread.join()
+        if self.error is not None and exc_info[0] is None:
+            raise self.error
+
+
+def _limits_and_bands(aggregates: pl.DataFrame, quality: pl.DataFrame, cfg: StoreConfig) -> tuple[pl.DataFrame, pl.DataFrame, pl.DataFrame]:
+    """The corpus-wide step: thresholds from every stream's windows, then the quality bands they decide."""
     limits_frame = thresholds(aggregates, quality, cfg)
     limits = dict(limits_frame.select("name", "value").iter_rows())
     clean = (pl.col("duplicate_fraction") == 0) & (pl.col("nan_fraction") == 0)
     clean_window = (pl.col("duplicates") == 0) & (pl.col("non_finite") == 0)
+    return (
+        limits_frame,
+        quality.with_columns(quality_band=quality_band(limits, "gap_ratio_abstain_stream", clean)),
+        aggregates.with_columns(quality_band=quality_band(limits, "gap_ratio_abstain_window", clean_window)),
+    )
+
+
+def derive_tables(ingest_dir: Path, out: Path, cfg: StoreConfig, resources: Resources,
+                  con: duckdb.DuckDBPyConnection) -> tuple[dict[str, pa.Table], int, str]:
+    """Every store table except the stream index, sorted by its full key. Observations go to
+    out/observations.parquet and to the `observations` table of `con` unit by unit, while later
+    units are still being computed (returned: row count and logical digest); the rest come back as Arrow."""
+    read = lambda name: pl.read_parquet(ingest_dir / f"{name}.parquet")  # noqa: E731
+    streams, rejects = read("streams"), read("rejects")
+    rows_per_unit = max(1, resources.per_worker(resources.worker_count) // BYTES_PER_ROW)
+    units = plan_units(ingest_dir, cfg, out, rows_per_unit, resources.worker_count)
+
+    # Units are consecutive runs of streams in id order: appending them in order keeps every key order.
+    # The Parquet export (with its digest) is written here while a second thread appends the same pieces
+    # to DuckDB (both release the GIL) and the workers compute later units.
+    con.execute("CREATE TABLE observations (stream_id VARCHAR, ts BIGINT, value DOUBLE, step_us BIGINT)")
+    digest = ChunkedDigest(OBSERVATIONS_SCHEMA)
+    writer = RowGroupWriter(out / "observations.parquet", OBSERVATIONS_SCHEMA, on_group=digest.update)
+    ids = pa.array([sid for unit in units for sid, _ in unit.streams], type=pa.string())
+    code = 0
+    with _Inserter(con, "observations", "stream_id::VARCHAR, ts, value, step_us") as inserter:
+        try:
+            for unit, _ in zip(units, run_ordered(store_unit, units, resources.worker_count, "store"), strict=True):
+                reader = pq.ParquetFile(Path(unit.out) / "observations.parquet").iter_batches(batch_size=1 << 20)
+                codes = np.repeat(np.arange(code, code + len(unit.streams), dtype=np.int32), [n for _, n in unit.streams])
+                code += len(unit.streams)
+                offset = 0
+                for batch in reader:
+                    stream = pa.DictionaryArray.from_arrays(pa.array(codes[offset : offset + batch.num_rows]), ids)
+                    offset += batch.num_rows
+                    piece = pa.table({"stream_id": stream, "ts": batch["ts"], "value": batch["value"], "step_us": batch["step_us"]})
+                    inserter.put(piece)
+                    writer.write(piece)
+            observations = writer.close()
+        except BaseException:
+            writer.abort()
+            raise
+    parts = {name: [pl.read_parquet(Path(unit.out) / f"{name}.parquet") for unit in units] for name in PER_STREAM}
+    joined = {name: pl.concat(frames) if frames else None for name, frames in parts.items()}
+    if joined["aggregates"] is None:  # no observations at all
+        empty = compute.with_steps(pl.DataFrame(schema={"stream_id": pl.String, "ts": pl.Int64, "value": pl.Float64}), cfg.step_window)
+        joined = {"aggregates": compute.aggregates(empty, cfg.std_ddof), "profiles": compute.profiles(empty, cfg.std_ddof),
+                  "previews": compute.previews(empty, cfg.preview_points), "quality_parts": compute.quality_parts(empty)}
+    quality = compute.quality_table(streams, joined["quality_parts"], rejects)
+    limits_frame, quality, aggregates = _limits_and_bands(joined["aggregates"], quality, cfg)
+    timed_rejects = rejects.filter(pl.col("stream_id").is_not_null() & pl.col("ts").is_not_null())
     tables = {
         "sites": read("sites"), "entities": read("entities"), "relations": read("relations"),
         "streams_in": streams,
-        "observations": obs.select("stream_id", "ts", "value", "step_us"),
-        "quality": quality.with_columns(quality_band=quality_band(limits, "gap_ratio_abstain_stream", clean)),
-        "aggregates": aggregates.with_columns(quality_band=quality_band(limits, "gap_ratio_abstain_window", clean_window)),
-        "profiles": compute.profiles(obs, cfg.std_ddof, codes),
-        "previews": compute.previews(obs, cfg.preview_points),
+        "quality": quality,
+        "aggregates": aggregates,
+        "profiles": joined["profiles"],
+        "previews": joined["previews"],
         "thresholds": limits_frame,
         # Rejected cells that have a stream and a time: tools report defect fractions per window.
         "rejects": timed_rejects.select("stream_id", "ts", "reason", "raw").sort("stream_id", "ts", "reason", "raw"),
     }
-    return {name: frame.to_arrow() for name, frame in tables.items()}
+    return {name: frame.to_arrow() for name, frame in tables.items()}, observations, digest.hexdigest()
 
 
-def build_store(ingest_dir: Path, out: Path, cfg: StoreConfig, threads: int | None = None) -> StageResult:
+def build_store(ingest_dir: Path, out: Path, cfg: StoreConfig, resources: Resources | None = None) -> StageResult:
     """Write store.duckdb (read-only afterwards) and one deterministic Parquet export per table."""
-    tables = derive_tables(ingest_dir, cfg)
+    resources = resources or Resources()
     path = out / STORE_FILE
-    con = duckdb.connect(str(path))
     try:
-        if threads:
-            con.execute(f"SET threads = {int(threads)}")
-        for name, table in tables.items():
-            con.register("incoming", table)
-            # Arrow tables arrive sorted by their key; insertion order is kept (preserve_insertion_order).
-            con.execute(f"CREATE {'TEMP ' if name == 'streams_in' else ''}TABLE {name} AS SELECT * FROM incoming")
-            con.unregister("incoming")
-        con.execute(sql.STREAM_INDEX)
-        con.execute("DROP TABLE streams_in")
-        tables["streams"] = con.sql("SELECT * FROM streams ORDER BY stream_id").to_arrow_table()
-        con.execute("CHECKPOINT")
+        con = duckdb.connect(str(path), config={
+            "memory_limit": f"{max(256 << 20, resources.memory_budget // 4) >> 20}MB",
+            "temp_directory": str(out / PARTS / "duckdb"),
+            **({"threads": int(resources.threads)} if resources.threads else {}),
+        })
+        try:
+            tables, observations, observations_digest = derive_tables(ingest_dir, out, cfg, resources, con)
+            for name, table in tables.items():
+                con.register("incoming", table)
+                # Arrow tables arrive sorted by their key; insertion order is kept (preserve_insertion_order).
+                con.execute(f"CREATE {'TEMP ' if name == 'streams_in' else ''}TABLE {name} AS SELECT * FROM incoming")
+                con.unregister("incoming")
+            con.execute(sql.STREAM_INDEX)
+            con.execute("DROP TABLE streams_in")
+            tables["streams"] = con.sql("SELECT * FROM streams ORDER BY stream_id").to_arrow_table()
+            con.execute("CHECKPOINT")
+        finally:
+            con.close()
     finally:
-        con.close()
+        shutil.rmtree(out / PARTS, ignore_errors=True)
     if Path(str(path) + ".wal").exists():
         raise StageError(f"{path}.wal left after CHECKPOINT and close; the store is not self-contained")
     os.chmod(path, 0o444)
     for name in KEYS:
-        write_table(tables[name], out / f"{name}.parquet")
+        if name != "observations":
+            write_table(tables[name], out / f"{name}.parquet")
     limits = {row["name"]: row["value"] for row in tables["thresholds"].to_pylist()}
+    digests = {name: reader_digest(tables[name].to_batches(), tables[name].schema) for name in KEYS if name != "observations"}
     return StageResult(
         outputs=[f"{name}.parquet" for name in KEYS],
-        row_counts={name: tables[name].num_rows for name in KEYS},
+        row_counts={name: observations if name == "observations" else tables[name].num_rows for name in KEYS},
         # Digests of the tables as inserted; `logical_digests(path)` re-reads the file (verify does).
-        logical_digests={name: table_digest(tables[name]) for name in KEYS},
+        logical_digests={**digests, "observations": observations_digest},
         details={"thresholds": limits, "std_ddof": cfg.std_ddof},
         unhashed_outputs=[STORE_FILE],
     )
@@ -141,7 +330,9 @@ def open_store(path: Path, threads: int | None = None) -> duckdb.DuckDBPyConnect
     """Open a built store read-only (writes are refused by DuckDB)."""
     if not path.is_file():
         raise StageError(f"{path}: no tool store; run `telemetry-bench build` first")
-    config = {"threads": int(threads)} if threads else {}
+    # A read-only store only reads: DuckDB's page cache is capped so that the readers of a large
+    # store (the tasks stage opens two) stay within the build's memory budget.
+    config = {"memory_limit": READER_MEMORY, **({"threads": int(threads)} if threads else {})}
     return duckdb.connect(str(path), read_only=True, config=config)
 
 
@@ -149,9 +340,10 @@ def logical_digests(path: Path) -> dict[str, str]:
     """Digest of every table read back from the store file in key order."""
     con = open_store(path)
     try:
-        return {
-            name: table_digest(con.sql(f"SELECT * FROM {name} ORDER BY {', '.join(key)}").to_arrow_table())
-            for name, key in KEYS.items()
-        }
+        digests = {}
+        for name, key in KEYS.items():
+            reader = con.sql(f"SELECT * FROM {name} ORDER BY {', '.join(key)}").to_arrow_reader(1 << 20)
+            digests[name] = reader_digest(reader, reader.schema)
+        return digests
     finally:
         con.close()

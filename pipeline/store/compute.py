@@ -61,8 +61,25 @@ def window_bounds(ts: np.ndarray, period: str) -> tuple[np.ndarray, np.ndarray]:
     if period == "week":
         start = ts - np.mod(ts - MONDAY, 7 * DAY)
         return start, start + 7 * DAY
-    month = ts.astype("datetime64[us]").astype("datetime64[M]")
-    return month.astype("datetime64[us]").astype(np.int64), (month + 1).astype("datetime64[us]").astype(np.int64)
+    # Months through a lookup by day: calendar conversion of each distinct day, not of every row.
+    days = np.floor_divide(ts, DAY)
+    if not len(days):
+        return ts.copy(), ts.copy()
+    first = int(days.min())
+    span = np.arange(first, int(days.max()) + 1).astype("datetime64[D]").astype("datetime64[M]")
+    starts = span.astype("datetime64[us]").astype(np.int64)
+    ends = (span + 1).astype("datetime64[us]").astype(np.int64)
+    return starts[days - first], ends[days - first]
+
+
+def _window_keys(ts: np.ndarray) -> dict[str, np.ndarray]:
+    """An integer per row that is equal exactly within one UTC day, Monday week or calendar month."""
+    days = np.floor_divide(ts, DAY)
+    if not len(days):
+        return {"day": days, "week": days, "month": days}
+    first = int(days.min())
+    months = np.arange(first, int(days.max()) + 1).astype("datetime64[D]").astype("datetime64[M]").astype(np.int64)
+    return {"day": days, "week": np.floor_divide(days - MONDAY // DAY, 7), "month": months[days - first]}
 
 
 def _reject_counts(rejects: pl.DataFrame | None, period: str) -> pl.DataFrame:
@@ -87,16 +104,20 @@ def aggregates(obs: pl.DataFrame, ddof: int, codes: np.ndarray | None = None, re
     values = obs["value"].to_numpy()
     gap = obs["gap_us"].fill_null(np.iinfo(np.int64).max).to_numpy()
     frames = []
-    for period in ("day", "week", "month"):
-        start, end = window_bounds(ts, period)
-        seg = _segments([codes, start])
+    for period, window in _window_keys(ts).items():
+        seg = _segments([codes, window])
+        start, end = window_bounds(ts[seg], period)  # bounds of each window, from its first row
         ends = np.append(seg[1:], len(ts)) - 1
-        inner = np.maximum.reduceat(np.minimum(gap, ts - start), seg)
-        longest = np.maximum(inner, end[seg] - ts[ends])
+        # The longest gap inside a window: a later row's gap lies inside (its predecessor is in the window);
+        # the first row's gap is cut at the window start.
+        cut = gap.copy()
+        cut[seg] = np.minimum(gap[seg], ts[seg] - start)
+        inner = np.maximum.reduceat(cut, seg) if len(seg) else cut[:0]
+        longest = np.maximum(inner, end - ts[ends])
         frame = pl.DataFrame({
             "stream_id": obs["stream_id"].gather(seg),
             "period": pl.Series([period] * len(seg), dtype=pl.String),
-            "window_start": start[seg], "window_end": end[seg],
+            "window_start": start, "window_end": end,
             **_moments(values, seg, ddof),
             "first_ts": ts[seg], "last_ts": ts[ends], "longest_gap_us": longest,
         })
@@ -144,18 +165,14 @@ def previews(obs: pl.DataFrame, points: int) -> pl.DataFrame:
     return chosen.with_columns(idx=pl.int_range(pl.len()).over("stream_id").cast(pl.Int64)).select("stream_id", "idx", "ts", "value")
 
 
-def quality(obs: pl.DataFrame, streams: pl.DataFrame, rejects: pl.DataFrame) -> pl.DataFrame:
-    """Whole-stream quality: step, longest gap, coverage, gap ratio and the defect fractions."""
+def quality_parts(obs: pl.DataFrame) -> pl.DataFrame:
+    """The per-stream half of `quality` (needs only that stream's rows): counts, times, gaps, expected count."""
     per = obs.group_by("stream_id", maintain_order=True).agg(
         n=pl.len(), first_ts=pl.col("ts").first(), last_ts=pl.col("ts").last(),
         step_us=pl.col("gap_us").median().round(0).cast(pl.Int64), longest_gap_us=pl.col("gap_us").max(),
         zero_fraction=(pl.col("value") == 0).mean(),
         constant_fraction=(pl.col("value") == pl.col("value").shift(1)).drop_nulls().mean(),
         distinct_values=pl.col("value").n_unique().cast(pl.Int64),
-    )
-    bad = rejects.filter(pl.col("stream_id").is_not_null()).group_by("stream_id").agg(
-        rejected=pl.len(), duplicates=(pl.col("reason") == "duplicate_timestamp").sum(),
-        non_finite=(pl.col("reason") == "non_finite").sum(),
     )
     # Expected observations = 1 + sum over gaps of gap / local step: the spec's span / step + 1 with a step
     # that follows cadence changes (60 -> 15 -> 3 minutes) instead of one median for the whole stream.
@@ -164,14 +181,23 @@ def quality(obs: pl.DataFrame, streams: pl.DataFrame, rejects: pl.DataFrame) -> 
     local = obs["step_us"].cast(pl.Float64).fill_null(0.0).to_numpy()
     with np.errstate(divide="ignore", invalid="ignore"):
         ratio = np.where(local > 0, gap / local, 0.0)
-    expected = pl.DataFrame({
-        "stream_id": obs["stream_id"].gather(seg),
-        "expected": (1.0 + np.add.reduceat(ratio, seg)) if len(seg) else np.array([], dtype=np.float64),
-    })
-    table = (
-        streams.select("stream_id").join(per, on="stream_id", how="left").join(bad, on="stream_id", how="left")
-        .join(expected, on="stream_id", how="left")
+    return per.with_columns(expected=pl.Series(
+        (1.0 + np.add.reduceat(ratio, seg)) if len(seg) else np.array([], dtype=np.float64), dtype=pl.Float64,
+    ))
+
+
+def quality(obs: pl.DataFrame, streams: pl.DataFrame, rejects: pl.DataFrame) -> pl.DataFrame:
+    """Whole-stream quality: step, longest gap, coverage, gap ratio and the defect fractions."""
+    return quality_table(streams, quality_parts(obs), rejects)
+
+
+def quality_table(streams: pl.DataFrame, parts: pl.DataFrame, rejects: pl.DataFrame) -> pl.DataFrame:
+    """`quality` from the per-stream parts of every stream and all rejects (a stream without rows gets zeros)."""
+    bad = rejects.filter(pl.col("stream_id").is_not_null()).group_by("stream_id").agg(
+        rejected=pl.len(), duplicates=(pl.col("reason") == "duplicate_timestamp").sum(),
+        non_finite=(pl.col("reason") == "non_finite").sum(),
     )
+    table = streams.select("stream_id").join(parts, on="stream_id", how="left").join(bad, on="stream_id", how="left")
     total = (pl.col("n").fill_null(0) + pl.col("rejected").fill_null(0)).clip(lower_bound=1).cast(pl.Float64)
     step = pl.col("step_us").cast(pl.Float64)
     expected = pl.col("expected")

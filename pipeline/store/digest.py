@@ -21,8 +21,11 @@ def _column_bytes(column: pa.ChunkedArray) -> list[bytes | memoryview]:
         return [valid, (offsets - offsets[0]).astype("<i8").tobytes(), body]
     if pa.types.is_boolean(array.type):
         return [valid, np.asarray(pc.fill_null(array, False).to_numpy(zero_copy_only=False), dtype=np.uint8).tobytes()]
-    if pa.types.is_dictionary(array.type):
-        return _column_bytes(pa.chunked_array([array.cast(array.type.value_type)]))
+    if pa.types.is_dictionary(array.type):  # decoded by a take from the dictionary (faster than a cast)
+        values = array.dictionary
+        if pa.types.is_string(values.type):
+            values = values.cast(pa.large_string())
+        return _column_bytes(pa.chunked_array([pc.take(values, array.indices)]))
     filled = pc.fill_null(array, pa.scalar(0, type=array.type))
     numbers = filled.to_numpy(zero_copy_only=False)
     return [valid, np.ascontiguousarray(numbers).astype(numbers.dtype.newbyteorder("<")).tobytes()]
@@ -33,9 +36,58 @@ def table_digest(table: pa.Table) -> str:
     hasher = xxhash.xxh3_128()
     hasher.update(f"v{HASH_SCHEME_VERSION}|{table.num_rows}|".encode())
     for field, column in zip(table.schema, table.columns, strict=True):
-        kind = "string" if pa.types.is_string(field.type) or pa.types.is_large_string(field.type) or pa.types.is_string_view(field.type) else str(field.type)
+        value_type = field.type.value_type if pa.types.is_dictionary(field.type) else field.type  # a dictionary is its values
+        kind = "string" if pa.types.is_string(value_type) or pa.types.is_large_string(value_type) or pa.types.is_string_view(value_type) else str(value_type)
         hasher.update(f"{field.name}:{kind}|".encode())
         for part in _column_bytes(column):
             hasher.update(part.nbytes.to_bytes(8, "little") if isinstance(part, memoryview) else len(part).to_bytes(8, "little"))
             hasher.update(part)
     return hasher.hexdigest()
+
+
+class ChunkedDigest:
+    """`table_digest` of a table fed in row groups of ROW_GROUP_SIZE rows (as RowGroupWriter emits them).
+
+    Up to one full group it is exactly `table_digest` of the whole table; a longer table's digest is
+    xxh3-128 over the row count and the digests of its consecutive ROW_GROUP_SIZE-row groups, so a
+    table of any size is digested in bounded memory, and the same rows always give the same digest."""
+
+    def __init__(self, schema: pa.Schema) -> None:
+        self.schema = schema
+        self.groups: list[str] = []
+        self.rows = 0
+
+    def update(self, group: pa.Table) -> None:
+        self.rows += group.num_rows
+        self.groups.append(table_digest(group))
+
+    def hexdigest(self) -> str:
+        if not self.groups:
+            return table_digest(self.schema.empty_table())
+        if len(self.groups) == 1:
+            return self.groups[0]
+        hasher = xxhash.xxh3_128()
+        hasher.update(f"v{HASH_SCHEME_VERSION}|chunked|{self.rows}|".encode())
+        for digest in self.groups:
+            hasher.update(digest.encode())
+        return hasher.hexdigest()
+
+
+def reader_digest(batches, schema: pa.Schema) -> str:
+    """ChunkedDigest of a stream of record batches, regrouped into ROW_GROUP_SIZE-row groups."""
+    from pipeline.parquet import ROW_GROUP_SIZE
+
+    digest = ChunkedDigest(schema)
+    pending: list[pa.RecordBatch] = []
+    rows = 0
+    for batch in batches:
+        pending.append(batch)
+        rows += batch.num_rows
+        while rows >= ROW_GROUP_SIZE:
+            table = pa.Table.from_batches(pending, schema=batch.schema)
+            digest.update(table.slice(0, ROW_GROUP_SIZE))
+            rest = table.slice(ROW_GROUP_SIZE)
+            pending, rows = rest.to_batches(), rest.num_rows
+    if rows or not digest.groups:
+        digest.update(pa.Table.from_batches(pending, schema=schema) if pending else schema.empty_table())
+    return digest.hexdigest()

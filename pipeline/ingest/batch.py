@@ -1,0 +1,197 @@
+"""One ingest batch: the streams a Scope owns, read, cleaned and written to a folder of its own.
+
+This is the partition boundary. A batch needs only its BatchTask (the mapping, the raw folder and
+its Scope); it returns a BatchResult (small, picklable) and leaves observations.parquet (ts, value
+sorted by stream id then time, no stream column: `stream_counts` says which rows are whose) and
+rejects.parquet in `task.out`. Batches share nothing, so any executor that can call `ingest_batch`
+(a process pool here, Ray or a cluster elsewhere) produces the same outputs; `stage.merge` joins them.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+
+import numpy as np
+import polars as pl
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from contracts.corpus import CorpusMapping
+from pipeline.canonical import digest_value
+from pipeline.errors import IngestError
+from pipeline.ingest.cleaning import (
+    OBS_SCHEMA,
+    REJECT_SCHEMA,
+    Slice,
+    StreamRules,
+    counter_steps,
+    difference_counters,
+    resolve_duplicates,
+    split_cells,
+)
+from pipeline.ingest.layouts import READERS, ReadFile
+from pipeline.ingest.metadata import Resolver
+from pipeline.ingest.tables import TABLES
+from pipeline.parallel import Scope
+
+OBSERVATIONS = "observations.parquet"
+REJECTS = "rejects.parquet"
+
+
+@dataclass(frozen=True)
+class BatchTask:
+    mapping: CorpusMapping
+    raw: str
+    scope: Scope
+    out: str
+
+
+@dataclass
+class BatchResult:
+    out: str
+    stream_counts: list[tuple[str, int]]  # (stream id, observations) in the row order of observations.parquet
+    streams: list[dict]  # rows of the streams table this batch owns
+    accounts: dict[str, tuple[tuple[int, str], int]]  # source -> (read order key, raw value cells)
+    observations_by_source: dict[str, int]
+    catalog: dict  # sites, entities, relations: the same in every batch (checked by digest)
+    catalog_digest: str
+    notes: list[str] = field(default_factory=list)
+    missing_columns: list[dict] = field(default_factory=list)
+    rejected_members: list[dict] = field(default_factory=list)
+
+
+def value_files(raw: Path, mapping: CorpusMapping) -> list[tuple[Path, str]]:
+    folders_too = mapping.values.kind == "bts_pickle"  # an extracted archive is a folder of pickles
+    files = sorted((p, p.relative_to(raw).as_posix()) for p in raw.glob(mapping.values.files) if p.is_file() or (folders_too and p.is_dir()))
+    if not files:
+        raise IngestError(f"{raw}: no file matches values.files = {mapping.values.files!r}; check the pattern")
+    return files
+
+
+def streams_rows(resolver: Resolver, keep) -> list[dict]:
+    rows = []
+    for stream_id, stream in sorted(resolver.streams.items()):
+        if not keep(stream_id):
+            continue
+        p = stream.point
+        rows.append({
+            "stream_id": stream_id, "site_id": stream.site_id, "point_class": p.point_class, "equipment": p.equipment,
+            "equipment_type": p.equipment_type, "location": p.location, "unit": p.unit, "label": p.label,
+            "entity_id": p.entity_id, "source_file": ";".join(sorted(resolver.sources[stream_id])),
+            "source_column": stream.key, "is_counter": p.counter is not None,
+        })
+    return rows
+
+
+def ingest_batch(task: BatchTask) -> BatchResult:
+    """Read every value file, keep the cells this batch owns, clean them and write them out."""
+    mapping, raw, scope, out = task.mapping, Path(task.raw), task.scope, Path(task.out)
+    resolver = Resolver(mapping, raw)
+    reader = READERS[mapping.values.kind]
+    reads: list[tuple[int, ReadFile]] = []
+    for number, (path, rel) in enumerate(value_files(raw, mapping)):
+        read = reader(path, rel, mapping, resolver, scope)
+        reads += [(number, r) for r in (read if isinstance(read, list) else [read]) if r is not None]
+
+    # Local stream codes are ranks of the sorted stream ids this batch registered, so code order is id order.
+    stream_ids = sorted(resolver.streams)
+    rank = {resolver.code(sid): i for i, sid in enumerate(stream_ids)}
+    remap = {**rank, -1: None}
+    owned = [i for i, sid in enumerate(stream_ids) if scope.owns(sid)]
+    rules = StreamRules(
+        point_class={rank[resolver.code(sid)]: s.point.point_class for sid, s in resolver.streams.items()},
+        counters={rank[resolver.code(sid)]: s.point.counter for sid, s in resolver.streams.items() if s.point.counter},
+    )
+    obs_parts, reject_parts, time_parts = [], [], []
+    for index, (_, read) in enumerate(reads):
+        frame = read.frame
+        if "sid" in frame.columns:
+            frame = frame.with_columns(sid=pl.col("sid").replace_strict(remap, default=None, return_dtype=pl.Int32))
+        # An unmapped column keeps its -1 (None would mean "one stream per row", the long layout).
+        slices = [replace(s, sid=remap.get(s.sid, s.sid)) if s.sid is not None and not s.unmapped else s for s in read.slices]
+        valid, rejected = split_cells(frame, index, slices, mapping.cleaning, rules)
+        parts = [valid, rejected, _malformed(read, index, slices), _counter_times(frame, slices, rules)]
+        if read.shared:  # many streams in one file: keep the cells of owned streams (and stream-less ones if the file is ours)
+            mine = pl.col("sid").is_in(owned) | (pl.col("sid").is_null() & scope.owns(read.rel))
+            parts = [part.filter(mine) for part in parts]
+        obs_parts.append(parts[0])
+        reject_parts += parts[1:3]
+        time_parts.append(parts[3])
+
+    # Parts arrive in file order with rows in file order: a stable sort keeps that order among equal (sid, ts).
+    obs = pl.concat(obs_parts) if obs_parts else pl.DataFrame(schema=OBS_SCHEMA)
+    if not _sorted_by_stream_time(obs):  # one sorted stream per file (pickles) is common: skip the sort then
+        obs = obs.sort("sid", "ts", maintain_order=True)
+    obs, duplicates = resolve_duplicates(obs, mapping.cleaning.duplicates)
+    steps = pl.concat([
+        counter_steps(time_parts, [c for c, r in rules.counters.items() if r == rule], rule.step_window)
+        for rule in {r.model_dump_json(): r for r in rules.counters.values()}.values()
+    ] or [counter_steps([], [], 1)])
+    obs, counter_rejects = difference_counters(obs, rules.counters, steps)
+
+    label_of = {"wide_csv": None, "bts_pickle": "value"}
+    labels = {rank[resolver.code(sid)]: (s.key if mapping.values.kind == "wide_csv"
+                                         else label_of.get(mapping.values.kind) or mapping.values.value_column)
+              for sid, s in resolver.streams.items()}
+    sources = [read.rel for _, read in reads]
+    rejects = (
+        pl.concat([r for r in reject_parts if r.height] + [duplicates, counter_rejects], how="vertical_relaxed")
+        .with_columns(
+            source=pl.col("file").replace_strict(dict(enumerate(sources)), return_dtype=pl.String),
+            column=pl.coalesce("column", pl.col("sid").replace_strict(labels, default=None, return_dtype=pl.String)),
+            stream_id=pl.col("sid").replace_strict(dict(enumerate(stream_ids)), default=None, return_dtype=pl.String),
+        )
+    )
+    out.mkdir(parents=True, exist_ok=True)
+    schema = TABLES["rejects"][0]
+    pq.write_table(rejects.select(schema.names).to_arrow().cast(schema), out / REJECTS, compression="lz4")
+    pq.write_table(pa.table({"ts": obs["ts"].to_arrow(), "value": obs["value"].to_arrow()}), out / OBSERVATIONS,
+                   compression="lz4", row_group_size=1 << 20)
+
+    counts = obs.group_by("sid", maintain_order=True).len()
+    catalog = {
+        "sites": [resolver.catalog.sites[k] for k in sorted(resolver.catalog.sites)],
+        "entities": resolver.catalog.entities, "relations": resolver.catalog.relations,
+    }
+    return BatchResult(
+        out=str(out),
+        stream_counts=[(stream_ids[sid], n) for sid, n in counts.iter_rows()],
+        streams=streams_rows(resolver, scope.owns),
+        accounts={read.rel: ((number, read.rel), read.cells) for number, read in reads if not read.shared or scope.owns(read.rel)},
+        observations_by_source={sources[f]: n for f, n in obs.group_by("file").len().iter_rows()},
+        catalog=catalog,
+        catalog_digest=digest_value(catalog),
+        notes=sorted(set(resolver.catalog.notes)),
+        missing_columns=resolver.missing_columns,
+        rejected_members=resolver.rejected_members,
+    )
+
+
+def _sorted_by_stream_time(obs: pl.DataFrame) -> bool:
+    sid, ts = obs["sid"].to_numpy(), obs["ts"].to_numpy()
+    if obs["sid"].null_count() or obs["ts"].null_count():
+        return False
+    step = np.diff(sid)
+    return bool(np.all((step > 0) | ((step == 0) & (np.diff(ts) >= 0))))
+
+
+def _malformed(read: ReadFile, index: int, slices: list[Slice]) -> pl.DataFrame:
+    """One reject per value column of each record with the wrong number of fields."""
+    code = {s.label: (None if s.unmapped else s.sid) for s in slices}
+    rows = [
+        (index, number, label, code.get(label), None, text[:500], "malformed_row")
+        for number, text in read.malformed for label in read.value_labels
+    ]
+    return pl.DataFrame(rows, schema=REJECT_SCHEMA, orient="row")
+
+
+def _counter_times(frame: pl.DataFrame, slices: list[Slice], rules: StreamRules) -> pl.DataFrame:
+    """(sid, ts) of every row of a counter stream, valid or not: the local step comes from all of them."""
+    parts = []
+    for sl in slices:
+        if sl.sid is None:
+            parts.append(frame.select(pl.col("sid").cast(pl.Int32), "ts").filter(pl.col("sid").is_in(list(rules.counters))))
+        elif sl.sid in rules.counters and not sl.unmapped:
+            parts.append(frame.select(sid=pl.lit(sl.sid, dtype=pl.Int32), ts="ts"))
+    return pl.concat(parts) if parts else pl.DataFrame(schema={"sid": pl.Int32, "ts": pl.Int64})

@@ -1,0 +1,140 @@
+"""Partitions, batches and the worker pool of the ingest and store stages.
+
+Work is split by stream: a stream belongs to partition xxh3_64(stream id) % partitions and, inside
+its partition, to one of `buckets` batches by the next digits of the same hash. Cells that belong
+to no stream (unmapped columns, malformed rows, refused members) belong to the batch that owns
+their source's name. Every per-stream computation depends on that stream's rows only, and the
+merge orders everything by full keys, so outputs are byte-identical for any number of partitions,
+batches and workers (docs/scale.md). Runtime settings here never enter a stage's identity.
+"""
+
+from __future__ import annotations
+
+import math
+import multiprocessing
+import os
+import re
+from collections.abc import Callable, Iterator, Sequence
+from concurrent.futures import ProcessPoolExecutor
+from dataclasses import dataclass
+from typing import TypeVar
+
+import xxhash
+
+from pipeline.errors import ConfigError
+from pipeline.progress import track
+
+T = TypeVar("T")
+R = TypeVar("R")
+
+DEFAULT_BUDGET = 4 << 30
+_UNITS = {"": 1, "k": 1 << 10, "m": 1 << 20, "g": 1 << 30, "t": 1 << 40}
+
+
+def parse_bytes(text: str) -> int:
+    """'4GB', '512 MiB', '2g', '1000000' -> bytes (binary units)."""
+    match = re.fullmatch(r"\s*(\d+(?:\.\d+)?)\s*([kmgt]?)i?b?\s*", text.lower())
+    if not match:
+        raise ConfigError(f"memory budget {text!r} is not a size; write it like 4GB, 512MB or 2g")
+    value = float(match.group(1)) * _UNITS[match.group(2)]
+    if value < 64 << 20:
+        raise ConfigError(f"memory budget {text!r} is below 64 MB; the build cannot run in that")
+    return int(value)
+
+
+@dataclass(frozen=True)
+class Resources:
+    """How a build may use the machine. Changes nothing in the outputs."""
+
+    threads: int | None = None  # DuckDB threads per process (None: DuckDB's default)
+    partitions: int | None = None  # hash partitions of the streams (None: one per worker)
+    workers: int | None = None  # processes (None: the CPUs this process may use)
+    memory_budget: int = DEFAULT_BUDGET  # bytes for the whole build, shared by the workers
+
+    @property
+    def worker_count(self) -> int:
+        if self.workers:
+            return self.workers
+        return max(1, len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1)
+
+    @property
+    def partition_count(self) -> int:
+        return self.partitions or self.worker_count
+
+    def per_worker(self, tasks: int) -> int:
+        """Bytes one worker may use when `tasks` tasks share the pool."""
+        return self.memory_budget // max(1, min(self.worker_count, tasks))
+
+    def duckdb_threads(self, tasks: int) -> int:
+        """Threads for DuckDB inside one worker: the CPUs divided among the busy workers."""
+        if self.threads:
+            return self.threads
+        return max(1, self.worker_count // max(1, min(self.worker_count, tasks)))
+
+
+def stream_hash(key: str) -> int:
+    return xxhash.xxh3_64_intdigest(key.encode("utf-8"))
+
+
+@dataclass(frozen=True)
+class Scope:
+    """The streams (and stream-less sources) one batch owns."""
+
+    partition: int = 0
+    partitions: int = 1
+    bucket: int = 0
+    buckets: int = 1
+
+    def owns(self, key: str) -> bool:
+        h = stream_hash(key)
+        return h % self.partitions == self.partition and (h // self.partitions) % self.buckets == self.bucket
+
+    @property
+    def name(self) -> str:
+        return f"p{self.partition:03d}-b{self.bucket:03d}"
+
+
+def scopes(partitions: int, buckets: int) -> list[Scope]:
+    return [Scope(p, partitions, b, buckets) for p in range(partitions) for b in range(buckets)]
+
+
+def buckets_for(estimated_bytes: int, partitions: int, per_worker: int) -> int:
+    """Batches per partition so that one batch's estimated working set fits a worker's share."""
+    return max(1, math.ceil(estimated_bytes / partitions / max(1, per_worker)))
+
+
+def run_all(fn: Callable[[T], R], tasks: Sequence[T], workers: int, description: str) -> list[R]:
+    """fn over tasks, results in task order (see run_ordered)."""
+    return list(run_ordered(fn, tasks, workers, description))
+
+
+def run_ordered(fn: Callable[[T], R], tasks: Sequence[T], workers: int, description: str) -> Iterator[R]:
+    """fn over tasks, yielding results in task order as soon as each is ready, while later tasks still run.
+
+    Spawned processes when workers > 1 and there are 2+ tasks. `fn` must be a module-level function
+    and every task picklable: a task is all a worker gets."""
+    if workers <= 1 or len(tasks) <= 1:
+        yield from (fn(task) for task in track(tasks, description))
+        return
+    context = multiprocessing.get_context("spawn")  # no fork: no inherited locks or DuckDB handles
+    busy = min(workers, len(tasks))
+    settings = {
+        # Each worker's polars gets its share of the CPUs, so workers do not fight over cores.
+        "POLARS_MAX_THREADS": str(max(1, Resources(workers=None).worker_count // busy)),
+        # glibc keeps freed blocks for reuse instead of unmapping them: numpy's large temporaries
+        # otherwise fault in fresh zeroed pages every time (measured: half the system time of a store unit).
+        "MALLOC_MMAP_THRESHOLD_": str(1 << 30), "MALLOC_TRIM_THRESHOLD_": str(1 << 30),
+    }
+    before = {name: os.environ.get(name) for name in settings}
+    os.environ.update(settings)
+    try:
+        with ProcessPoolExecutor(max_workers=busy, mp_context=context) as pool:
+            futures = [pool.submit(fn, task) for task in tasks]
+            for future in track(futures, description):
+                yield future.result()
+    finally:
+        for name, value in before.items():
+            if value is None:
+                os.environ.pop(name, None)
+            else:
+                os.environ[name] = value

@@ -1,0 +1,132 @@
+"""Partition invariance: any number of partitions, batches and workers gives byte-identical outputs."""
+
+from __future__ import annotations
+
+import json
+import zipfile
+from pathlib import Path
+
+import pytest
+
+from pipeline import parquet
+from pipeline.build import build
+from pipeline.errors import ConfigError
+from pipeline.parallel import Resources, Scope, parse_bytes, scopes
+from pipeline.store.build import STORE_FILE, logical_digests
+from pipeline.synth import synth_bts
+from pipeline.workspace import Workspace
+from tests.helpers import RAW, REPO, copy_config, make_workspace, real_lines, xai_config
+
+TTL = RAW / "bts-site-b" / "Site_B.ttl"
+STAGES = ("ingest", "store")
+
+
+def _synthetic_site(root: Path) -> Workspace:
+    """Synthetic Site B (24 streams) plus a corrupt member, a stray file and a member with no metadata."""
+    raw = root / "raw"
+    synth_bts(TTL, 24, 4, 5, raw)
+    archive = raw / "Site_Baa.zip"
+    with zipfile.ZipFile(archive) as source:
+        members = {info.filename: source.read(info) for info in source.infolist()}
+    names = sorted(members)
+    members[names[3]] = members[names[3]][:50]  # corrupt: its stream is refused and reported missing
+    members["Site_Baa/README.txt"] = b"not a pickle"
+    members["Site_Baa/deadbeef_0000.pickle"] = b"\x80\x04N."  # a pickle of None: corrupt, owned by its name
+    with zipfile.ZipFile(archive, "w") as target:
+        for name, data in sorted(members.items()):
+            target.writestr(zipfile.ZipInfo(name, date_time=(1980, 1, 1, 0, 0, 0)), data)  # same bytes every run
+    (root / "configs" / "corpora").mkdir(parents=True)
+    (root / "configs" / "corpora" / "bts.toml").write_text(copy_config("bts"), encoding="utf-8")
+    from tests.helpers import copy_shared_configs
+
+    copy_shared_configs(root)
+    return Workspace.from_root(root)
+
+
+def _outputs(ws: Workspace, corpus: str) -> dict[str, bytes]:
+    files = {}
+    for stage in STAGES:
+        folder = ws.stage_dir(corpus, stage)
+        for path in sorted(folder.iterdir()):
+            if path.name != STORE_FILE:
+                files[f"{stage}/{path.name}"] = path.read_bytes()
+        assert not (folder / ".parts").exists(), "batch folders must not outlive the stage"
+    return files
+
+
+def _build_all(tmp_path: Path, make, corpus: str, raw: str | None, runs: list[Resources]) -> list[dict[str, bytes]]:
+    results = []
+    for index, resources in enumerate(runs):
+        ws = make(tmp_path / f"run{index}")
+        build(ws, [corpus], until="store", resources=resources, raw=raw and str(tmp_path / f"run{index}" / raw))
+        results.append(_outputs(ws, corpus))
+    return results
+
+
+RUNS = [
+    Resources(partitions=1, workers=1),
+    Resources(partitions=2, workers=1, memory_budget=300_000),  # several batches per partition, many store units
+    Resources(partitions=4, workers=1, memory_budget=2_000_000),
+]
+
+
+def test_synthetic_site_is_partition_invariant(tmp_path, monkeypatch):
+    monkeypatch.setattr(parquet, "ROW_GROUP_SIZE", 2_000)  # several row groups and a chunked digest on a small site
+    first, *others = _build_all(tmp_path, _synthetic_site, "bts", "raw", RUNS)
+    report = json.loads(first["ingest/report.json"])
+    assert report["streams"] == 23 and report["observations"] > 10_000
+    assert {m["reason"] for m in report["rejected_members"]} == {"corrupt_pickle", "unmatched_member"}
+    for other in others:
+        assert other.keys() == first.keys()
+        assert [name for name in first if first[name] != other[name]] == []
+
+
+def test_spawned_workers_match_one_process(tmp_path, monkeypatch):
+    monkeypatch.setattr(parquet, "ROW_GROUP_SIZE", 2_000)
+    runs = [Resources(partitions=1, workers=1), Resources(partitions=3, workers=2, memory_budget=300_000)]
+    first, second = _build_all(tmp_path, _synthetic_site, "bts", "raw", runs)
+    assert [name for name in first if first[name] != second[name]] == []
+
+
+def test_csv_corpus_is_partition_invariant(tmp_path):
+    """Wide files hold many streams: every batch reads them and keeps its own cells (and unmapped ones by file)."""
+    body = "\n".join(real_lines("xai4heat/xai4heat_scada_L4.csv", range(36000, 36400))) + "\n"
+    header, *rows = body.splitlines()
+    rows[5] = rows[5] + ",1,2"  # a malformed record: one reject per value column
+    text = "\n".join([header + ",stray_sensor", *[r + ",7" for r in rows]]) + "\n"
+
+    def make(root: Path) -> Workspace:
+        config = xai_config(held_out_sites="[]").replace('site_label = "substation {site}"',
+                                                         'site_label = "substation {site}"\nunmapped_columns = "reject"')
+        return make_workspace(root, "xai4heat", config, {"xai4heat_scada_L4.csv": text})
+
+    first, *others = _build_all(tmp_path, make, "xai4heat", None, RUNS)
+    report = json.loads(first["ingest/report.json"])
+    assert report["rejects_by_reason"].get("unmapped_column") and report["rejects_by_reason"].get("malformed_row")
+    for other in others:
+        assert [name for name in first if first[name] != other[name]] == []
+
+
+def test_chunked_digest_is_what_the_store_file_reads_back(tmp_path, monkeypatch):
+    monkeypatch.setattr(parquet, "ROW_GROUP_SIZE", 1_500)
+    ws = _synthetic_site(tmp_path)
+    build(ws, ["bts"], until="store", resources=Resources(partitions=2, workers=1), raw=str(tmp_path / "raw"))
+    manifest = json.loads((ws.stage_dir("bts", "store") / "manifest.json").read_text())
+    assert manifest["row_counts"]["observations"] > 3 * 1_500
+    assert logical_digests(ws.stage_dir("bts", "store") / STORE_FILE) == manifest["logical_digests"]
+
+
+def test_scopes_cover_every_key_once():
+    keys = [f"stream-{i}" for i in range(500)]
+    owners = [[s for s in scopes(3, 4) if s.owns(k)] for k in keys]
+    assert all(len(o) == 1 for o in owners)
+    assert len({o[0] for o in owners}) == 12  # every batch gets work
+    assert Scope().owns("anything")
+
+
+def test_memory_budget_parsing():
+    assert parse_bytes("4GB") == 4 << 30 and parse_bytes("1500MB") == 1500 << 20 and parse_bytes("2g") == 2 << 30
+    for bad in ("lots", "10MB", "-1GB"):
+        with pytest.raises(ConfigError):
+            parse_bytes(bad)
+    assert REPO.is_dir()
