@@ -10,6 +10,8 @@ batches and workers (docs/scale.md). Runtime settings here never enter a stage's
 
 from __future__ import annotations
 
+import ctypes
+import ctypes.util
 import math
 import multiprocessing
 import os
@@ -72,6 +74,21 @@ class Resources:
         return max(1, self.worker_count // max(1, min(self.worker_count, tasks)))
 
 
+# glibc keeps freed blocks for reuse instead of unmapping them: numpy's large temporaries otherwise
+# fault in fresh zeroed pages every time (measured: a store unit spent half its time in the kernel).
+ALLOCATOR_ENV = {"MALLOC_MMAP_THRESHOLD_": str(1 << 30), "MALLOC_TRIM_THRESHOLD_": str(1 << 30)}
+
+
+def tune_allocator() -> None:
+    """The same setting for this process (workers get it from ALLOCATOR_ENV); a no-op off glibc."""
+    try:
+        libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6")
+        libc.mallopt(-3, 1 << 30)  # M_MMAP_THRESHOLD
+        libc.mallopt(-1, 1 << 30)  # M_TRIM_THRESHOLD
+    except (OSError, AttributeError):
+        pass
+
+
 def stream_hash(key: str) -> int:
     return xxhash.xxh3_64_intdigest(key.encode("utf-8"))
 
@@ -118,13 +135,8 @@ def run_ordered(fn: Callable[[T], R], tasks: Sequence[T], workers: int, descript
         return
     context = multiprocessing.get_context("spawn")  # no fork: no inherited locks or DuckDB handles
     busy = min(workers, len(tasks))
-    settings = {
-        # Each worker's polars gets its share of the CPUs, so workers do not fight over cores.
-        "POLARS_MAX_THREADS": str(max(1, Resources(workers=None).worker_count // busy)),
-        # glibc keeps freed blocks for reuse instead of unmapping them: numpy's large temporaries
-        # otherwise fault in fresh zeroed pages every time (measured: half the system time of a store unit).
-        "MALLOC_MMAP_THRESHOLD_": str(1 << 30), "MALLOC_TRIM_THRESHOLD_": str(1 << 30),
-    }
+    # Each worker's polars gets its share of the CPUs, so workers do not fight over cores.
+    settings = {"POLARS_MAX_THREADS": str(max(1, Resources(workers=None).worker_count // busy)), **ALLOCATOR_ENV}
     before = {name: os.environ.get(name) for name in settings}
     os.environ.update(settings)
     try:

@@ -3,11 +3,14 @@
 from __future__ import annotations
 
 import os
+import queue
 import tempfile
+import threading
 from pathlib import Path
 
 import polars as pl
 import pyarrow as pa
+import pyarrow.ipc  # noqa: F401  (pa.ipc)
 import pyarrow.parquet as pq
 
 ROW_GROUP_SIZE = 1 << 20
@@ -45,7 +48,9 @@ class RowGroupWriter:
     """Write a sorted table piece by piece, in row groups of exactly ROW_GROUP_SIZE rows (the last one shorter).
 
     The bytes depend only on the rows written, not on how they arrived: the same file as `write_table`
-    of the whole table. Written to a temporary file and renamed on `close`; `abort` removes it."""
+    of the whole table. Groups are encoded (and passed to `on_group`) by a second thread, in order,
+    while the caller assembles the next ones; at most two wait in between. Written to a temporary file
+    and renamed on `close`; `abort` removes it."""
 
     def __init__(self, path: Path, schema: pa.Schema, on_group=None) -> None:
         path.parent.mkdir(parents=True, exist_ok=True)
@@ -60,6 +65,10 @@ class RowGroupWriter:
         self.pending: list[pa.Table] = []
         self.pending_rows = 0
         self.rows = 0
+        self.groups: queue.Queue = queue.Queue(maxsize=2)
+        self.error: BaseException | None = None
+        self.thread = threading.Thread(target=self._encode, name="parquet-writer", daemon=True)
+        self.thread.start()
 
     def write(self, table: pa.Table) -> None:
         if table.num_rows == 0:
@@ -70,27 +79,67 @@ class RowGroupWriter:
             self._emit(ROW_GROUP_SIZE)
 
     def _emit(self, rows: int) -> None:
+        if self.error is not None:
+            raise self.error
         joined = pa.concat_tables(self.pending)
         group, rest = joined.slice(0, rows), joined.slice(rows)
-        group = group.combine_chunks()
-        self.writer.write_table(group, row_group_size=ROW_GROUP_SIZE)
-        if self.on_group:
-            self.on_group(group)
+        self.groups.put(group.combine_chunks())
         self.rows += rows
         self.pending = [rest] if rest.num_rows else []
         self.pending_rows = rest.num_rows
 
+    def _encode(self) -> None:
+        while (group := self.groups.get()) is not None:
+            if self.error is not None:
+                continue  # keep draining so that the producer never blocks
+            try:
+                self.writer.write_table(group, row_group_size=ROW_GROUP_SIZE)
+                if self.on_group:
+                    self.on_group(group)
+            except BaseException as exc:  # noqa: BLE001 - raised again in the caller's thread
+                self.error = exc
+
+    def _finish(self) -> None:
+        self.groups.put(None)
+        self.thread.join()
+        self.writer.close()
+
     def close(self) -> int:
         """Flush, close and move into place; returns the number of rows written."""
-        if self.pending_rows or self.rows == 0:
-            self._emit(self.pending_rows) if self.pending_rows else self.writer.write_table(self.schema.empty_table())
-        self.writer.close()
+        if self.pending_rows:
+            self._emit(self.pending_rows)
+        elif self.rows == 0:
+            self.groups.put(self.schema.empty_table())
+        self._finish()
+        if self.error is not None:
+            Path(self.tmp).unlink(missing_ok=True)
+            raise self.error
         os.replace(self.tmp, self.path)
         return self.rows
 
     def abort(self) -> None:
-        self.writer.close()
+        self._finish()
         Path(self.tmp).unlink(missing_ok=True)
+
+
+def write_part(table: pa.Table, path: Path) -> None:
+    """A worker's intermediate rows: an uncompressed Arrow IPC file (no encoding work, read back as is)."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with pa.OSFile(str(path), "wb") as sink, pa.ipc.new_file(sink, table.schema) as writer:
+        writer.write_table(table, max_chunksize=1 << 20)
+
+
+def iter_part(path: Path):
+    """The record batches of a part, read one at a time into memory (not memory-mapped: RSS stays bounded)."""
+    with pa.OSFile(str(path), "rb") as source:
+        reader = pa.ipc.open_file(source)
+        for index in range(reader.num_record_batches):
+            yield reader.get_batch(index)
+
+
+def read_part(path: Path) -> pa.Table:
+    with pa.OSFile(str(path), "rb") as source:
+        return pa.ipc.open_file(source).read_all()
 
 
 def read_rows(path: Path, start: int, count: int, columns: list[str] | None = None) -> pa.Table:

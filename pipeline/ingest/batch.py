@@ -15,7 +15,6 @@ from pathlib import Path
 import numpy as np
 import polars as pl
 import pyarrow as pa
-import pyarrow.parquet as pq
 
 from contracts.corpus import CorpusMapping
 from pipeline.canonical import digest_value
@@ -34,9 +33,10 @@ from pipeline.ingest.layouts import READERS, ReadFile
 from pipeline.ingest.metadata import Resolver
 from pipeline.ingest.tables import TABLES
 from pipeline.parallel import Scope
+from pipeline.parquet import write_part
 
-OBSERVATIONS = "observations.parquet"
-REJECTS = "rejects.parquet"
+OBSERVATIONS = "observations.arrow"
+REJECTS = "rejects.arrow"
 
 
 @dataclass(frozen=True)
@@ -145,9 +145,8 @@ def ingest_batch(task: BatchTask) -> BatchResult:
     )
     out.mkdir(parents=True, exist_ok=True)
     schema = TABLES["rejects"][0]
-    pq.write_table(rejects.select(schema.names).to_arrow().cast(schema), out / REJECTS, compression="lz4")
-    pq.write_table(pa.table({"ts": obs["ts"].to_arrow(), "value": obs["value"].to_arrow()}), out / OBSERVATIONS,
-                   compression="lz4", row_group_size=1 << 20)
+    write_part(rejects.select(schema.names).to_arrow().cast(schema), out / REJECTS)
+    write_part(pa.table({"ts": obs["ts"].to_arrow(), "value": obs["value"].to_arrow()}), out / OBSERVATIONS)
 
     counts = obs.group_by("sid", maintain_order=True).len()
     catalog = {

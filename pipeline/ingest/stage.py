@@ -9,7 +9,6 @@ from pathlib import Path
 import numpy as np
 import polars as pl
 import pyarrow as pa
-import pyarrow.parquet as pq
 
 from contracts.corpus import CorpusMapping
 from contracts.ingest import FileAccount, IngestReport, MissingColumn
@@ -18,8 +17,8 @@ from pipeline.canonical import write_json
 from pipeline.errors import IngestError, StageError
 from pipeline.ingest.batch import OBSERVATIONS, REJECTS, BatchResult, BatchTask, ingest_batch, value_files
 from pipeline.ingest.tables import TABLES
-from pipeline.parallel import Resources, buckets_for, run_all, scopes
-from pipeline.parquet import RowGroupWriter, write_frame
+from pipeline.parallel import Resources, buckets_for, run_all, scopes, tune_allocator
+from pipeline.parquet import RowGroupWriter, iter_part, read_part, write_frame
 
 REPORT = "report.json"
 
@@ -60,6 +59,7 @@ def run_ingest(mapping: CorpusMapping, raw: Path, out: Path, resources: Resource
     if not raw.is_dir():
         raise IngestError(f"{raw}: raw corpus folder not found; copy the corpus there or set raw_dir in the mapping")
     resources = resources or Resources()
+    tune_allocator()
     raw_sha = checksums.verify(raw)
     tasks = plan(mapping, raw, out, resources)
     try:
@@ -94,7 +94,7 @@ class _Cursor:
     """Sequential reader of one batch's observations: `take(n)` returns the next n rows."""
 
     def __init__(self, path: Path) -> None:
-        self.batches = pq.ParquetFile(path).iter_batches(batch_size=1 << 16)
+        self.batches = iter_part(path)
         self.buffer: pa.Table | None = None
 
     def take(self, n: int) -> pa.Table:
@@ -121,7 +121,7 @@ def merge(mapping: CorpusMapping, raw: Path, out: Path, results: list[BatchResul
         raise StageError(f"{mapping.name}: a stream is owned by two batches (a bug: please report it)")
     observations = _merge_observations(results, stream_ids, out / "observations.parquet")
 
-    rejects = pl.concat([pl.read_parquet(Path(result.out) / REJECTS) for result in results], how="vertical_relaxed")
+    rejects = pl.concat([pl.from_arrow(read_part(Path(result.out) / REJECTS)) for result in results], how="vertical_relaxed")
     accounts = dict(sorted((rel, value) for result in results for rel, value in result.accounts.items()))
     order = sorted(accounts, key=lambda rel: accounts[rel][0])
     total = sum(cells for _, cells in accounts.values())

@@ -18,8 +18,8 @@ import pyarrow.parquet as pq
 from contracts.build import StoreConfig
 from pipeline.errors import StageError
 from pipeline.manifest import StageResult
-from pipeline.parallel import Resources, run_ordered
-from pipeline.parquet import RowGroupWriter, read_rows, write_table
+from pipeline.parallel import Resources, run_ordered, tune_allocator
+from pipeline.parquet import RowGroupWriter, iter_part, read_part, read_rows, write_part, write_table
 from pipeline.store import compute, sql
 from pipeline.store.digest import ChunkedDigest, reader_digest
 
@@ -150,7 +150,7 @@ def store_unit(unit: StoreUnit) -> dict[str, int]:
     ids = [sid for sid, _ in unit.streams]
     raw = pl.from_arrow(read_rows(ingest_dir / "observations.parquet", unit.start, unit.rows, columns=["ts", "value"]))
     codes = np.repeat(np.arange(len(ids), dtype=np.int32), [n for _, n in unit.streams])
-    obs = compute.with_steps(raw.with_columns(stream_id=pl.Series(codes)), unit.cfg.step_window)
+    obs = compute.with_steps(raw.with_columns(stream_id=pl.Series(codes).set_sorted()), unit.cfg.step_window)
     code_of = {sid: i for i, sid in enumerate(ids)}
     timed_rejects = (
         pl.scan_parquet(ingest_dir / "rejects.parquet")
@@ -170,7 +170,7 @@ def store_unit(unit: StoreUnit) -> dict[str, int]:
     for name, frame in tables.items():
         if name != "observations":
             frame = frame.with_columns(stream_id=names.gather(frame["stream_id"]))
-        frame.write_parquet(out / f"{name}.parquet", compression="lz4", statistics=False)
+        write_part(frame.to_arrow(), out / f"{name}.arrow")
     return {name: frame.height for name, frame in tables.items()}
 
 
@@ -246,7 +246,7 @@ def derive_tables(ingest_dir: Path, out: Path, cfg: StoreConfig, resources: Reso
     with _Inserter(con, "observations", "stream_id::VARCHAR, ts, value, step_us") as inserter:
         try:
             for unit, _ in zip(units, run_ordered(store_unit, units, resources.worker_count, "store"), strict=True):
-                reader = pq.ParquetFile(Path(unit.out) / "observations.parquet").iter_batches(batch_size=1 << 20)
+                reader = iter_part(Path(unit.out) / "observations.arrow")
                 codes = np.repeat(np.arange(code, code + len(unit.streams), dtype=np.int32), [n for _, n in unit.streams])
                 code += len(unit.streams)
                 offset = 0
@@ -260,7 +260,7 @@ def derive_tables(ingest_dir: Path, out: Path, cfg: StoreConfig, resources: Reso
         except BaseException:
             writer.abort()
             raise
-    parts = {name: [pl.read_parquet(Path(unit.out) / f"{name}.parquet") for unit in units] for name in PER_STREAM}
+    parts = {name: [pl.from_arrow(read_part(Path(unit.out) / f"{name}.arrow")) for unit in units] for name in PER_STREAM}
     joined = {name: pl.concat(frames) if frames else None for name, frames in parts.items()}
     if joined["aggregates"] is None:  # no observations at all
         empty = compute.with_steps(pl.DataFrame(schema={"stream_id": pl.String, "ts": pl.Int64, "value": pl.Float64}), cfg.step_window)
@@ -286,6 +286,7 @@ def derive_tables(ingest_dir: Path, out: Path, cfg: StoreConfig, resources: Reso
 def build_store(ingest_dir: Path, out: Path, cfg: StoreConfig, resources: Resources | None = None) -> StageResult:
     """Write store.duckdb (read-only afterwards) and one deterministic Parquet export per table."""
     resources = resources or Resources()
+    tune_allocator()
     path = out / STORE_FILE
     try:
         con = duckdb.connect(str(path), config={

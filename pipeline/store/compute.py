@@ -72,14 +72,24 @@ def window_bounds(ts: np.ndarray, period: str) -> tuple[np.ndarray, np.ndarray]:
     return starts[days - first], ends[days - first]
 
 
-def _window_keys(ts: np.ndarray) -> dict[str, np.ndarray]:
-    """An integer per row that is equal exactly within one UTC day, Monday week or calendar month."""
+def window_segments(codes: np.ndarray, ts: np.ndarray) -> dict[str, np.ndarray]:
+    """Start row of each stream x UTC day, Monday week and calendar month (rows sorted by stream, time).
+
+    Weeks and months are unions of days, so they are found among the day starts (a few per stream and
+    day) instead of computing a week and a month for every row."""
     days = np.floor_divide(ts, DAY)
-    if not len(days):
-        return {"day": days, "week": days, "month": days}
-    first = int(days.min())
-    months = np.arange(first, int(days.max()) + 1).astype("datetime64[D]").astype("datetime64[M]").astype(np.int64)
-    return {"day": days, "week": np.floor_divide(days - MONDAY // DAY, 7), "month": months[days - first]}
+    day = _segments([codes, days])
+    if not len(day):
+        return {"day": day, "week": day, "month": day}
+    first_day, stream = days[day], codes[day]
+    origin = int(first_day.min())
+    months = np.arange(origin, int(first_day.max()) + 1).astype("datetime64[D]").astype("datetime64[M]").astype(np.int64)
+    out = {"day": day}
+    for period, key in (("week", np.floor_divide(first_day - MONDAY // DAY, 7)), ("month", months[first_day - origin])):
+        change = np.ones(len(day), dtype=bool)
+        change[1:] = (stream[1:] != stream[:-1]) | (key[1:] != key[:-1])
+        out[period] = day[change]
+    return out
 
 
 def _reject_counts(rejects: pl.DataFrame | None, period: str) -> pl.DataFrame:
@@ -104,8 +114,7 @@ def aggregates(obs: pl.DataFrame, ddof: int, codes: np.ndarray | None = None, re
     values = obs["value"].to_numpy()
     gap = obs["gap_us"].fill_null(np.iinfo(np.int64).max).to_numpy()
     frames = []
-    for period, window in _window_keys(ts).items():
-        seg = _segments([codes, window])
+    for period, seg in window_segments(codes, ts).items():
         start, end = window_bounds(ts[seg], period)  # bounds of each window, from its first row
         ends = np.append(seg[1:], len(ts)) - 1
         # The longest gap inside a window: a later row's gap lies inside (its predecessor is in the window);
@@ -122,7 +131,8 @@ def aggregates(obs: pl.DataFrame, ddof: int, codes: np.ndarray | None = None, re
             "first_ts": ts[seg], "last_ts": ts[ends], "longest_gap_us": longest,
         })
         steps = (
-            obs.select(pl.col("step_us")).with_columns(_seg=pl.Series(np.repeat(np.arange(len(seg)), np.diff(np.append(seg, len(ts))))))
+            obs.select(pl.col("step_us"))
+            .with_columns(_seg=pl.Series(np.repeat(np.arange(len(seg)), np.diff(np.append(seg, len(ts))))).set_sorted())
             .group_by("_seg", maintain_order=True).agg(pl.col("step_us").median().round(0).cast(pl.Int64))
         )
         counts = _reject_counts(rejects, period)
