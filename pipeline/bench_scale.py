@@ -78,7 +78,7 @@ def main(sizes: str, keep: str | None, memory_budget: str, workers: int | None) 
     cli = [sys.executable, "-m", "pipeline.cli"]
     options = ["--memory-budget", memory_budget, *(["--workers", str(workers)] if workers else [])]
     click.echo("| points | ingest s | store s | ingest pts/s | store pts/s | tasks s | episodes s | peak RSS MB (all processes) "
-               "| DuckDB copy s | ratio DuckDB/ours (ingest+store) | projected full BTS h |")
+               "| DuckDB copy s | throughput ours/DuckDB (ingest+store) | projected full BTS h |")
     click.echo("|---|---|---|---|---|---|---|---|---|---|---|")
     for size in (float(s) for s in sizes.split(",")):
         days = max(1, round(size / STREAMS / POINTS_PER_STREAM_DAY))

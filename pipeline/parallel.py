@@ -30,6 +30,8 @@ T = TypeVar("T")
 R = TypeVar("R")
 
 DEFAULT_BUDGET = 4 << 30
+MAIN_RESERVE = 768 << 20
+WORKER_BASE = 256 << 20  # a worker's resident size after importing polars, pyarrow, duckdb and numpy
 _UNITS = {"": 1, "k": 1 << 10, "m": 1 << 20, "g": 1 << 30, "t": 1 << 40}
 
 
@@ -63,9 +65,16 @@ class Resources:
     def partition_count(self) -> int:
         return self.partitions or self.worker_count
 
+    @property
+    def main_reserve(self) -> int:
+        """What the main process keeps for itself (libraries, the merge, DuckDB's cache)."""
+        return min(MAIN_RESERVE, self.memory_budget // 4)
+
     def per_worker(self, tasks: int) -> int:
-        """Bytes one worker may use when `tasks` tasks share the pool."""
-        return self.memory_budget // max(1, min(self.worker_count, tasks))
+        """Bytes of data one worker may hold when `tasks` tasks share the pool: the main process's share
+        and each worker's own libraries set aside."""
+        share = (self.memory_budget - self.main_reserve) // max(1, min(self.worker_count, tasks))
+        return share - WORKER_BASE if share > 2 * WORKER_BASE else share // 2  # tiny budgets (tests): half
 
     def duckdb_threads(self, tasks: int) -> int:
         """Threads for DuckDB inside one worker: the CPUs divided among the busy workers."""

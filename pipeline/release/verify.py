@@ -22,8 +22,11 @@ from pipeline.workspace import Workspace
 
 IGNORED = {"store.duckdb"}  # never byte-identical between builds; its tables are compared by logical digest
 ENVIRONMENTS = (
-    {"TELEMETRY_BENCH_THREADS": "1", "PYTHONHASHSEED": "0", "TZ": "UTC", "LC_ALL": "C", "POLARS_MAX_THREADS": "1"},
-    {"TELEMETRY_BENCH_THREADS": "2", "PYTHONHASHSEED": "4242", "TZ": "Pacific/Auckland", "LC_ALL": "C.UTF-8", "POLARS_MAX_THREADS": "2"},
+    {"TELEMETRY_BENCH_THREADS": "1", "PYTHONHASHSEED": "0", "TZ": "UTC", "LC_ALL": "C", "POLARS_MAX_THREADS": "1",
+     "TELEMETRY_BENCH_PARTITIONS": "1", "TELEMETRY_BENCH_WORKERS": "1"},
+    # Another split of the work too: three hash partitions on two spawned workers.
+    {"TELEMETRY_BENCH_THREADS": "2", "PYTHONHASHSEED": "4242", "TZ": "Pacific/Auckland", "LC_ALL": "C.UTF-8", "POLARS_MAX_THREADS": "2",
+     "TELEMETRY_BENCH_PARTITIONS": "3", "TELEMETRY_BENCH_WORKERS": "2"},
 )
 
 

@@ -92,9 +92,9 @@ def window_segments(codes: np.ndarray, ts: np.ndarray) -> dict[str, np.ndarray]:
     return out
 
 
-def _reject_counts(rejects: pl.DataFrame | None, period: str) -> pl.DataFrame:
-    """Rejected cells per stream x window: all of them, duplicates, non-finite values."""
-    schema = {"stream_id": pl.String, "window_start": pl.Int64, "rejected": pl.Int64, "duplicates": pl.Int64, "non_finite": pl.Int64}
+def _reject_counts(rejects: pl.DataFrame | None, period: str, key: pl.DataType) -> pl.DataFrame:
+    """Rejected cells per stream x window: all of them, duplicates, non-finite values (stream key of type `key`)."""
+    schema = {"stream_id": key, "window_start": pl.Int64, "rejected": pl.Int64, "duplicates": pl.Int64, "non_finite": pl.Int64}
     if rejects is None or rejects.height == 0:
         return pl.DataFrame(schema=schema)
     starts, _ = window_bounds(rejects["ts"].to_numpy(), period)
@@ -135,7 +135,7 @@ def aggregates(obs: pl.DataFrame, ddof: int, codes: np.ndarray | None = None, re
             .with_columns(_seg=pl.Series(np.repeat(np.arange(len(seg)), np.diff(np.append(seg, len(ts))))).set_sorted())
             .group_by("_seg", maintain_order=True).agg(pl.col("step_us").median().round(0).cast(pl.Int64))
         )
-        counts = _reject_counts(rejects, period)
+        counts = _reject_counts(rejects, period, obs.schema["stream_id"])
         frame = frame.with_columns(step_us=steps["step_us"]).join(counts, on=["stream_id", "window_start"], how="left", maintain_order="left")
         frames.append(frame.with_columns(pl.col("rejected", "duplicates", "non_finite").fill_null(0)))
     out = pl.concat(frames)
