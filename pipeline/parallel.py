@@ -51,7 +51,7 @@ class Resources:
     """How a build may use the machine. Changes nothing in the outputs."""
 
     threads: int | None = None  # DuckDB threads per process (None: DuckDB's default)
-    partitions: int | None = None  # hash partitions of the streams (None: one per worker)
+    partitions: int | None = None  # hash partitions of the streams (None: one per worker; one for a small corpus)
     workers: int | None = None  # processes (None: the CPUs this process may use)
     memory_budget: int = DEFAULT_BUDGET  # bytes for the whole build, shared by the workers
 
@@ -60,10 +60,6 @@ class Resources:
         if self.workers:
             return self.workers
         return max(1, len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1)
-
-    @property
-    def partition_count(self) -> int:
-        return self.partitions or self.worker_count
 
     @property
     def main_reserve(self) -> int:
@@ -75,12 +71,6 @@ class Resources:
         and each worker's own libraries set aside."""
         share = (self.memory_budget - self.main_reserve) // max(1, min(self.worker_count, tasks))
         return share - WORKER_BASE if share > 2 * WORKER_BASE else share // 2  # tiny budgets (tests): half
-
-    def duckdb_threads(self, tasks: int) -> int:
-        """Threads for DuckDB inside one worker: the CPUs divided among the busy workers."""
-        if self.threads:
-            return self.threads
-        return max(1, self.worker_count // max(1, min(self.worker_count, tasks)))
 
 
 # glibc keeps freed blocks for reuse instead of unmapping them: numpy's large temporaries otherwise

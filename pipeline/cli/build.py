@@ -12,7 +12,7 @@ from pipeline.cli import common as cli
 @click.option("--until", help="Stop after this stage (e.g. ingest).")
 @click.option("--threads", type=int, envvar="TELEMETRY_BENCH_THREADS", help="DuckDB threads (runtime only; outputs do not change).")
 @click.option("--partitions", type=click.IntRange(1, 4096), envvar="TELEMETRY_BENCH_PARTITIONS",
-              help="Hash partitions of the streams for ingest (default: one per worker). Outputs do not change.")
+              help="Hash partitions of the streams for ingest (default: one per worker, one for a small corpus). Outputs do not change.")
 @click.option("--workers", type=click.IntRange(1, 256), envvar="TELEMETRY_BENCH_WORKERS",
               help="Worker processes for ingest and store (default: the CPUs available). Outputs do not change.")
 @click.option("--memory-budget", default="4GB", show_default=True, envvar="TELEMETRY_BENCH_MEMORY",
