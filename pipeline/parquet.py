@@ -122,11 +122,12 @@ class RowGroupWriter:
         Path(self.tmp).unlink(missing_ok=True)
 
 
-def write_part(table: pa.Table, path: Path) -> None:
-    """A worker's intermediate rows: an uncompressed Arrow IPC file (no encoding work, read back as is)."""
+def write_part(table: pa.Table, path: Path, batch_rows: int = 1 << 20) -> None:
+    """A worker's intermediate rows: an uncompressed Arrow IPC file (no encoding work, read back as is),
+    in record batches of at most `batch_rows` rows (what a reader holds at a time)."""
     path.parent.mkdir(parents=True, exist_ok=True)
     with pa.OSFile(str(path), "wb") as sink, pa.ipc.new_file(sink, table.schema) as writer:
-        writer.write_table(table, max_chunksize=1 << 20)
+        writer.write_table(table, max_chunksize=batch_rows)
 
 
 def iter_part(path: Path):

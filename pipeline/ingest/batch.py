@@ -146,7 +146,8 @@ def ingest_batch(task: BatchTask) -> BatchResult:
     out.mkdir(parents=True, exist_ok=True)
     schema = TABLES["rejects"][0]
     write_part(rejects.select(schema.names).to_arrow().cast(schema), out / REJECTS)
-    write_part(pa.table({"ts": obs["ts"].to_arrow(), "value": obs["value"].to_arrow()}), out / OBSERVATIONS)
+    # Small record batches: the merge keeps one open per batch, so its memory stays small with many batches.
+    write_part(pa.table({"ts": obs["ts"].to_arrow(), "value": obs["value"].to_arrow()}), out / OBSERVATIONS, batch_rows=1 << 16)
 
     counts = obs.group_by("sid", maintain_order=True).len()
     catalog = {

@@ -23,11 +23,13 @@ from pipeline.parquet import RowGroupWriter, iter_part, read_part, write_frame
 REPORT = "report.json"
 
 
-# Peak working set of a batch per byte of (uncompressed) raw value data it reads, measured with
-# `make bench-scale` (docs/benchmarks.md); it sizes batches to the memory budget.
-EXPANSION = {"bts_pickle": 10, "wide_csv": 14, "long_csv": 14, "file_per_stream": 14}
+# Peak working set of a batch per byte of (uncompressed) raw value data it reads; it sizes batches to
+# the memory budget. Measured (peak RSS above the interpreter's): pickles ~9 at 1e8 synthetic points
+# (12 batches of ~127 MB, ~1.2 GB per worker); CSV 18 (hhw, 19 MB -> 343 MB) to 38 (xai4heat, 11.6 MB
+# -> 445 MB: text cells, frames of strings and their parses).
+EXPANSION = {"bts_pickle": 10, "wide_csv": 40, "long_csv": 40, "file_per_stream": 40}
 PARTS = ".parts"
-SMALL_WORKING_SET = 512 << 20
+SMALL_WORKING_SET = 1 << 30  # ~25 MB of CSV, ~100 MB of pickles
 
 
 def raw_value_bytes(files: list[tuple[Path, str]]) -> int:
