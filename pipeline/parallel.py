@@ -15,7 +15,9 @@ import ctypes.util
 import math
 import multiprocessing
 import os
+import queue
 import re
+import threading
 from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass
@@ -86,6 +88,43 @@ def tune_allocator() -> None:
         libc.mallopt(-1, 1 << 30)  # M_TRIM_THRESHOLD
     except (OSError, AttributeError):
         pass
+
+
+class Background:
+    """Calls `consume(item)` on its own thread for every item put, in order; at most `depth` wait.
+
+    The first error stops the work (later items are drained, so `put` never blocks for ever) and is
+    raised again by the next `put` or by `close`."""
+
+    _END = object()
+
+    def __init__(self, consume: Callable[[T], None], depth: int, name: str) -> None:
+        self.consume = consume
+        self.queue: queue.Queue = queue.Queue(maxsize=depth)
+        self.error: BaseException | None = None
+        self.thread = threading.Thread(target=self._run, name=name, daemon=True)
+        self.thread.start()
+
+    def _run(self) -> None:
+        while (item := self.queue.get()) is not self._END:
+            if self.error is None:
+                try:
+                    self.consume(item)
+                except BaseException as exc:  # noqa: BLE001 - raised again in the producing thread
+                    self.error = exc
+
+    def put(self, item: T) -> None:
+        if self.error is not None:
+            raise self.error
+        self.queue.put(item)
+
+    def close(self, *, check: bool = True) -> None:
+        """Wait for every item to be consumed; raise the first error unless `check` is off (cleanup)."""
+        if self.thread.is_alive():
+            self.queue.put(self._END)
+            self.thread.join()
+        if check and self.error is not None:
+            raise self.error
 
 
 def stream_hash(key: str) -> int:

@@ -3,15 +3,15 @@
 from __future__ import annotations
 
 import os
-import queue
 import tempfile
-import threading
 from pathlib import Path
 
 import polars as pl
 import pyarrow as pa
 import pyarrow.ipc  # noqa: F401  (pa.ipc)
 import pyarrow.parquet as pq
+
+from pipeline.parallel import Background
 
 ROW_GROUP_SIZE = 1 << 20
 
@@ -29,28 +29,21 @@ def _encodings(schema: pa.Schema) -> tuple[list[str], dict[str, str]]:
 
 
 def write_table(table: pa.Table, path: Path) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    dictionary, encodings = _encodings(table.schema)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-    os.close(fd)
+    writer = RowGroupWriter(path, table.schema)
     try:
-        pq.write_table(
-            table, tmp, compression="zstd", row_group_size=ROW_GROUP_SIZE, store_schema=False,
-            write_statistics=True, use_dictionary=dictionary, column_encoding=encodings or None,
-        )
-        os.replace(tmp, path)
+        writer.write(table)
+        writer.close()
     except BaseException:
-        Path(tmp).unlink(missing_ok=True)
+        writer.abort()
         raise
 
 
 class RowGroupWriter:
     """Write a sorted table piece by piece, in row groups of exactly ROW_GROUP_SIZE rows (the last one shorter).
 
-    The bytes depend only on the rows written, not on how they arrived: the same file as `write_table`
-    of the whole table. Groups are encoded (and passed to `on_group`) by a second thread, in order,
-    while the caller assembles the next ones; at most two wait in between. Written to a temporary file
-    and renamed on `close`; `abort` removes it."""
+    The bytes depend only on the rows written, not on how they arrived. Groups are encoded (and passed
+    to `on_group`) on a second thread, in order, while the caller assembles the next ones; at most two
+    wait in between. Written to a temporary file and renamed on `close`; `abort` removes it."""
 
     def __init__(self, path: Path, schema: pa.Schema, on_group=None) -> None:
         path.parent.mkdir(parents=True, exist_ok=True)
@@ -65,10 +58,7 @@ class RowGroupWriter:
         self.pending: list[pa.Table] = []
         self.pending_rows = 0
         self.rows = 0
-        self.groups: queue.Queue = queue.Queue(maxsize=2)
-        self.error: BaseException | None = None
-        self.thread = threading.Thread(target=self._encode, name="parquet-writer", daemon=True)
-        self.thread.start()
+        self.encoder = Background(self._encode, depth=2, name="parquet-writer")
 
     def write(self, table: pa.Table) -> None:
         if table.num_rows == 0:
@@ -79,46 +69,32 @@ class RowGroupWriter:
             self._emit(ROW_GROUP_SIZE)
 
     def _emit(self, rows: int) -> None:
-        if self.error is not None:
-            raise self.error
         joined = pa.concat_tables(self.pending)
         group, rest = joined.slice(0, rows), joined.slice(rows)
-        self.groups.put(group.combine_chunks())
+        self.encoder.put(group.combine_chunks())
         self.rows += rows
         self.pending = [rest] if rest.num_rows else []
         self.pending_rows = rest.num_rows
 
-    def _encode(self) -> None:
-        while (group := self.groups.get()) is not None:
-            if self.error is not None:
-                continue  # keep draining so that the producer never blocks
-            try:
-                self.writer.write_table(group, row_group_size=ROW_GROUP_SIZE)
-                if self.on_group:
-                    self.on_group(group)
-            except BaseException as exc:  # noqa: BLE001 - raised again in the caller's thread
-                self.error = exc
-
-    def _finish(self) -> None:
-        self.groups.put(None)
-        self.thread.join()
-        self.writer.close()
+    def _encode(self, group: pa.Table) -> None:
+        self.writer.write_table(group, row_group_size=ROW_GROUP_SIZE)
+        if self.on_group:
+            self.on_group(group)
 
     def close(self) -> int:
         """Flush, close and move into place; returns the number of rows written."""
         if self.pending_rows:
             self._emit(self.pending_rows)
         elif self.rows == 0:
-            self.groups.put(self.schema.empty_table())
-        self._finish()
-        if self.error is not None:
-            Path(self.tmp).unlink(missing_ok=True)
-            raise self.error
+            self.encoder.put(self.schema.empty_table())
+        self.encoder.close()
+        self.writer.close()
         os.replace(self.tmp, self.path)
         return self.rows
 
     def abort(self) -> None:
-        self._finish()
+        self.encoder.close(check=False)
+        self.writer.close()
         Path(self.tmp).unlink(missing_ok=True)
 
 

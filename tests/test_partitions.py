@@ -130,3 +130,28 @@ def test_memory_budget_parsing():
         with pytest.raises(ConfigError):
             parse_bytes(bad)
     assert REPO.is_dir()
+
+
+def test_background_consumes_in_order_and_hands_back_the_first_error():
+    from pipeline.parallel import Background
+
+    seen = []
+    worker = Background(seen.append, depth=2, name="test")
+    for item in range(50):
+        worker.put(item)
+    worker.close()
+    assert seen == list(range(50))
+
+    def fail_on_three(item):
+        if item == 3:
+            raise ValueError("three")
+        seen.append(item)
+
+    seen.clear()
+    worker = Background(fail_on_three, depth=1, name="test")
+    with pytest.raises(ValueError, match="three"):
+        for item in range(100):  # put raises once the error is seen; it never blocks
+            worker.put(item)
+        worker.close()
+    worker.close(check=False)
+    assert seen == [0, 1, 2]

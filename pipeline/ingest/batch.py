@@ -1,9 +1,9 @@
 """One ingest batch: the streams a Scope owns, read, cleaned and written to a folder of its own.
 
 This is the partition boundary. A batch needs only its BatchTask (the mapping, the raw folder and
-its Scope); it returns a BatchResult (small, picklable) and leaves observations.parquet (ts, value
+its Scope); it returns a BatchResult (small, picklable) and leaves observations.arrow (ts, value
 sorted by stream id then time, no stream column: `stream_counts` says which rows are whose) and
-rejects.parquet in `task.out`. Batches share nothing, so any executor that can call `ingest_batch`
+rejects.arrow (Arrow IPC) in `task.out`. Batches share nothing, so any executor that can call `ingest_batch`
 (a process pool here, Ray or a cluster elsewhere) produces the same outputs; `stage.merge` joins them.
 """
 
@@ -50,7 +50,7 @@ class BatchTask:
 @dataclass
 class BatchResult:
     out: str
-    stream_counts: list[tuple[str, int]]  # (stream id, observations) in the row order of observations.parquet
+    stream_counts: list[tuple[str, int]]  # (stream id, observations) in the row order of observations.arrow
     streams: list[dict]  # rows of the streams table this batch owns
     accounts: dict[str, tuple[tuple[int, str], int]]  # source -> (read order key, raw value cells)
     observations_by_source: dict[str, int]
@@ -169,11 +169,10 @@ def ingest_batch(task: BatchTask) -> BatchResult:
 
 
 def _sorted_by_stream_time(obs: pl.DataFrame) -> bool:
-    sid, ts = obs["sid"].to_numpy(), obs["ts"].to_numpy()
     if obs["sid"].null_count() or obs["ts"].null_count():
         return False
-    step = np.diff(sid)
-    return bool(np.all((step > 0) | ((step == 0) & (np.diff(ts) >= 0))))
+    step = np.diff(obs["sid"].to_numpy())
+    return bool(np.all((step > 0) | ((step == 0) & (np.diff(obs["ts"].to_numpy()) >= 0))))
 
 
 def _malformed(read: ReadFile, index: int, slices: list[Slice]) -> pl.DataFrame:

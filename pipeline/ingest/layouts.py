@@ -120,8 +120,7 @@ def read_file_per_stream(path: Path, rel: str, mapping: CorpusMapping, resolver:
     site = resolver.site_for(rel, groups, layout.site)
     # Every batch registers the stream (the catalog stays the same everywhere); only its owner reads the file.
     code = _codes(resolver, rel, site, [groups["key"]], layout.stream_id)[groups["key"]]
-    owner = resolver.stream_id_of(code) if code is not None else rel
-    if not scope.owns(owner):
+    if not scope.owns(resolver.stream_id_for(rel, site, groups["key"], layout.stream_id) or rel):
         return None
     raw = read_strings(path, layout.delimiter, layout.encoding)
     _require(raw, [mapping.time.column, layout.value_column], "time.column / values.value_column")
@@ -163,9 +162,7 @@ def _stream_statistics(folder: Path, pattern: str | None) -> dict[str, dict]:
 def _bts_owner(resolver: Resolver, layout: BtsPickle, source: str, key: str) -> str:
     """The stream id a member feeds (its owner's key), or the member's own name when metadata cannot say."""
     site = resolver.site_of_key(key)
-    if site is None or key not in resolver.catalog.points_by_key:
-        return source
-    return layout.stream_id.format(site=site, key=key)
+    return (site and resolver.stream_id_for(source, site, key, layout.stream_id)) or source
 
 
 def _read_members(path: Path, rel: str, members: list, archive: zipfile.ZipFile | None, layout: BtsPickle,

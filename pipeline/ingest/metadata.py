@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, replace
 from pathlib import Path
 
@@ -118,12 +119,12 @@ class Resolver:
     def site_of_key(self, key: str) -> str | None:
         return self.catalog.site_of_key.get(key)
 
-    def expected_keys(self, rel: str) -> dict[str, Point]:
-        """Keys metadata expects in this file (wide layout)."""
+    def expected_keys(self, rel: str) -> Mapping[str, Point]:
+        """Keys metadata expects in this file (wide layout); read-only."""
         if isinstance(self.mapping.metadata, BrickMetadata) and not self.by_stream_key:
             name = Path(rel).name
             return {key: point for (file_name, key), point in self.catalog.points_by_file.items() if file_name == name}
-        return dict(self.catalog.points_by_key)
+        return self.catalog.points_by_key  # not copied: asked once per key of every file
 
     def check_columns(self, rel: str, present: list[str]) -> None:
         """Expected columns absent from a file: reported for Brick, an error for declared points unless optional."""
@@ -137,6 +138,10 @@ class Resolver:
                     f"{rel}: column {key!r} declared in metadata.points is absent (the file has {', '.join(present)}); "
                     "fix the name or mark the point optional = true"
                 )
+
+    def stream_id_for(self, rel: str, site_id: str, key: str, template: str) -> str | None:
+        """The id of the stream a key belongs to, without registering it; None when no metadata maps it."""
+        return template.format(site=site_id, key=key) if key in self.expected_keys(rel) else None
 
     def stream(self, rel: str, site_id: str, key: str, template: str) -> Stream | None:
         """The stream a key belongs to, registering it on first sight; None when no metadata maps it."""
@@ -156,9 +161,6 @@ class Resolver:
 
     def code(self, stream_id: str) -> int:
         return self.codes[stream_id]
-
-    def stream_id_of(self, code: int) -> str:
-        return next(sid for sid, c in self.codes.items() if c == code)
 
     def _register_inline(self, site_id: str, stream_id: str, point: Point, rel: str) -> Point:
         owner = site_id

@@ -3,9 +3,7 @@
 from __future__ import annotations
 
 import os
-import queue
 import shutil
-import threading
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -18,7 +16,7 @@ import pyarrow.parquet as pq
 from contracts.build import StoreConfig
 from pipeline.errors import StageError
 from pipeline.manifest import StageResult
-from pipeline.parallel import Resources, run_ordered, tune_allocator
+from pipeline.parallel import Background, Resources, run_ordered, tune_allocator
 from pipeline.parquet import RowGroupWriter, iter_part, read_part, read_rows, write_part, write_table
 from pipeline.store import compute, sql
 from pipeline.store.digest import ChunkedDigest, reader_digest
@@ -174,44 +172,6 @@ def store_unit(unit: StoreUnit) -> dict[str, int]:
     return {name: frame.height for name, frame in tables.items()}
 
 
-class _Inserter:
-    """Appends Arrow pieces to a DuckDB table from its own thread, in order, with a short bounded queue.
-
-    The connection belongs to that thread until the `with` block ends; an insert error is raised there."""
-
-    def __init__(self, con: duckdb.DuckDBPyConnection, table: str, columns: str) -> None:
-        self.con, self.sql = con, f"INSERT INTO {table} SELECT {columns} FROM incoming"
-        self.queue: queue.Queue = queue.Queue(maxsize=4)
-        self.error: BaseException | None = None
-        self.thread = threading.Thread(target=self._run, name="duckdb-insert", daemon=True)
-
-    def __enter__(self) -> _Inserter:
-        self.thread.start()
-        return self
-
-    def put(self, piece: pa.Table) -> None:
-        if self.error is not None:
-            raise self.error
-        self.queue.put(piece)
-
-    def _run(self) -> None:
-        while (piece := self.queue.get()) is not None:
-            if self.error is not None:
-                continue  # drain after a failure so that put() never blocks forever
-            try:
-                self.con.register("incoming", piece)
-                self.con.execute(self.sql)
-                self.con.unregister("incoming")
-            except BaseException as exc:  # noqa: BLE001 - handed to the producing thread
-                self.error = exc
-
-    def __exit__(self, *exc_info) -> None:
-        self.queue.put(None)
-        self.thread.join()
-        if self.error is not None and exc_info[0] is None:
-            raise self.error
-
-
 def _limits_and_bands(aggregates: pl.DataFrame, quality: pl.DataFrame, cfg: StoreConfig) -> tuple[pl.DataFrame, pl.DataFrame, pl.DataFrame]:
     """The corpus-wide step: thresholds from every stream's windows, then the quality bands they decide."""
     limits_frame = thresholds(aggregates, quality, cfg)
@@ -243,23 +203,29 @@ def derive_tables(ingest_dir: Path, out: Path, cfg: StoreConfig, resources: Reso
     writer = RowGroupWriter(out / "observations.parquet", OBSERVATIONS_SCHEMA, on_group=digest.update)
     ids = pa.array([sid for unit in units for sid, _ in unit.streams], type=pa.string())
     code = 0
-    with _Inserter(con, "observations", "stream_id::VARCHAR, ts, value, step_us") as inserter:
-        try:
-            for unit, _ in zip(units, run_ordered(store_unit, units, resources.worker_count, "store"), strict=True):
-                reader = iter_part(Path(unit.out) / "observations.arrow")
-                codes = np.repeat(np.arange(code, code + len(unit.streams), dtype=np.int32), [n for _, n in unit.streams])
-                code += len(unit.streams)
-                offset = 0
-                for batch in reader:
-                    stream = pa.DictionaryArray.from_arrays(pa.array(codes[offset : offset + batch.num_rows]), ids)
-                    offset += batch.num_rows
-                    piece = pa.table({"stream_id": stream, "ts": batch["ts"], "value": batch["value"], "step_us": batch["step_us"]})
-                    inserter.put(piece)
-                    writer.write(piece)
-            observations = writer.close()
-        except BaseException:
-            writer.abort()
-            raise
+    def append(piece: pa.Table) -> None:  # on the inserter's thread, which owns `con` until it is closed
+        con.register("incoming", piece)
+        con.execute("INSERT INTO observations SELECT stream_id::VARCHAR, ts, value, step_us FROM incoming")
+        con.unregister("incoming")
+
+    inserter = Background(append, depth=4, name="duckdb-insert")
+    try:
+        for unit, _ in zip(units, run_ordered(store_unit, units, resources.worker_count, "store"), strict=True):
+            codes = np.repeat(np.arange(code, code + len(unit.streams), dtype=np.int32), [n for _, n in unit.streams])
+            code += len(unit.streams)
+            offset = 0
+            for batch in iter_part(Path(unit.out) / "observations.arrow"):
+                stream = pa.DictionaryArray.from_arrays(pa.array(codes[offset : offset + batch.num_rows]), ids)
+                offset += batch.num_rows
+                piece = pa.table({"stream_id": stream, "ts": batch["ts"], "value": batch["value"], "step_us": batch["step_us"]})
+                inserter.put(piece)
+                writer.write(piece)
+        observations = writer.close()
+        inserter.close()
+    except BaseException:
+        writer.abort()
+        inserter.close(check=False)
+        raise
     parts = {name: [pl.from_arrow(read_part(Path(unit.out) / f"{name}.arrow")) for unit in units] for name in PER_STREAM}
     joined = {name: pl.concat(frames) if frames else None for name, frames in parts.items()}
     if joined["aggregates"] is None:  # no observations at all
