@@ -6,7 +6,7 @@ BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed-stamp
 TB := $(BIN)/telemetry-bench
 
-.PHONY: build test test-fast lint bench bench-scale verify clean venv
+.PHONY: build test test-fast lint bench bench-scale verify clean venv report traces
 
 venv: $(STAMP)
 
@@ -30,6 +30,21 @@ bench-scale: $(STAMP)
 
 verify: $(STAMP)
 	$(TB) verify
+
+# The reference agents (oracle, the audit's shortcut controller, noop) on the test split of every built corpus.
+traces: $(STAMP)
+	@mkdir -p artifacts/traces
+	@for release in artifacts/*/release; do corpus=$$(basename $$(dirname $$release)); \
+	  test -s $$release/test.jsonl || { echo "$$corpus: no released test episodes, no traces"; continue; }; \
+	  for agent in oracle controller noop; do \
+	    $(TB) run --corpus $$corpus --split test --agent $$agent --out artifacts/traces/$$corpus-$$agent.jsonl > /dev/null || exit 1; \
+	    echo "artifacts/traces/$$corpus-$$agent.jsonl"; \
+	  done; done
+
+# artifacts/report.html over every built corpus and every trace under artifacts/traces/ (the reference traces first if none).
+report: $(STAMP)
+	@ls artifacts/traces/*.jsonl > /dev/null 2>&1 || $(MAKE) --no-print-directory traces
+	$(TB) report $$(for trace in artifacts/traces/*.jsonl; do printf -- '--trace %s ' "$$trace"; done) --out artifacts/report.html
 
 lint: $(STAMP)
 	$(BIN)/ruff check .

@@ -50,7 +50,7 @@ def _normal(value: Any) -> Any:
     return value
 
 
-def _signature(tool: str, arguments: dict) -> tuple:
+def call_signature(tool: str, arguments: dict) -> tuple:
     return (tool, _normal(arguments))
 
 
@@ -62,7 +62,7 @@ def _resolved(calls: list[tuple[str, str, dict]], outputs: dict[str, Any]) -> li
             values = refs.resolve(arguments, outputs)
         except refs.ReferenceError_:
             values = arguments
-        out.append((call_id, _signature(tool, values)))
+        out.append((call_id, call_signature(tool, values)))
     return out
 
 

@@ -6,9 +6,10 @@ import json
 from collections import defaultdict
 from importlib import metadata
 from pathlib import Path
+from typing import NamedTuple
 
 from contracts.episodes import Episode
-from contracts.runtime import EpisodeEnd, TraceHeader, TurnRecord
+from contracts.runtime import EpisodeEnd, EpisodeScore, TraceHeader, TurnRecord
 from contracts.tasks import SPLITS
 from pipeline.canonical import atomic_write_bytes, canonical_bytes, digest_file
 from pipeline.config import load_episodes_config, select_corpora
@@ -132,21 +133,39 @@ def read_trace(path: Path) -> tuple[TraceHeader, dict, set[int]]:
     return header, turns, runs
 
 
+class Played(NamedTuple):
+    """One run of one episode as scored: the player that counts (the best of a controller's policies), its turns and score."""
+
+    episode: Episode
+    run: int
+    player: str | None
+    turns: list[TurnRecord]
+    score: EpisodeScore
+
+
+def played_episodes(ws: Workspace, path: Path) -> tuple[TraceHeader, list[Played]]:
+    """A saved trace scored against the episodes it was played on (the episode file's hash must match)."""
+    header, turns, runs = read_trace(path)
+    episodes_path = ws.stage_dir(header.corpus, header.episode_set) / f"{header.split}.jsonl"
+    if not episodes_path.is_file() or digest_file(episodes_path) != header.episode_set_hash:
+        raise RunError(f"{path}: played on an episode set that {episodes_path} no longer is (hash differs); "
+                       "re-run the agent on the current build")
+    keywords = slot_keywords(load_episodes_config(ws))
+    out = []
+    episodes = load_episodes(episodes_path)
+    for run in sorted(runs):
+        for episode in episodes:
+            if header.settings.get("limit") is None or (episode.id, run) in turns:
+                played = turns.get((episode.id, run)) or {None: []}
+                scored = [(player, t, score_episode(episode, t, keywords, run)) for player, t in played.items()]
+                player, chosen, score = max(scored, key=lambda p: (p[2].accomplished, p[2].task, p[2].protocol))
+                out.append(Played(episode, run, player, chosen, score))
+    return header, out
+
+
 def score_traces(ws: Workspace, paths: list[Path]) -> dict:
-    """Score saved traces against the episodes they were played on (the episode file's hash must match)."""
-    scores = []
-    for path in paths:
-        header, turns, runs = read_trace(path)
-        episodes_path = ws.stage_dir(header.corpus, header.episode_set) / f"{header.split}.jsonl"
-        if not episodes_path.is_file() or digest_file(episodes_path) != header.episode_set_hash:
-            raise RunError(f"{path}: played on an episode set that {episodes_path} no longer is (hash differs); "
-                           "re-run the agent on the current build")
-        keywords = slot_keywords(load_episodes_config(ws))
-        for run in sorted(runs):
-            for episode in load_episodes(episodes_path):
-                if header.settings.get("limit") is None or (episode.id, run) in turns:
-                    played = turns.get((episode.id, run)) or {None: []}
-                    scores.append(_any_of(episode, [score_episode(episode, t, keywords, run) for t in played.values()], run))
+    """Score saved traces against the episodes they were played on."""
+    scores = [p.score for path in paths for p in played_episodes(ws, path)[1]]
     summary = summarize(scores)
     summary["rows"] = [s.model_dump() for s in scores]
     return summary

@@ -23,6 +23,8 @@ def layer_of(module: str) -> int:
         return 1
     if head in LAYERS:
         return LAYERS.index(head)
+    if head in {"play", "evaluation"}:  # library entry points wiring runtime, audit and release ground truth
+        return LAYERS.index("release")
     return LAYERS.index("cli") if head in {"bench", "stages", "build"} else LAYERS.index("cli")
 
 

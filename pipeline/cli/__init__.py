@@ -5,7 +5,7 @@ from __future__ import annotations
 import click
 
 from pipeline import __version__
-from pipeline.cli import build, groundtruth, ingest, inspect, runtime, tools
+from pipeline.cli import build, groundtruth, ingest, inspect, report, runtime, tools
 
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})
@@ -23,5 +23,5 @@ def main(root: str | None, artifacts: str | None, debug: bool) -> None:
     """
 
 
-for _command in (*build.COMMANDS, *ingest.COMMANDS, inspect.inspect, *tools.COMMANDS, *runtime.COMMANDS, *groundtruth.COMMANDS):
+for _command in (*build.COMMANDS, *ingest.COMMANDS, inspect.inspect, *tools.COMMANDS, *runtime.COMMANDS, *groundtruth.COMMANDS, *report.COMMANDS):
     main.add_command(_command)

@@ -118,16 +118,23 @@ _command("episodes", _episodes_text, """Episodes per split, interaction mode and
 @inspect.command("episode")
 @click.argument("episode_id")
 @click.option("--corpus", required=True, help="Corpus name.")
+@click.option("--trace", type=click.Path(dir_okay=False), help="Also show how this trace's agent played the episode (run 0).")
+@click.option("--width", type=click.IntRange(60), help="Line width (default: the terminal's).")
 @click.pass_context
 @cli.handle_errors
-def inspect_episode(ctx: click.Context, episode_id: str, corpus: str) -> None:
-    """Play one episode along its gold path and print the conversation, tool results included.
+def inspect_episode(ctx: click.Context, episode_id: str, corpus: str, trace: str | None, width: int | None) -> None:
+    """Play one episode along its gold path and print the conversation, tool results included; with --trace, also the
+    agent's run, marking the first turn where it left the gold path.
 
     \b
     Example:
       telemetry-bench inspect episode xai4heat.window_pairwise_compare.000f05fe370db5bc.ep --corpus xai4heat
     """
-    from pipeline.runtime.episodes_api import episode_transcript
+    from pathlib import Path
 
-    for line in episode_transcript(cli.workspace(ctx), corpus, episode_id):
-        click.echo(line)
+    from rich.console import Console
+
+    from pipeline.report.terminal import episode_conversations, print_episode
+
+    episode, conversations = episode_conversations(cli.workspace(ctx), corpus, episode_id, Path(trace) if trace else None)
+    print_episode(Console(width=width, highlight=False, soft_wrap=False), episode, conversations)

@@ -1,14 +1,11 @@
-"""Library entry points behind `inspect episode`."""
+"""Library entry points behind `inspect episodes` and `inspect episode` (finding an episode by id)."""
 
 from __future__ import annotations
 
 from contracts.episodes import Episode
 from contracts.tasks import SPLITS
-from pipeline.config import load_episodes_config, select_corpora
+from pipeline.config import select_corpora
 from pipeline.errors import StageError
-from pipeline.runtime.simulator import slot_keywords
-from pipeline.runtime.transcript import transcript
-from pipeline.tools.access import ToolStore
 from pipeline.workspace import Workspace
 
 
@@ -23,15 +20,6 @@ def find_episode(ws: Workspace, corpus: str, episode_id: str) -> Episode:
             if f'"id":"{episode_id}"' in line:
                 return Episode.model_validate_json(line)
     raise StageError(f"no episode {episode_id!r} in {folder}; list ids with `telemetry-bench inspect episodes --corpus {corpus}`")
-
-
-def episode_transcript(ws: Workspace, corpus: str, episode_id: str) -> list[str]:
-    episode = find_episode(ws, corpus, episode_id)
-    store = ToolStore.for_corpus(ws, corpus)
-    try:
-        return transcript(episode, store, slot_keywords(load_episodes_config(ws)))
-    finally:
-        store.close()
 
 
 def episodes_summary(ws: Workspace, corpus: str) -> dict:

@@ -1,0 +1,219 @@
+"""What the report shows, gathered from stage outputs and traces into plain data (no rendering here)."""
+
+from __future__ import annotations
+
+from collections import Counter, defaultdict
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+from contracts.episodes import Episode
+from contracts.runtime import TraceHeader
+from pipeline.config import load_episodes_config, load_mapping, select_corpora
+from pipeline.errors import StageError
+from pipeline.evaluation import evaluate_row
+from pipeline.manifest import read_manifest
+from pipeline.play import Played, audit_summary, load_episodes, played_episodes
+from pipeline.release.ground_truth import trajectory
+from pipeline.report.conversation import Conversation, agent_conversation, gold_conversation, gold_records
+from pipeline.runtime.episodes_api import episodes_summary
+from pipeline.runtime.scoring import summarize
+from pipeline.runtime.simulator import slot_keywords
+from pipeline.store.build import STORE_FILE, open_store
+from pipeline.store.inspect import store_summary
+from pipeline.tasks.inspect import tasks_summary
+from pipeline.tools.access import ToolStore
+from pipeline.workspace import Workspace
+
+PARTS = ("final", "evidence", "phase", "temporal", "protocol")  # the five part scores (task = the first four together)
+STAGES = ("ingest", "store", "tasks", "episodes", "audit", "release")
+
+
+class ReportError(StageError):
+    """The report cannot be made from what was asked (a corpus not built, a trace of another corpus)."""
+
+
+@dataclass
+class TraceResult:
+    """One trace scored: summary rates, issue and failure-mode counts, and run 0 of every episode as a conversation."""
+
+    path: Path
+    label: str
+    header: TraceHeader
+    summary: dict[str, Any]
+    failure_modes: dict[str, int]
+    per_split: dict[str, float]
+    repeat: int
+    played: list[Played] = field(repr=False, default_factory=list)
+    modes_of: dict[tuple[str, int], tuple[str, ...]] = field(repr=False, default_factory=dict)
+
+
+@dataclass
+class EpisodeEntry:
+    episode: Episode
+    gold: Conversation
+    agents: list[Conversation]
+
+
+@dataclass
+class CorpusReport:
+    name: str
+    title: str
+    overview: dict[str, Any]
+    benchmark: dict[str, Any]
+    traces: list[TraceResult]
+    episodes: list[EpisodeEntry]
+    released: bool
+
+
+def built_corpora(ws: Workspace, requested: list[str] | tuple[str, ...]) -> list[str]:
+    """The corpora to report: those asked for (each must be built), else every corpus whose release exists."""
+    names = select_corpora(ws, list(requested))
+    if not requested:
+        built = [n for n in names if read_manifest(ws.stage_dir(n, "release")) is not None]
+        if not built:
+            raise ReportError(f"{ws.artifacts_dir}: no corpus is built; run `make build` (or `telemetry-bench build`) first")
+        return built
+    for name in names:
+        missing = [s for s in STAGES if read_manifest(ws.stage_dir(name, s)) is None]
+        if missing:
+            raise ReportError(f"{ws.stage_dir(name, missing[0])}: corpus {name} has no {missing[0]} stage; "
+                              f"run `telemetry-bench build --corpus {name}` first")
+    return names
+
+
+def _month(us: int) -> str:
+    return datetime.fromtimestamp(us / 1_000_000, tz=UTC).strftime("%Y-%m")
+
+
+def corpus_overview(ws: Workspace, corpus: str) -> dict[str, Any]:
+    summary = store_summary(ws, corpus)
+    con = open_store(ws.stage_dir(corpus, "store") / STORE_FILE)
+    try:
+        sites = con.execute(
+            "SELECT s.site_id, s.label, s.held_out, count(t.stream_id), coalesce(sum(t.n_obs), 0), min(t.first_ts), max(t.last_ts) "
+            "FROM sites s LEFT JOIN streams t USING (site_id) GROUP BY ALL ORDER BY s.site_id"
+        ).fetchall()
+        classes = con.execute(
+            "SELECT coalesce(point_class, '(unclassified)'), count(*) FROM streams GROUP BY 1 ORDER BY 2 DESC, 1"
+        ).fetchall()
+        # Coverage of a site in a month: the mean over the site's streams of their month coverage (no data = 0).
+        cells = con.execute(
+            "SELECT t.site_id, a.window_start, sum(least(a.coverage, 1.0)) FROM aggregates a JOIN streams t USING (stream_id) "
+            "WHERE a.period = 'month' GROUP BY ALL ORDER BY 1, 2"
+        ).fetchall()
+    finally:
+        con.close()
+    streams_per_site = {row[0]: row[3] for row in sites}
+    months = sorted({start for _, start, _ in cells})
+    column = {start: i for i, start in enumerate(months)}
+    site_ids = [row[0] for row in sites]
+    matrix = [[0.0] * len(months) for _ in site_ids]
+    for site, start, total in cells:
+        matrix[site_ids.index(site)][column[start]] = round(total / max(1, streams_per_site[site]), 4)
+    return {
+        "counts": {k: summary[k] for k in ("sites", "streams", "observations", "rejects", "raw_value_cells")},
+        "rejects_by_reason": dict(sorted(summary["rejects_by_reason"].items(), key=lambda kv: (-kv[1], kv[0]))),
+        "sites": [{"site_id": s, "label": label, "held_out": bool(held), "streams": n, "observations": int(obs),
+                   "first": _month(first) if first is not None else "-", "last": _month(last) if last is not None else "-"}
+                  for s, label, held, n, obs, first, last in sites],
+        "point_classes": dict(classes),
+        "coverage": {"sites": site_ids, "months": [_month(m) for m in months], "matrix": matrix},
+        "quality": summary["quality"],
+        "thresholds": summary["thresholds"],
+        "weekly_coverage_p10_p50_p90": summary["weekly_coverage_p10_p50_p90"],
+    }
+
+
+def benchmark_overview(ws: Workspace, corpus: str) -> dict[str, Any]:
+    tasks = tasks_summary(ws, corpus)
+    episodes = episodes_summary(ws, corpus)
+    audit = audit_summary(ws, corpus)
+    dropped = read_manifest(ws.stage_dir(corpus, "episodes")).details.get("dropped", {})
+    release = read_manifest(ws.stage_dir(corpus, "release"))
+    families = sorted(tasks["counts"])
+    return {
+        "families": families,
+        "family_split": {f: tasks["counts"][f] for f in families},
+        "released_split": release.row_counts if release else {},
+        "pools": [{"family": f, "pool": tasks["pools"][f], "predicates": tasks["predicates"][f], "eligible": tasks["eligible"][f],
+                   "selected": sum(tasks["counts"][f].values())} for f in families],
+        "missing_families": tasks["missing_families"],
+        "interaction_modes": dict(sorted(episodes["interaction_modes"].items(), key=lambda kv: (-kv[1], kv[0]))),
+        "commitment_outcomes": episodes["commitment_outcomes"],
+        "commitment_mix_released": audit["commitment_mix"],
+        "dropped_at_episodes": dropped,
+        "candidates": audit["candidates"],
+        "released": audit["released"],
+        "excluded_by_policy": audit["excluded_by_policy"],
+        "completions_on_candidates": audit["completions_on_candidates"],
+        "policies": audit["policies"],
+        "controls": audit["controls"],
+    }
+
+
+def _label(header: TraceHeader, path: Path, taken: set[str]) -> str:
+    label = header.agent if header.repeat == 1 else f"{header.agent} x{header.repeat}"
+    if label in taken:
+        label = f"{label} ({path.stem})"
+    taken.add(label)
+    return label
+
+
+def trace_result(ws: Workspace, path: Path, label: str, header: TraceHeader, played: list[Played], store: ToolStore,
+                 keywords: dict[str, set[str]]) -> TraceResult:
+    summary = summarize(p.score for p in played)
+    trajectories: dict[str, dict] = {}
+    modes_of: dict[tuple[str, int], tuple[str, ...]] = {}
+    by_split: dict[str, list[bool]] = defaultdict(list)
+    for p in played:
+        gt = trajectories.setdefault(p.episode.id, trajectory(p.episode))
+        modes_of[(p.episode.id, p.run)] = tuple(evaluate_row(gt, p.episode, p.turns, store, keywords)["failure_modes"])
+        by_split[p.episode.split].append(p.score.accomplished)
+    modes = Counter(m for found in modes_of.values() for m in found)
+    return TraceResult(path=path, label=label, header=header, summary=summary,
+                       failure_modes=dict(sorted(modes.items(), key=lambda kv: (-kv[1], kv[0]))),
+                       per_split={s: round(sum(v) / len(v), 4) for s, v in sorted(by_split.items())},
+                       repeat=max((p.run for p in played), default=0) + 1, played=played, modes_of=modes_of)
+
+
+def read_traces(ws: Workspace, paths: list[Path], corpora: list[str]) -> dict[str, list[tuple[Path, TraceHeader, list[Played]]]]:
+    """Traces grouped by corpus; a trace of a corpus not in the report is an error naming it."""
+    grouped: dict[str, list] = defaultdict(list)
+    for path in paths:
+        header, played = played_episodes(ws, path)
+        if header.corpus not in corpora:
+            raise ReportError(f"{path}: a trace of corpus {header.corpus}, which this report does not cover "
+                              f"(it covers {', '.join(corpora) or 'no corpus'}); add --corpus {header.corpus}")
+        grouped[header.corpus].append((path, header, played))
+    return grouped
+
+
+def corpus_report(ws: Workspace, corpus: str, traces: list[tuple[Path, TraceHeader, list[Played]]]) -> CorpusReport:
+    keywords = slot_keywords(load_episodes_config(ws))
+    release_test = ws.stage_dir(corpus, "release") / "test.jsonl"
+    store = ToolStore.for_corpus(ws, corpus)
+    try:
+        taken: set[str] = set()
+        results = [trace_result(ws, path, _label(header, path, taken), header, played, store, keywords)
+                   for path, header, played in traces]
+        entries = []
+        for episode in load_episodes(release_test) if release_test.is_file() else []:
+            gold = gold_records(episode, store, keywords)
+            agents = []
+            for result in results:
+                run0 = {p.episode.id: p for p in result.played if p.run == 0}
+                p = run0.get(episode.id)
+                if p is None:
+                    continue
+                agents.append(agent_conversation(episode, result.label, p.turns, gold, keywords, p.score.accomplished,
+                                                 tuple(p.score.issues), result.modes_of[(episode.id, 0)],
+                                                 note=f"policy {p.player}" if p.player else None))
+            entries.append(EpisodeEntry(episode, gold_conversation(episode, gold), agents))
+    finally:
+        store.close()
+    mapping = load_mapping(ws.corpus_config(corpus))
+    return CorpusReport(name=corpus, title=mapping.title, overview=corpus_overview(ws, corpus),
+                        benchmark=benchmark_overview(ws, corpus), traces=results, episodes=entries,
+                        released=release_test.is_file())

@@ -1,0 +1,127 @@
+"""`telemetry-bench report`: one self-contained static HTML file (plots inline as SVG, no network) over corpora and traces."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from importlib import metadata
+from pathlib import Path
+
+from jinja2 import Environment, PackageLoader, StrictUndefined
+from markupsafe import Markup
+
+from pipeline.canonical import atomic_write_bytes
+from pipeline.report import plots
+from pipeline.report.collect import PARTS, CorpusReport, built_corpora, corpus_report, read_traces
+from pipeline.workspace import Workspace
+
+SECTIONS = ("corpus-overview", "benchmark-overview", "results", "episodes")
+BAND_ORDER = ["healthy", "marginal", "low_coverage", "long_gap"]
+OUTCOMES = ["answer", "abstain", "re_clarify"]
+TOP = 10
+
+
+@dataclass(frozen=True)
+class Plot:
+    id: str
+    caption: str
+    svg: Markup
+
+
+def _plot(plot_id: str, caption: str, svg: str) -> Plot:
+    return Plot(plot_id, caption, Markup(svg))
+
+
+def corpus_plots(report: CorpusReport) -> dict[str, list[Plot]]:
+    """Plots per section of one corpus."""
+    c, o, b = report.name, report.overview, report.benchmark
+    overview = [
+        _plot(f"plot-{c}-point-classes", "Streams per point class",
+              plots.barh(f"{c}-point-classes", "Streams per point class", o["point_classes"], "streams")),
+        _plot(f"plot-{c}-rejects", "Rejected raw cells by reason",
+              plots.barh(f"{c}-rejects", "Rejected cells by reason", o["rejects_by_reason"] or {"(none)": 0}, "cells",
+                         log=True, color=plots.PALETTE[3])),
+        _plot(f"plot-{c}-coverage", "Coverage over time per site: mean month coverage of the site's streams (no data = 0)",
+              plots.heatmap(f"{c}-coverage", "Coverage per site and month", o["coverage"]["sites"], o["coverage"]["months"],
+                            o["coverage"]["matrix"], "coverage")),
+        _plot(f"plot-{c}-quality", "Quality bands of streams and of day, week and month windows (shares)",
+              plots.stacked(f"{c}-quality", "Quality distribution", o["quality"], BAND_ORDER, "share", plots.BAND_COLORS,
+                            share=True)),
+    ]
+    benchmark = [
+        _plot(f"plot-{c}-family-split", "Static tasks per family and split",
+              plots.stacked(f"{c}-family-split", "Tasks per family and split", b["family_split"], ["train", "dev", "test"],
+                            "tasks")),
+        _plot(f"plot-{c}-interaction-modes", "Episodes per interaction mode (all splits, before the audit)",
+              plots.barh(f"{c}-interaction-modes", "Interaction modes", b["interaction_modes"], "episodes")),
+        _plot(f"plot-{c}-commitment", "Commitment outcomes: candidates (episodes stage) and released (after the audit)",
+              plots.stacked(f"{c}-commitment", "Commitment mix",
+                            {"candidates": b["commitment_outcomes"], "released": b["commitment_mix_released"]}, OUTCOMES,
+                            "share", share=True)),
+        _plot(f"plot-{c}-policies", "Shortcut policies: candidates each accomplishes, and how many it excluded",
+              plots.grouped(f"{c}-policies", "Shortcut policies on the candidates", list(b["policies"]),
+                            {"accomplished": [b["completions_on_candidates"][p] for p in b["policies"]],
+                             "excluded": [b["excluded_by_policy"][p] for p in b["policies"]]}, "episodes", ymax=None)),
+    ]
+    results = []
+    scored = [t for t in report.traces if t.summary["runs"]]  # a trace of an empty split has nothing to plot
+    if scored:
+        families = sorted({f for t in scored for f in t.summary["per_family"]})
+        splits = sorted({s for t in scored for s in t.per_split})
+        results = [
+            _plot(f"plot-{c}-accomplishment-family", "Accomplishment rate per family",
+                  plots.grouped(f"{c}-accomplishment-family", "Accomplished per family", families,
+                                {t.label: [t.summary["per_family"].get(f, 0.0) for f in families] for t in scored},
+                                "accomplished rate")),
+            _plot(f"plot-{c}-accomplishment-split", "Accomplishment rate per split",
+                  plots.grouped(f"{c}-accomplishment-split", "Accomplished per split", splits,
+                                {t.label: [t.per_split.get(s, 0.0) for s in splits] for t in scored}, "accomplished rate")),
+            _plot(f"plot-{c}-part-scores", "The five part scores (task = final, evidence, phase and temporal together)",
+                  plots.grouped(f"{c}-part-scores", "Part scores", list(PARTS),
+                                {t.label: [t.summary[p] for p in PARTS] for t in scored}, "rate")),
+        ]
+    return {"corpus-overview": overview, "benchmark-overview": benchmark, "results": results}
+
+
+def most_common(counts: list[dict[str, int]], limit: int = TOP) -> list[str]:
+    """Keys by their total over all agents, most common first (ties by name), at most `limit`."""
+    totals: dict[str, int] = {}
+    for found in counts:
+        for key, n in found.items():
+            totals[key] = totals.get(key, 0) + n
+    return sorted(totals, key=lambda k: (-totals[k], k))[:limit]
+
+
+def _environment() -> Environment:
+    env = Environment(loader=PackageLoader("pipeline.report", "templates"), autoescape=True, undefined=StrictUndefined,
+                      trim_blocks=True, lstrip_blocks=True, keep_trailing_newline=True)
+    env.filters["num"] = lambda v: f"{v:,}" if isinstance(v, int) else (f"{v:.4g}" if isinstance(v, float) else v)
+    env.filters["pct"] = lambda v: f"{100 * v:.1f}%"
+    return env
+
+
+def render(reports: list[CorpusReport], missing: list[str]) -> str:
+    families = sorted({e.episode.family for r in reports for e in r.episodes})
+    return _environment().get_template("report.html.j2").render(
+        reports=reports, plots={r.name: corpus_plots(r) for r in reports}, parts=PARTS, sections=SECTIONS, top=TOP,
+        issues={r.name: most_common([t.summary["issues"] for t in r.traces]) for r in reports},
+        modes={r.name: most_common([t.failure_modes for t in r.traces]) for r in reports},
+        families=families, missing=missing, version=metadata.version("telemetry-bench"),
+        episode_count=sum(len(r.episodes) for r in reports),
+    )
+
+
+def build_report(ws: Workspace, corpora: list[str], traces: list[Path], out: Path) -> dict:
+    """Write the report; return what it holds (for the CLI's summary line)."""
+    names = built_corpora(ws, corpora)
+    from pipeline.config import corpus_names
+
+    missing = [] if corpora else [n for n in corpus_names(ws) if n not in names]
+    grouped = read_traces(ws, traces, names)
+    reports = [corpus_report(ws, name, grouped.get(name, [])) for name in names]
+    text = render(reports, missing)
+    atomic_write_bytes(out, text.encode("utf-8"))
+    return {
+        "out": str(out), "bytes": len(text.encode("utf-8")), "corpora": names, "not_built": missing,
+        "traces": [str(p) for p in traces], "episodes": sum(len(r.episodes) for r in reports),
+        "plots": text.count('<figure class="plot"'),
+    }

@@ -1,0 +1,91 @@
+"""`inspect episode` in the terminal: the gold path and, with a trace, the agent's run, with rich formatting."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from rich.console import Console, Group
+from rich.panel import Panel
+from rich.rule import Rule
+from rich.table import Table
+from rich.text import Text
+
+from contracts.episodes import Episode
+from pipeline.config import load_episodes_config
+from pipeline.evaluation import evaluate_row
+from pipeline.play import RunError, played_episodes
+from pipeline.release.ground_truth import trajectory
+from pipeline.report.conversation import Conversation, agent_conversation, gold_conversation, gold_records
+from pipeline.runtime.episodes_api import find_episode
+from pipeline.runtime.simulator import slot_keywords
+from pipeline.tools.access import ToolStore
+from pipeline.workspace import Workspace
+
+
+def episode_conversations(ws: Workspace, corpus: str, episode_id: str, trace: Path | None = None) -> tuple[Episode, list[Conversation]]:
+    """The episode's gold path and, given a trace, run 0 of that trace on the episode."""
+    episode = find_episode(ws, corpus, episode_id)
+    played = None
+    if trace is not None:
+        header, runs = played_episodes(ws, trace)
+        if header.corpus != corpus:
+            raise RunError(f"{trace}: a trace of corpus {header.corpus}, not {corpus}; pass --corpus {header.corpus}")
+        played = next((p for p in runs if p.episode.id == episode_id and p.run == 0), None)
+        if played is None:
+            raise RunError(f"{trace}: episode {episode_id} was not played in this trace (split {header.split}); "
+                           "pick an episode of that split")
+    keywords = slot_keywords(load_episodes_config(ws))
+    store = ToolStore.for_corpus(ws, corpus)
+    try:
+        gold = gold_records(episode, store, keywords)
+        conversations = [gold_conversation(episode, gold)]
+        if played is not None:
+            modes = tuple(evaluate_row(trajectory(episode), episode, played.turns, store, keywords)["failure_modes"])
+            conversations.append(agent_conversation(
+                episode, header.agent, played.turns, gold, keywords, played.score.accomplished, tuple(played.score.issues), modes,
+                note=f"policy {played.player}" if played.player else None))
+    finally:
+        store.close()
+    return episode, conversations
+
+
+def _conversation(c: Conversation) -> Group:
+    title = Text(c.who, style="bold")
+    if c.note:
+        title.append(f" ({c.note})", style="dim")
+    if c.accomplished is not None:
+        title.append("  accomplished" if c.accomplished else "  not accomplished", style="green" if c.accomplished else "bold red")
+    parts: list = [Rule(title, align="left")]
+    if c.issues:
+        parts.append(Text(f"protocol issues: {', '.join(c.issues)}", style="yellow"))
+    if c.failure_modes:
+        parts.append(Text(f"failure modes: {', '.join(c.failure_modes)}", style="yellow"))
+    grid = Table.grid(padding=(0, 1))
+    grid.add_column(no_wrap=True, min_width=8)
+    grid.add_column(overflow="fold")
+    grid.add_row(Text("USER", style="bold cyan"), c.opening)
+    for turn in c.turns:
+        grid.add_row(Text(f"AGENT {turn.number}", style="bold red" if turn.off_path else "bold blue"), turn.text)
+        if turn.off_path:
+            grid.add_row(Text("✗", style="bold red"), Text(f"left the gold path here: {turn.off_path}", style="bold red"))
+        if turn.issues:
+            grid.add_row("", Text(f"issues: {', '.join(turn.issues)}", style="yellow"))
+        if turn.result_short is not None:
+            grid.add_row("", Text(f"-> {turn.result_short}", style="dim"))
+        if turn.reply is not None:
+            grid.add_row(Text("USER", style="bold cyan"), Text.assemble(turn.reply, (f"  [{turn.event}]" if turn.event else "", "dim")))
+    if c.left_at is not None and c.left_at == len(c.turns):
+        grid.add_row(Text("✗", style="bold red"), Text("stopped before the gold path ended", style="bold red"))
+    parts.append(grid)
+    return Group(*parts)
+
+
+def print_episode(console: Console, episode: Episode, conversations: list[Conversation]) -> None:
+    header = Text.assemble(
+        (episode.id, "bold"), f"\nsplit {episode.split} · family {episode.family} · {episode.interaction_mode}\n",
+        f"commitment {episode.commitment_outcome} · turn budget {episode.turn_budget} · evidence {', '.join(episode.evidence_stream_ids)}\n",
+        ("hidden instruction: ", "dim"), episode.hidden_instruction,
+    )
+    console.print(Panel(header, title="episode", title_align="left"))
+    for conversation in conversations:
+        console.print(_conversation(conversation))
