@@ -124,10 +124,16 @@ def _audit_run(ctx: Context, out: Path) -> StageResult:
                      load_episodes_config(ctx.ws), out)
 
 
+RELEASE_UPSTREAM = ("ingest", "store", "tasks", "episodes", "audit")
+
+
 def _release_identity(ctx: Context) -> tuple[dict, dict[str, str]]:
+    # release.json embeds every upstream manifest, so their cache keys (code, config, inputs) are inputs too:
+    # a change of upstream code that leaves its outputs alone must still rebuild the release.
     return {"mapping": ctx.mapping.model_dump(mode="json")}, {
         **_upstream_outputs(ctx, "audit"), **_upstream_outputs(ctx, "episodes"), **_upstream_outputs(ctx, "store"),
         **_upstream_outputs(ctx, "ingest"),
+        **{f"{stage}/cache_key": require_manifest(ctx.stage_dir(stage), stage).cache_key for stage in RELEASE_UPSTREAM},
     }
 
 
@@ -137,8 +143,7 @@ def _release_run(ctx: Context, out: Path) -> StageResult:
     from pipeline.release.stage import build_release
     from pipeline.tools.registry import registry_version
 
-    upstream = {stage: require_manifest(ctx.stage_dir(stage), stage).model_dump(mode="json")
-                for stage in ("ingest", "store", "tasks", "episodes", "audit")}
+    upstream = {stage: require_manifest(ctx.stage_dir(stage), stage).model_dump(mode="json") for stage in RELEASE_UPSTREAM}
     report = json.loads((ctx.stage_dir("ingest") / "report.json").read_text(encoding="utf-8"))
     return build_release(ctx.mapping, ctx.stage_dir("audit"), ctx.stage_dir("episodes"), upstream, out, registry_version(),
                          library_versions(), report["raw_sha256"])

@@ -176,3 +176,16 @@ def test_tool_registry_version_enters_the_identity_of_stages_that_use_tools(ws, 
     monkeypatch.setattr(registry, "SEMANTICS_VERSION", registry.SEMANTICS_VERSION + 1)
     after = (build_module.identity_of(user, ctx).cache_key, build_module.identity_of(store_stage, ctx).cache_key)
     assert before[0] != after[0] and before[1] == after[1]
+
+
+def test_upstream_code_change_that_keeps_outputs_still_rebuilds_the_release(ws, monkeypatch):
+    """release.json embeds the upstream manifests: their new code versions must reach it even when no output changed."""
+    from pipeline import build as build_module
+
+    real = build_module.code_version
+    monkeypatch.setattr(build_module, "code_version", lambda packages: real(packages) + ("-new" if "audit" in packages else ""))
+    result = statuses(build(ws))
+    assert result[("hhw", "audit")] == "built" and result[("hhw", "release")] == "built"
+    assert result[("hhw", "episodes")] == "cached"
+    release = json.loads((ws.stage_dir("hhw", "release") / "release.json").read_text())
+    assert release["stages"]["audit"]["code_version"].endswith("-new")
