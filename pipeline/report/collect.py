@@ -68,17 +68,21 @@ class CorpusReport:
 
 
 def built_corpora(ws: Workspace, requested: list[str] | tuple[str, ...]) -> list[str]:
-    """The corpora to report: those asked for (each must be built), else every corpus whose release exists."""
+    """The corpora to report: those asked for (each must be built), else every corpus built through every stage."""
+
+    def missing_stage(name: str) -> str | None:
+        return next((s for s in STAGES if read_manifest(ws.stage_dir(name, s)) is None), None)
+
     names = select_corpora(ws, list(requested))
     if not requested:
-        built = [n for n in names if read_manifest(ws.stage_dir(n, "release")) is not None]
+        built = [n for n in names if missing_stage(n) is None]
         if not built:
             raise ReportError(f"{ws.artifacts_dir}: no corpus is built; run `make build` (or `telemetry-bench build`) first")
         return built
     for name in names:
-        missing = [s for s in STAGES if read_manifest(ws.stage_dir(name, s)) is None]
-        if missing:
-            raise ReportError(f"{ws.stage_dir(name, missing[0])}: corpus {name} has no {missing[0]} stage; "
+        stage = missing_stage(name)
+        if stage is not None:
+            raise ReportError(f"{ws.stage_dir(name, stage)}: corpus {name} has no {stage} stage; "
                               f"run `telemetry-bench build --corpus {name}` first")
     return names
 
