@@ -8,6 +8,7 @@ the ground truth's planning steps and the agent's plan (its plan actions, else o
 
 from __future__ import annotations
 
+import contextlib
 from collections import Counter, defaultdict
 from pathlib import Path
 from typing import Any
@@ -50,20 +51,20 @@ def _normal(value: Any) -> Any:
     return value
 
 
-def call_signature(tool: str, arguments: dict) -> tuple:
+def _signature(tool: str, arguments: dict) -> tuple:
     return (tool, _normal(arguments))
+
+
+def resolved_signature(tool: str, arguments: dict, outputs: dict[str, Any]) -> tuple:
+    """A call compared as values: references replaced by the values they point to (kept as written if they do not resolve)."""
+    with contextlib.suppress(refs.ReferenceError_):
+        arguments = refs.resolve(arguments, outputs)
+    return _signature(tool, arguments)
 
 
 def _resolved(calls: list[tuple[str, str, dict]], outputs: dict[str, Any]) -> list[tuple]:
     """(id, signature) of each call with its references replaced by the values they pointed to."""
-    out = []
-    for call_id, tool, arguments in calls:
-        try:
-            values = refs.resolve(arguments, outputs)
-        except refs.ReferenceError_:
-            values = arguments
-        out.append((call_id, call_signature(tool, values)))
-    return out
+    return [(call_id, resolved_signature(tool, arguments, outputs)) for call_id, tool, arguments in calls]
 
 
 def _gt_calls(trajectory: dict) -> list[tuple[str, str, dict]]:

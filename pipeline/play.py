@@ -106,22 +106,47 @@ def _any_of(episode: Episode, scores: list, run: int):
         return scores[0]
     if not scores:
         return score_episode(episode, [], {}, run)
-    return max(scores, key=lambda s: (s.accomplished, s.task, s.protocol))
+    return max(scores, key=_rank)
+
+
+def _rank(score: EpisodeScore) -> tuple[bool, bool, bool]:
+    """How the best of several players of one episode is chosen (any accomplishes: the controller's rule)."""
+    return score.accomplished, score.task, score.protocol
+
+
+def _trace_lines(path: Path, first_only: bool = False) -> list[str]:
+    if not path.is_file():
+        raise RunError(f"{path}: no such trace file")
+    try:
+        with path.open("rb") as handle:
+            data = handle.readline() if first_only else handle.read()
+        return data.decode("utf-8").splitlines()
+    except UnicodeDecodeError as exc:
+        raise RunError(f"{path}: not UTF-8 text ({exc}); was it written by `telemetry-bench run`?") from exc
+
+
+def _header(path: Path, lines: list[str]) -> TraceHeader:
+    try:
+        return TraceHeader.model_validate_json(lines[0])
+    except (IndexError, ValueError) as exc:
+        raise RunError(f"{path}: line 1 is not a trace header ({exc}); was it written by `telemetry-bench run`?") from exc
+
+
+def trace_header(path: Path) -> TraceHeader:
+    """Only the header of a trace (which corpus, split and agent), without reading its records."""
+    return _header(path, _trace_lines(path, first_only=True))
 
 
 def read_trace(path: Path) -> tuple[TraceHeader, dict, set[int]]:
-    if not path.is_file():
-        raise RunError(f"{path}: no such trace file")
-    lines = path.read_text(encoding="utf-8").splitlines()
-    try:
-        header = TraceHeader.model_validate_json(lines[0])
-    except (IndexError, ValueError) as exc:
-        raise RunError(f"{path}: line 1 is not a trace header ({exc}); was it written by `telemetry-bench run`?") from exc
+    lines = _trace_lines(path)
+    header = _header(path, lines)
     turns: dict[tuple[str, int], dict[str | None, list[TurnRecord]]] = defaultdict(lambda: defaultdict(list))
     runs: set[int] = set()
     for number, line in enumerate(lines[1:], start=2):
         try:
             data = json.loads(line)
+            if not isinstance(data, dict):
+                raise ValueError(f"a JSON {type(data).__name__}, not an object")
             if data.get("type") == "turn":
                 record = TurnRecord.model_validate(data)
                 turns[(record.episode_id, record.run)][record.player].append(record)
@@ -158,7 +183,7 @@ def played_episodes(ws: Workspace, path: Path) -> tuple[TraceHeader, list[Played
             if header.settings.get("limit") is None or (episode.id, run) in turns:
                 played = turns.get((episode.id, run)) or {None: []}
                 scored = [(player, t, score_episode(episode, t, keywords, run)) for player, t in played.items()]
-                player, chosen, score = max(scored, key=lambda p: (p[2].accomplished, p[2].task, p[2].protocol))
+                player, chosen, score = max(scored, key=lambda p: _rank(p[2]))
                 out.append(Played(episode, run, player, chosen, score))
     return header, out
 

@@ -6,6 +6,7 @@ import json
 import shutil
 import subprocess
 import sys
+from datetime import UTC, datetime
 from pathlib import Path
 
 import html5lib
@@ -251,7 +252,8 @@ def test_terminal_transcript_errors(real_artifacts, traces):
 
 
 def test_departure_from_the_gold_path(real_artifacts, xai_store):
-    """Plans are neutral; stopping early is reported as len(turns); a changed argument is the first departure."""
+    """Plans are neutral; acceptable variants stay on the path; stopping early, a changed argument, a call before the
+    question, and an unreadable turn leave it, each with what the gold path does there."""
     from contracts.runtime import TurnRecord
     from pipeline.config import load_episodes_config
     from pipeline.report.conversation import agent_conversation, departure, gold_records
@@ -266,12 +268,109 @@ def test_departure_from_the_gold_path(real_artifacts, xai_store):
     assert departure(episode, gold, gold, keywords) is None
     plan = TurnRecord(episode_id=episode.id, run=0, turn=0, action={"kind": "plan", "text": "ask, resolve, compare"})
     assert departure(episode, [plan, *gold], gold, keywords) is None
-    assert departure(episode, gold[:3], gold, keywords) == 3
+    early = departure(episode, gold[:3], gold, keywords)
+    assert early.index == 3 and early.expected.startswith("call compare_window")
     conversation = agent_conversation(episode, "truncated", gold[:3], gold, keywords, False)
-    assert conversation.left_at == 3 and not any(t.off_path for t in conversation.turns)
+    assert conversation.left_at == 3 and conversation.stopped_early.startswith("the gold path would call compare_window")
+    assert not any(t.off_path for t in conversation.turns)
     calls = [i for i, r in enumerate(gold) if (r.action or {}).get("kind") == "call_tool"]
     changed = gold[calls[0]].action | {"arguments": {**gold[calls[0]].action["arguments"], "site": "L4"}}
     moved = [*gold[:calls[0]], gold[calls[0]].model_copy(update={"action": changed}), *gold[calls[0] + 1:]]
-    assert departure(episode, moved, gold, keywords) == calls[0]
+    assert departure(episode, moved, gold, keywords).index == calls[0]
+    assert departure(episode, [gold[calls[0]]], gold, keywords).expected == "ask the user for the missing detail"
     unreadable = gold[0].model_copy(update={"action": None, "raw": "garbage"})
-    assert departure(episode, [unreadable], gold, keywords) == 0
+    assert departure(episode, [unreadable], gold, keywords).index == 0
+    # A reference to an output that does not exist yet at that turn does not resolve: it leaves the path.
+    assert "$c1" in str(gold[calls[2]].action["arguments"])  # compare_window refers to both resolve_point outputs
+    ahead = [*gold[:calls[0]], gold[calls[2]], gold[calls[0]], gold[calls[1]], *gold[calls[2] + 1:]]
+    assert departure(episode, ahead, gold, keywords).index == calls[0]
+
+
+def test_acceptable_variant_stays_on_the_gold_path(real_artifacts):
+    """An agent that takes one of a phase's acceptable call sets (period custom instead of day) has not left the path."""
+    from pipeline.config import load_episodes_config
+    from pipeline.report.conversation import departure, gold_records
+    from pipeline.runtime.simulator import slot_keywords
+    from pipeline.tools.access import ToolStore
+    from pipeline.workspace import Workspace
+
+    ws = Workspace.from_root(REPO, real_artifacts)
+    keywords = slot_keywords(load_episodes_config(ws))
+    first = json.loads((real_artifacts / "hhw" / "release" / "test.jsonl").read_text().split("\n", 1)[0])
+    from contracts.episodes import Episode
+
+    episode = Episode.model_validate(first)
+    store = ToolStore.for_corpus(ws, "hhw")
+    try:
+        gold = gold_records(episode, store, keywords)
+    finally:
+        store.close()
+    index = next(i for i, r in enumerate(gold) if (r.action or {}).get("name") == "aggregate_window")
+    variant = gold[index].action | {"arguments": {**gold[index].action["arguments"], "period": "custom"}}
+    assert any(c.arguments.get("period") == "custom" for v in episode.phases[0].acceptable_calls for c in v)
+    played = [*gold[:index], gold[index].model_copy(update={"action": variant}), *gold[index + 1:]]
+    assert departure(episode, played, gold, keywords) is None
+    other = gold[index].action | {"arguments": {**gold[index].action["arguments"], "period": "week"}}
+    played = [*gold[:index], gold[index].model_copy(update={"action": other}), *gold[index + 1:]]
+    assert departure(episode, played, gold, keywords).index == index
+
+
+def test_heatmap_months_are_a_gapless_calendar_range():
+    from pipeline.report.collect import _month_range
+
+    def us(year: int, month: int) -> int:
+        return int(datetime(year, month, 1, tzinfo=UTC).timestamp()) * 1_000_000
+
+    assert _month_range(us(2020, 11), us(2021, 2)) == ["2020-11", "2020-12", "2021-01", "2021-02"]
+    assert _month_range(us(2021, 5), us(2021, 5)) == ["2021-05"]
+
+
+def rewrite(trace: Path, out: Path, header: dict | None = None, turn=None) -> Path:
+    """A copy of a trace with its header updated and the first turn record passed through `turn`."""
+    lines = trace.read_text(encoding="utf-8").splitlines()
+    first = json.loads(lines[0]) | (header or {})
+    records = [json.loads(line) for line in lines[1:]]
+    if turn is not None:
+        index = next(i for i, r in enumerate(records) if r["type"] == "turn")
+        records[index] = turn(records[index])
+    out.write_text("\n".join(json.dumps(r) for r in [first, *records]) + "\n", encoding="utf-8")
+    return out
+
+
+def test_report_and_transcript_take_hostile_traces(real_artifacts, traces, tmp_path):
+    """Agent-controlled text is text: '$' is not TeX in plots, '[/]' is not rich markup, '<script>' is escaped;
+    the same agent twice keeps two series; broken trace files are one-line errors naming the file."""
+    noop = next(t for t in traces if t.name == "hhw-noop.jsonl")
+    text = "[/] [bold red]x $\\notacmd$ <script>alert(1)</script>"
+    hostile = rewrite(noop, tmp_path / "hostile.jsonl", {"agent": "cost $5 and $\\notacmd$"},
+                      lambda r: r | {"action": {"kind": "answer", "text": text, "fields": {}}})
+    out = tmp_path / "hostile.html"
+    result = make_report(real_artifacts, [hostile, noop, noop], out, "--corpus", "hhw", "--json")
+    assert result.exit_code == 0, result.output
+    page = out.read_text(encoding="utf-8")
+    assert "<script>alert(1)</script>" not in page and "&lt;script&gt;alert(1)&lt;/script&gt;" in page
+    tree = html5lib.HTMLParser(namespaceHTMLElements=True).parse(page)
+    labels = [("".join(r.find("h:td", NS).itertext())).strip()
+              for r in tree.findall(".//h:table[@class='trace-summary']/h:tbody/h:tr", NS)]
+    assert labels == ["cost $5 and $\\notacmd$ x2", "noop x2", "noop x2 (hhw-noop)"]
+    legend = "".join(tree.find(".//h:figure[@id='plot-hhw-part-scores']", NS).itertext())
+    assert all(label in legend for label in labels)
+    first = json.loads((real_artifacts / "hhw" / "release" / "test.jsonl").read_text().split("\n", 1)[0])["id"]
+    result = run_cli(real_artifacts, "inspect", "episode", first, "--corpus", "hhw", "--trace", str(hostile), "--width", "200")
+    assert result.exit_code == 0, result.output
+    assert "answer: '[/] [bold red]x $" in result.output  # shown as written, not read as markup
+
+    broken = tmp_path / "broken.jsonl"
+    lines = noop.read_text(encoding="utf-8").splitlines()
+    broken.write_text("\n".join([lines[0], "[1, 2]"]) + "\n", encoding="utf-8")
+    result = make_report(real_artifacts, [broken], tmp_path / "r.html")
+    assert result.exit_code == 1 and f"{broken}: line 2: not a trace record" in result.output
+    binary = tmp_path / "binary.jsonl"
+    binary.write_bytes(b"\xff\xfe" + noop.read_bytes())
+    result = make_report(real_artifacts, [binary], tmp_path / "r.html")
+    assert result.exit_code == 1 and f"{binary}: not UTF-8 text" in result.output
+    other = rewrite(noop, tmp_path / "other.jsonl", {"corpus": "bts"})
+    result = make_report(real_artifacts, [other], tmp_path / "r.html")
+    assert result.exit_code == 1 and "add --corpus bts" in result.output
+    result = make_report(real_artifacts, [noop], Path("/proc/report.html"))
+    assert result.exit_code == 1 and "/proc/report.html: cannot write the report" in result.output

@@ -137,4 +137,4 @@ def inspect_episode(ctx: click.Context, episode_id: str, corpus: str, trace: str
     from pipeline.report.terminal import episode_conversations, print_episode
 
     episode, conversations = episode_conversations(cli.workspace(ctx), corpus, episode_id, Path(trace) if trace else None)
-    print_episode(Console(width=width, highlight=False, soft_wrap=False), episode, conversations)
+    print_episode(Console(width=width, highlight=False, markup=False, soft_wrap=False), episode, conversations)

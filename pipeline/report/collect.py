@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from collections import Counter, defaultdict
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
@@ -14,7 +15,7 @@ from pipeline.config import load_episodes_config, load_mapping, select_corpora
 from pipeline.errors import StageError
 from pipeline.evaluation import evaluate_row
 from pipeline.manifest import read_manifest
-from pipeline.play import Played, audit_summary, load_episodes, played_episodes
+from pipeline.play import Played, audit_summary, load_episodes, played_episodes, trace_header
 from pipeline.release.ground_truth import trajectory
 from pipeline.report.conversation import Conversation, agent_conversation, gold_conversation, gold_records
 from pipeline.runtime.episodes_api import episodes_summary
@@ -27,7 +28,7 @@ from pipeline.tools.access import ToolStore
 from pipeline.workspace import Workspace
 
 PARTS = ("final", "evidence", "phase", "temporal", "protocol")  # the five part scores (task = the first four together)
-STAGES = ("ingest", "store", "tasks", "episodes", "audit", "release")
+NEEDED_STAGES = ("ingest", "store", "tasks", "episodes", "audit", "release")  # every stage whose output the report reads
 
 
 class ReportError(StageError):
@@ -43,10 +44,14 @@ class TraceResult:
     header: TraceHeader
     summary: dict[str, Any]
     failure_modes: dict[str, int]
-    per_split: dict[str, float]
-    repeat: int
+    k: int  # runs per episode: the summary's pass^k is pass^{k}
     played: list[Played] = field(repr=False, default_factory=list)
     modes_of: dict[tuple[str, int], tuple[str, ...]] = field(repr=False, default_factory=dict)
+
+
+    @property
+    def pass_k(self) -> float | None:
+        return self.summary.get(f"pass^{self.k}")
 
 
 @dataclass
@@ -64,14 +69,13 @@ class CorpusReport:
     benchmark: dict[str, Any]
     traces: list[TraceResult]
     episodes: list[EpisodeEntry]
-    released: bool
 
 
 def built_corpora(ws: Workspace, requested: list[str] | tuple[str, ...]) -> list[str]:
     """The corpora to report: those asked for (each must be built), else every corpus built through every stage."""
 
     def missing_stage(name: str) -> str | None:
-        return next((s for s in STAGES if read_manifest(ws.stage_dir(name, s)) is None), None)
+        return next((s for s in NEEDED_STAGES if read_manifest(ws.stage_dir(name, s)) is None), None)
 
     names = select_corpora(ws, list(requested))
     if not requested:
@@ -89,6 +93,13 @@ def built_corpora(ws: Workspace, requested: list[str] | tuple[str, ...]) -> list
 
 def _month(us: int) -> str:
     return datetime.fromtimestamp(us / 1_000_000, tz=UTC).strftime("%Y-%m")
+
+
+def _month_range(first_us: int, last_us: int) -> list[str]:
+    """Every calendar month from the first to the last, gaps included, so that the heatmap's time axis is linear."""
+    first = datetime.fromtimestamp(first_us / 1_000_000, tz=UTC)
+    last = datetime.fromtimestamp(last_us / 1_000_000, tz=UTC)
+    return [f"{m // 12:04d}-{m % 12 + 1:02d}" for m in range(first.year * 12 + first.month - 1, last.year * 12 + last.month)]
 
 
 def corpus_overview(ws: Workspace, corpus: str) -> dict[str, Any]:
@@ -110,12 +121,12 @@ def corpus_overview(ws: Workspace, corpus: str) -> dict[str, Any]:
     finally:
         con.close()
     streams_per_site = {row[0]: row[3] for row in sites}
-    months = sorted({start for _, start, _ in cells})
-    column = {start: i for i, start in enumerate(months)}
+    months = _month_range(min(s for _, s, _ in cells), max(s for _, s, _ in cells)) if cells else []
+    column = {label: i for i, label in enumerate(months)}
     site_ids = [row[0] for row in sites]
     matrix = [[0.0] * len(months) for _ in site_ids]
     for site, start, total in cells:
-        matrix[site_ids.index(site)][column[start]] = round(total / max(1, streams_per_site[site]), 4)
+        matrix[site_ids.index(site)][column[_month(start)]] = round(total / max(1, streams_per_site[site]), 4)
     return {
         "counts": {k: summary[k] for k in ("sites", "streams", "observations", "rejects", "raw_value_cells")},
         "rejects_by_reason": dict(sorted(summary["rejects_by_reason"].items(), key=lambda kv: (-kv[1], kv[0]))),
@@ -123,7 +134,7 @@ def corpus_overview(ws: Workspace, corpus: str) -> dict[str, Any]:
                    "first": _month(first) if first is not None else "-", "last": _month(last) if last is not None else "-"}
                   for s, label, held, n, obs, first, last in sites],
         "point_classes": dict(classes),
-        "coverage": {"sites": site_ids, "months": [_month(m) for m in months], "matrix": matrix},
+        "coverage": {"sites": site_ids, "months": months, "matrix": matrix},
         "quality": summary["quality"],
         "thresholds": summary["thresholds"],
         "weekly_coverage_p10_p50_p90": summary["weekly_coverage_p10_p50_p90"],
@@ -131,22 +142,24 @@ def corpus_overview(ws: Workspace, corpus: str) -> dict[str, Any]:
 
 
 def benchmark_overview(ws: Workspace, corpus: str) -> dict[str, Any]:
+    """The released benchmark (release.json's counts) beside the stages that made it: tasks, episodes, audit."""
     tasks = tasks_summary(ws, corpus)
     episodes = episodes_summary(ws, corpus)
     audit = audit_summary(ws, corpus)
     dropped = read_manifest(ws.stage_dir(corpus, "episodes")).details.get("dropped", {})
-    release = read_manifest(ws.stage_dir(corpus, "release"))
+    released = json.loads((ws.stage_dir(corpus, "release") / "release.json").read_text(encoding="utf-8"))["counts"]
     families = sorted(tasks["counts"])
     return {
         "families": families,
-        "family_split": {f: tasks["counts"][f] for f in families},
-        "released_split": release.row_counts if release else {},
+        "family_split": {f: released["family_x_split"].get(f, {}) for f in families},
+        "tasks_family_split": {f: tasks["counts"][f] for f in families},
+        "released_split": released["split"],
         "pools": [{"family": f, "pool": tasks["pools"][f], "predicates": tasks["predicates"][f], "eligible": tasks["eligible"][f],
                    "selected": sum(tasks["counts"][f].values())} for f in families],
         "missing_families": tasks["missing_families"],
-        "interaction_modes": dict(sorted(episodes["interaction_modes"].items(), key=lambda kv: (-kv[1], kv[0]))),
+        "interaction_modes": dict(sorted(released["interaction_mode"].items(), key=lambda kv: (-kv[1], kv[0]))),
         "commitment_outcomes": episodes["commitment_outcomes"],
-        "commitment_mix_released": audit["commitment_mix"],
+        "commitment_released": released["commitment_outcome"],
         "dropped_at_episodes": dropped,
         "candidates": audit["candidates"],
         "released": audit["released"],
@@ -158,38 +171,41 @@ def benchmark_overview(ws: Workspace, corpus: str) -> dict[str, Any]:
 
 
 def _label(header: TraceHeader, path: Path, taken: set[str]) -> str:
-    label = header.agent if header.repeat == 1 else f"{header.agent} x{header.repeat}"
-    if label in taken:
-        label = f"{label} ({path.stem})"
+    """A name for the trace's agent, unique within the report (the same agent twice is told apart by file)."""
+    base = header.agent if header.repeat == 1 else f"{header.agent} x{header.repeat}"
+    label, n = base, 1
+    while label in taken:
+        n += 1
+        label = f"{base} ({path.stem})" if n == 2 else f"{base} ({path.stem} #{n - 1})"
     taken.add(label)
     return label
 
 
-def trace_result(ws: Workspace, path: Path, label: str, header: TraceHeader, played: list[Played], store: ToolStore,
+def trace_result(path: Path, label: str, header: TraceHeader, played: list[Played], store: ToolStore,
                  keywords: dict[str, set[str]]) -> TraceResult:
     summary = summarize(p.score for p in played)
     trajectories: dict[str, dict] = {}
     modes_of: dict[tuple[str, int], tuple[str, ...]] = {}
-    by_split: dict[str, list[bool]] = defaultdict(list)
     for p in played:
         gt = trajectories.setdefault(p.episode.id, trajectory(p.episode))
         modes_of[(p.episode.id, p.run)] = tuple(evaluate_row(gt, p.episode, p.turns, store, keywords)["failure_modes"])
-        by_split[p.episode.split].append(p.score.accomplished)
     modes = Counter(m for found in modes_of.values() for m in found)
+    k = next((int(key.removeprefix("pass^")) for key in summary if key.startswith("pass^")), 0)
     return TraceResult(path=path, label=label, header=header, summary=summary,
-                       failure_modes=dict(sorted(modes.items(), key=lambda kv: (-kv[1], kv[0]))),
-                       per_split={s: round(sum(v) / len(v), 4) for s, v in sorted(by_split.items())},
-                       repeat=max((p.run for p in played), default=0) + 1, played=played, modes_of=modes_of)
+                       failure_modes=dict(sorted(modes.items(), key=lambda kv: (-kv[1], kv[0]))), k=k, played=played,
+                       modes_of=modes_of)
 
 
 def read_traces(ws: Workspace, paths: list[Path], corpora: list[str]) -> dict[str, list[tuple[Path, TraceHeader, list[Played]]]]:
-    """Traces grouped by corpus; a trace of a corpus not in the report is an error naming it."""
+    """Traces grouped by corpus; a trace of a corpus not in the report is an error naming it (checked before scoring)."""
+    for path in paths:
+        corpus = trace_header(path).corpus
+        if corpus not in corpora:
+            raise ReportError(f"{path}: a trace of corpus {corpus}, which this report does not cover "
+                              f"(it covers {', '.join(corpora) or 'no corpus'}); add --corpus {corpus}")
     grouped: dict[str, list] = defaultdict(list)
     for path in paths:
         header, played = played_episodes(ws, path)
-        if header.corpus not in corpora:
-            raise ReportError(f"{path}: a trace of corpus {header.corpus}, which this report does not cover "
-                              f"(it covers {', '.join(corpora) or 'no corpus'}); add --corpus {header.corpus}")
         grouped[header.corpus].append((path, header, played))
     return grouped
 
@@ -200,24 +216,19 @@ def corpus_report(ws: Workspace, corpus: str, traces: list[tuple[Path, TraceHead
     store = ToolStore.for_corpus(ws, corpus)
     try:
         taken: set[str] = set()
-        results = [trace_result(ws, path, _label(header, path, taken), header, played, store, keywords)
+        results = [trace_result(path, _label(header, path, taken), header, played, store, keywords)
                    for path, header, played in traces]
+        first_runs = [(r, {p.episode.id: p for p in r.played if p.run == 0}) for r in results]
         entries = []
-        for episode in load_episodes(release_test) if release_test.is_file() else []:
+        for episode in load_episodes(release_test):
             gold = gold_records(episode, store, keywords)
-            agents = []
-            for result in results:
-                run0 = {p.episode.id: p for p in result.played if p.run == 0}
-                p = run0.get(episode.id)
-                if p is None:
-                    continue
-                agents.append(agent_conversation(episode, result.label, p.turns, gold, keywords, p.score.accomplished,
-                                                 tuple(p.score.issues), result.modes_of[(episode.id, 0)],
-                                                 note=f"policy {p.player}" if p.player else None))
+            agents = [agent_conversation(episode, result.label, p.turns, gold, keywords, p.score.accomplished,
+                                         tuple(p.score.issues), result.modes_of[(episode.id, 0)],
+                                         note=f"policy {p.player}" if p.player else None)
+                      for result, run0 in first_runs if (p := run0.get(episode.id)) is not None]
             entries.append(EpisodeEntry(episode, gold_conversation(episode, gold), agents))
     finally:
         store.close()
     mapping = load_mapping(ws.corpus_config(corpus))
     return CorpusReport(name=corpus, title=mapping.title, overview=corpus_overview(ws, corpus),
-                        benchmark=benchmark_overview(ws, corpus), traces=results, episodes=entries,
-                        released=release_test.is_file())
+                        benchmark=benchmark_overview(ws, corpus), traces=results, episodes=entries)

@@ -6,18 +6,17 @@ One structure feeds both renderers (the HTML episode browser and `inspect episod
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, replace
 from typing import Any
 
 from contracts.episodes import Episode
 from contracts.runtime import TurnRecord
-from pipeline.evaluation import call_signature
+from pipeline.evaluation import resolved_signature
 from pipeline.release.ground_truth import render_action
 from pipeline.runtime.agents import OracleAgent
 from pipeline.runtime.parse import failed_fields
 from pipeline.runtime.runner import run_episode
 from pipeline.runtime.simulator import asks_for
-from pipeline.tools import refs
 from pipeline.tools.access import ToolStore
 
 # Result fields shown in one line; the whole result is shown folded (HTML) or not at all (terminal).
@@ -53,8 +52,8 @@ class Conversation:
     issues: tuple[str, ...] = ()
     failure_modes: tuple[str, ...] = ()
     left_at: int | None = None  # index into turns of the first turn off the gold path (len(turns): stopped early)
+    stopped_early: str | None = None  # when it stopped before the gold path ended: what the gold path does next
     note: str | None = None  # e.g. which controller policy played
-    extra: dict[str, Any] = field(default_factory=dict)
 
 
 def short_result(result: dict | None) -> str:
@@ -114,49 +113,73 @@ def gold_records(episode: Episode, store: ToolStore, keywords: dict[str, set[str
     return [r for r in run_episode(OracleAgent(), episode, store, keywords) if isinstance(r, TurnRecord)]
 
 
-def _call_key(record: TurnRecord, outputs: dict[str, Any]) -> tuple:
-    action = record.action or {}
-    try:
-        arguments = refs.resolve(action.get("arguments") or {}, outputs)
-    except refs.ReferenceError_:
-        arguments = action.get("arguments") or {}
-    return call_signature(action.get("name", ""), arguments)
+@dataclass(frozen=True)
+class Departure:
+    """Where an agent left the gold path: the turn's index (len(turns): it stopped early) and what the gold path does there."""
+
+    index: int
+    expected: str
 
 
-def departure(episode: Episode, agent: list[TurnRecord], gold: list[TurnRecord], keywords: dict[str, set[str]]) -> int | None:
-    """Index of the agent's first turn that is not the gold path's turn at that position (plans are neutral).
+def departure(episode: Episode, agent: list[TurnRecord], gold: list[TurnRecord], keywords: dict[str, set[str]]) -> Departure | None:
+    """The agent's first turn off the gold path; None when it kept to the path to its end.
 
-    Asking matches when it asks for the gold question's slot; a call when tool and resolved arguments equal the
-    gold call's; an answer when it passes the checks of the step it answers. len(agent) means the agent stopped
-    before the gold path ended; None means it followed the gold path to its end.
+    The gold path asks for every withheld slot first (in any order), then per phase makes the phase's canonical
+    calls (or the calls of one of its acceptable variants) and answers, then answers the follow-ups. So a question
+    is on the path when it asks for a slot still withheld; a call when nothing is withheld and the call, with its
+    references resolved to the values they pointed to at that turn, is one of the current phase's canonical or
+    acceptable calls; an answer when nothing is withheld and it passes the checks of the step it answers.
+    Plans are neutral. Anything else (a repeated question, a call during the follow-ups, a call of an earlier
+    phase, an unreadable turn) leaves the path.
     """
     steps = [*episode.phases, *episode.follow_ups]
     gold_outputs = {r.call_id: r.tool_result for r in gold if r.call_id}
-    agent_outputs = {r.call_id: r.tool_result for r in agent if r.call_id}
-    slots = [w.slot for w in episode.withheld]
-    position, answers = 0, 0
+    gold_calls = {r.call_id: r.action for r in gold if r.call_id and r.action}
+    pending = [w.slot for w in episode.withheld]
+    outputs: dict[str, Any] = {}
+    made: set[tuple] = set()
+    answered = 0
+
+    def expected() -> str:
+        if pending:
+            return render_action({"kind": "ask_user"})
+        if answered < len(episode.phases):
+            for call in episode.phases[answered].canonical_calls:
+                if resolved_signature(call.tool, call.arguments, gold_outputs) not in made:
+                    return render_action(gold_calls.get(call.id) or {"kind": "call_tool", "name": call.tool, "arguments": call.arguments})
+        if answered < len(steps):
+            return render_action({"kind": "answer", "fields": steps[answered].gold})
+        return "stop"
+
     for index, record in enumerate(agent):
-        action = record.action or {}
-        if action.get("kind") == "plan":
+        action = record.action
+        kind = (action or {}).get("kind")
+        if kind == "plan":
             continue
-        expected = gold[position].action if position < len(gold) else None
-        if expected is None or record.action is None or action.get("kind") != expected.get("kind"):
-            return index
-        kind = action["kind"]
         if kind == "ask_user":
-            asked = sum(1 for r in gold[:position] if (r.action or {}).get("kind") == "ask_user")
-            if asked >= len(slots) or not asks_for(action.get("text", ""), slots[asked], keywords):
-                return index
+            slot = next((s for s in pending if asks_for(action.get("text", ""), s, keywords)), None)
+            if slot is None:
+                return Departure(index, expected())
+            pending.remove(slot)
         elif kind == "call_tool":
-            if _call_key(record, agent_outputs) != _call_key(gold[position], gold_outputs):
-                return index
+            if pending or answered >= len(episode.phases):
+                return Departure(index, expected())
+            phase = episode.phases[answered]
+            allowed = {resolved_signature(c.tool, c.arguments, gold_outputs)
+                       for variant in (phase.canonical_calls, *phase.acceptable_calls) for c in variant}
+            signature = resolved_signature(action.get("name", ""), action.get("arguments") or {}, outputs)
+            if signature not in allowed:
+                return Departure(index, expected())
+            made.add(signature)
+            if record.call_id:
+                outputs[record.call_id] = record.tool_result
         elif kind == "answer":
-            step = steps[answers] if answers < len(steps) else None
-            answers += 1
-            if step is None or failed_fields(step.checks, step.gold, action.get("fields") or {}):
-                return index
-        position += 1
-    return len(agent) if position < len(gold) else None
+            if pending or answered >= len(steps) or failed_fields(steps[answered].checks, steps[answered].gold, action.get("fields") or {}):
+                return Departure(index, expected())
+            answered += 1
+        else:  # unreadable output
+            return Departure(index, expected())
+    return None if answered >= len(steps) else Departure(len(agent), expected())
 
 
 def gold_conversation(episode: Episode, gold: list[TurnRecord]) -> Conversation:
@@ -168,9 +191,8 @@ def agent_conversation(episode: Episode, who: str, records: list[TurnRecord], go
                        failure_modes: tuple[str, ...] = (), note: str | None = None) -> Conversation:
     turns = turns_of(records)
     left = departure(episode, records, gold, keywords)
-    if left is not None and left < len(turns):
-        gold_index = sum(1 for r in records[:left] if (r.action or {}).get("kind") != "plan")
-        expected = render_action(gold[gold_index].action) if gold_index < len(gold) and gold[gold_index].action else "stop"
-        turns[left] = replace(turns[left], off_path=f"the gold path would {expected}")
+    if left is not None and left.index < len(turns):
+        turns[left.index] = replace(turns[left.index], off_path=f"the gold path would {left.expected}")
     return Conversation(who=who, opening=episode.initial_message, turns=turns, accomplished=accomplished, issues=issues,
-                        failure_modes=failure_modes, left_at=left, note=note)
+                        failure_modes=failure_modes, left_at=left.index if left else None,
+                        stopped_early=f"the gold path would {left.expected}" if left and left.index == len(turns) else None, note=note)

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import base64
+import hashlib
 from dataclasses import dataclass
 from importlib import metadata
 from pathlib import Path
@@ -11,7 +13,7 @@ from markupsafe import Markup
 
 from pipeline.canonical import atomic_write_bytes
 from pipeline.report import plots
-from pipeline.report.collect import PARTS, CorpusReport, built_corpora, corpus_report, read_traces
+from pipeline.report.collect import PARTS, CorpusReport, ReportError, built_corpora, corpus_report, read_traces
 from pipeline.workspace import Workspace
 
 SECTIONS = ("corpus-overview", "benchmark-overview", "results", "episodes")
@@ -48,14 +50,14 @@ def corpus_plots(report: CorpusReport) -> dict[str, list[Plot]]:
                             share=True)),
     ]
     benchmark = [
-        _plot(f"plot-{c}-family-split", "Static tasks per family and split",
-              plots.stacked(f"{c}-family-split", "Tasks per family and split", b["family_split"], ["train", "dev", "test"],
-                            "tasks")),
-        _plot(f"plot-{c}-interaction-modes", "Episodes per interaction mode (all splits, before the audit)",
+        _plot(f"plot-{c}-family-split", "Released episodes per family and split",
+              plots.stacked(f"{c}-family-split", "Released episodes per family and split", b["family_split"],
+                            ["train", "dev", "test"], "episodes")),
+        _plot(f"plot-{c}-interaction-modes", "Released episodes per interaction mode (all splits)",
               plots.barh(f"{c}-interaction-modes", "Interaction modes", b["interaction_modes"], "episodes")),
         _plot(f"plot-{c}-commitment", "Commitment outcomes: candidates (episodes stage) and released (after the audit)",
               plots.stacked(f"{c}-commitment", "Commitment mix",
-                            {"candidates": b["commitment_outcomes"], "released": b["commitment_mix_released"]}, OUTCOMES,
+                            {"candidates": b["commitment_outcomes"], "released": b["commitment_released"]}, OUTCOMES,
                             "share", share=True)),
         _plot(f"plot-{c}-policies", "Shortcut policies: candidates each accomplishes, and how many it excluded",
               plots.grouped(f"{c}-policies", "Shortcut policies on the candidates", list(b["policies"]),
@@ -66,7 +68,7 @@ def corpus_plots(report: CorpusReport) -> dict[str, list[Plot]]:
     scored = [t for t in report.traces if t.summary["runs"]]  # a trace of an empty split has nothing to plot
     if scored:
         families = sorted({f for t in scored for f in t.summary["per_family"]})
-        splits = sorted({s for t in scored for s in t.per_split})
+        splits = sorted({s for t in scored for s in t.summary["per_split"]})
         results = [
             _plot(f"plot-{c}-accomplishment-family", "Accomplishment rate per family",
                   plots.grouped(f"{c}-accomplishment-family", "Accomplished per family", families,
@@ -74,7 +76,7 @@ def corpus_plots(report: CorpusReport) -> dict[str, list[Plot]]:
                                 "accomplished rate")),
             _plot(f"plot-{c}-accomplishment-split", "Accomplishment rate per split",
                   plots.grouped(f"{c}-accomplishment-split", "Accomplished per split", splits,
-                                {t.label: [t.per_split.get(s, 0.0) for s in splits] for t in scored}, "accomplished rate")),
+                                {t.label: [t.summary["per_split"].get(s, 0.0) for s in splits] for t in scored}, "accomplished rate")),
             _plot(f"plot-{c}-part-scores", "The five part scores (task = final, evidence, phase and temporal together)",
                   plots.grouped(f"{c}-part-scores", "Part scores", list(PARTS),
                                 {t.label: [t.summary[p] for p in PARTS] for t in scored}, "rate")),
@@ -101,7 +103,10 @@ def _environment() -> Environment:
 
 def render(reports: list[CorpusReport], missing: list[str]) -> str:
     families = sorted({e.episode.family for r in reports for e in r.episodes})
-    return _environment().get_template("report.html.j2").render(
+    env = _environment()
+    script = env.loader.get_source(env, "browser.js")[0]
+    return env.get_template("report.html.j2").render(
+        script=Markup(script), script_hash=base64.b64encode(hashlib.sha256(script.encode("utf-8")).digest()).decode("ascii"),
         reports=reports, plots={r.name: corpus_plots(r) for r in reports}, parts=PARTS, sections=SECTIONS, top=TOP,
         issues={r.name: most_common([t.summary["issues"] for t in r.traces]) for r in reports},
         modes={r.name: most_common([t.failure_modes for t in r.traces]) for r in reports},
@@ -119,7 +124,10 @@ def build_report(ws: Workspace, corpora: list[str], traces: list[Path], out: Pat
     grouped = read_traces(ws, traces, names)
     reports = [corpus_report(ws, name, grouped.get(name, [])) for name in names]
     text = render(reports, missing)
-    atomic_write_bytes(out, text.encode("utf-8"))
+    try:
+        atomic_write_bytes(out, text.encode("utf-8"))
+    except OSError as exc:
+        raise ReportError(f"{out}: cannot write the report ({exc.strerror or exc}); choose another --out") from exc
     return {
         "out": str(out), "bytes": len(text.encode("utf-8")), "corpora": names, "not_built": missing,
         "traces": [str(p) for p in traces], "episodes": sum(len(r.episodes) for r in reports),

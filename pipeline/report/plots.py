@@ -18,6 +18,7 @@ import numpy as np  # noqa: E402
 from matplotlib.colors import LinearSegmentedColormap  # noqa: E402
 
 STYLE = {
+    "text.parse_math": False,  # labels carry user text (agent names, site labels): a "$" is a dollar, never TeX
     "svg.fonttype": "none", "font.family": "sans-serif", "font.size": 9, "axes.spines.top": False, "axes.spines.right": False,
     "axes.titlesize": 10, "axes.titleweight": "bold", "axes.grid": True, "grid.alpha": 0.3, "axes.axisbelow": True,
 }
@@ -43,7 +44,8 @@ def _svg(fig: plt.Figure, plot_id: str) -> str:
     svg = ID.sub(lambda m: f'{m[1]}="{plot_id}-{m[2]}"', svg)
     svg = REF.sub(lambda m: f"{m[1]}#{plot_id}-{m[2]}", svg)
     # Fixed pixel sizes would overflow narrow screens: scale with the page instead.
-    return SIZE.sub(lambda m: f'<svg{m[1]} width="{m[2]}pt" height="{m[3]}pt" style="max-width:100%;height:auto" role="img"', svg, count=1)
+    return SIZE.sub(lambda m: f'<svg{m[1]} width="{m[2]}pt" height="{m[3]}pt" style="max-width:100%;height:auto" role="img" '
+                              f'aria-labelledby="plot-{plot_id}-caption"', svg, count=1)
 
 
 def _figure(height: float) -> tuple[plt.Figure, plt.Axes]:

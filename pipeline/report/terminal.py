@@ -63,9 +63,9 @@ def _conversation(c: Conversation) -> Group:
     grid = Table.grid(padding=(0, 1))
     grid.add_column(no_wrap=True, min_width=8)
     grid.add_column(overflow="fold")
-    grid.add_row(Text("USER", style="bold cyan"), c.opening)
+    grid.add_row(Text("USER", style="bold cyan"), Text(c.opening))
     for turn in c.turns:
-        grid.add_row(Text(f"AGENT {turn.number}", style="bold red" if turn.off_path else "bold blue"), turn.text)
+        grid.add_row(Text(f"AGENT {turn.number}", style="bold red" if turn.off_path else "bold blue"), Text(turn.text))
         if turn.off_path:
             grid.add_row(Text("✗", style="bold red"), Text(f"left the gold path here: {turn.off_path}", style="bold red"))
         if turn.issues:
@@ -74,8 +74,8 @@ def _conversation(c: Conversation) -> Group:
             grid.add_row("", Text(f"-> {turn.result_short}", style="dim"))
         if turn.reply is not None:
             grid.add_row(Text("USER", style="bold cyan"), Text.assemble(turn.reply, (f"  [{turn.event}]" if turn.event else "", "dim")))
-    if c.left_at is not None and c.left_at == len(c.turns):
-        grid.add_row(Text("✗", style="bold red"), Text("stopped before the gold path ended", style="bold red"))
+    if c.stopped_early:
+        grid.add_row(Text("✗", style="bold red"), Text(f"stopped before the gold path ended: {c.stopped_early}", style="bold red"))
     parts.append(grid)
     return Group(*parts)
 
