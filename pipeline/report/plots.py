@@ -106,7 +106,8 @@ def grouped(plot_id: str, title: str, groups: list[str], series: dict[str, list[
         for index, (name, values) in enumerate(series.items()):
             bars = ax.bar(x - 0.4 + width * (index + 0.5), values, width, label=name, color=PALETTE[index % len(PALETTE)])
             if len(groups) * n <= 15:
-                ax.bar_label(bars, labels=[f"{v:.2f}" for v in values], padding=2, fontsize=7)
+                counts = all(float(v).is_integer() for values_ in series.values() for v in values_) and ymax is None
+                ax.bar_label(bars, labels=[f"{v:,.0f}" if counts else f"{v:.2f}" for v in values], padding=2, fontsize=7)
         ax.set_xticks(x, groups, rotation=30 if max((len(g) for g in groups), default=0) > 8 else 0, ha="right")
         if ymax is not None:
             ax.set_ylim(0, ymax * 1.12)
