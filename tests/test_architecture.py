@@ -25,7 +25,7 @@ def layer_of(module: str) -> int:
         return LAYERS.index(head)
     if head in {"play", "evaluation"}:  # library entry points wiring runtime, audit and release ground truth
         return LAYERS.index("release")
-    return LAYERS.index("cli") if head in {"bench", "stages", "build"} else LAYERS.index("cli")
+    return LAYERS.index("cli")  # bench, build and every other top-level module
 
 
 def imports(path) -> list[str]:

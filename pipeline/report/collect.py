@@ -13,11 +13,15 @@ from contracts.episodes import Episode
 from contracts.runtime import TraceHeader
 from pipeline.config import load_episodes_config, load_mapping, select_corpora
 from pipeline.errors import StageError
-from pipeline.evaluation import evaluate_row
 from pipeline.manifest import read_manifest
 from pipeline.play import Played, audit_summary, load_episodes, played_episodes, trace_header
-from pipeline.release.ground_truth import trajectory
-from pipeline.report.conversation import Conversation, agent_conversation, gold_conversation, gold_records
+from pipeline.report.conversation import (
+    Conversation,
+    failure_modes_of,
+    gold_conversation,
+    gold_records,
+    played_conversation,
+)
 from pipeline.runtime.episodes_api import episodes_summary
 from pipeline.runtime.scoring import summarize
 from pipeline.runtime.simulator import slot_keywords
@@ -45,9 +49,8 @@ class TraceResult:
     summary: dict[str, Any]
     failure_modes: dict[str, int]
     k: int  # runs per episode: the summary's pass^k is pass^{k}
-    played: list[Played] = field(repr=False, default_factory=list)
-    modes_of: dict[tuple[str, int], tuple[str, ...]] = field(repr=False, default_factory=dict)
-
+    played: list[Played] = field(repr=False)
+    modes_of: dict[tuple[str, int], tuple[str, ...]] = field(repr=False)  # failure modes per (episode id, run)
 
     @property
     def pass_k(self) -> float | None:
@@ -124,9 +127,10 @@ def corpus_overview(ws: Workspace, corpus: str) -> dict[str, Any]:
     months = _month_range(min(s for _, s, _ in cells), max(s for _, s, _ in cells)) if cells else []
     column = {label: i for i, label in enumerate(months)}
     site_ids = [row[0] for row in sites]
+    row_of = {site: i for i, site in enumerate(site_ids)}
     matrix = [[0.0] * len(months) for _ in site_ids]
     for site, start, total in cells:
-        matrix[site_ids.index(site)][column[_month(start)]] = round(total / max(1, streams_per_site[site]), 4)
+        matrix[row_of[site]][column[_month(start)]] = round(total / max(1, streams_per_site[site]), 4)
     return {
         "counts": {k: summary[k] for k in ("sites", "streams", "observations", "rejects", "raw_value_cells")},
         "rejects_by_reason": dict(sorted(summary["rejects_by_reason"].items(), key=lambda kv: (-kv[1], kv[0]))),
@@ -184,11 +188,7 @@ def _label(header: TraceHeader, path: Path, taken: set[str]) -> str:
 def trace_result(path: Path, label: str, header: TraceHeader, played: list[Played], store: ToolStore,
                  keywords: dict[str, set[str]]) -> TraceResult:
     summary = summarize(p.score for p in played)
-    trajectories: dict[str, dict] = {}
-    modes_of: dict[tuple[str, int], tuple[str, ...]] = {}
-    for p in played:
-        gt = trajectories.setdefault(p.episode.id, trajectory(p.episode))
-        modes_of[(p.episode.id, p.run)] = tuple(evaluate_row(gt, p.episode, p.turns, store, keywords)["failure_modes"])
+    modes_of = {(p.episode.id, p.run): failure_modes_of(p.episode, p.turns, store, keywords) for p in played}
     modes = Counter(m for found in modes_of.values() for m in found)
     k = next((int(key.removeprefix("pass^")) for key in summary if key.startswith("pass^")), 0)
     return TraceResult(path=path, label=label, header=header, summary=summary,
@@ -222,9 +222,7 @@ def corpus_report(ws: Workspace, corpus: str, traces: list[tuple[Path, TraceHead
         entries = []
         for episode in load_episodes(release_test):
             gold = gold_records(episode, store, keywords)
-            agents = [agent_conversation(episode, result.label, p.turns, gold, keywords, p.score.accomplished,
-                                         tuple(p.score.issues), result.modes_of[(episode.id, 0)],
-                                         note=f"policy {p.player}" if p.player else None)
+            agents = [played_conversation(result.label, p, gold, keywords, result.modes_of[(episode.id, 0)])
                       for result, run0 in first_runs if (p := run0.get(episode.id)) is not None]
             entries.append(EpisodeEntry(episode, gold_conversation(episode, gold), agents))
     finally:

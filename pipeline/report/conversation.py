@@ -11,8 +11,9 @@ from typing import Any
 
 from contracts.episodes import Episode
 from contracts.runtime import TurnRecord
-from pipeline.evaluation import resolved_signature
-from pipeline.release.ground_truth import render_action
+from pipeline.evaluation import evaluate_row, resolved_signature
+from pipeline.play import Played
+from pipeline.release.ground_truth import render_action, trajectory
 from pipeline.runtime.agents import OracleAgent
 from pipeline.runtime.parse import failed_fields
 from pipeline.runtime.runner import run_episode
@@ -196,3 +197,15 @@ def agent_conversation(episode: Episode, who: str, records: list[TurnRecord], go
     return Conversation(who=who, opening=episode.initial_message, turns=turns, accomplished=accomplished, issues=issues,
                         failure_modes=failure_modes, left_at=left.index if left else None,
                         stopped_early=f"the gold path would {left.expected}" if left and left.index == len(turns) else None, note=note)
+
+
+def failure_modes_of(episode: Episode, turns: list[TurnRecord], store: ToolStore, keywords: dict[str, set[str]]) -> tuple[str, ...]:
+    """The evaluator's failure modes of one run against the episode's ground-truth trajectory."""
+    return tuple(evaluate_row(trajectory(episode), episode, turns, store, keywords)["failure_modes"])
+
+
+def played_conversation(who: str, played: Played, gold: list[TurnRecord], keywords: dict[str, set[str]],
+                        failure_modes: tuple[str, ...]) -> Conversation:
+    """A scored run of a trace as a conversation (a controller run names the policy that played it)."""
+    return agent_conversation(played.episode, who, played.turns, gold, keywords, played.score.accomplished,
+                              tuple(played.score.issues), failure_modes, note=f"policy {played.player}" if played.player else None)

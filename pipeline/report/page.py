@@ -4,14 +4,17 @@ from __future__ import annotations
 
 import base64
 import hashlib
+from collections.abc import Callable
 from dataclasses import dataclass
 from importlib import metadata
 from pathlib import Path
+from typing import Any
 
 from jinja2 import Environment, PackageLoader, StrictUndefined
 from markupsafe import Markup
 
 from pipeline.canonical import atomic_write_bytes
+from pipeline.config import corpus_names
 from pipeline.report import plots
 from pipeline.report.collect import PARTS, CorpusReport, ReportError, built_corpora, corpus_report, read_traces
 from pipeline.workspace import Workspace
@@ -29,40 +32,38 @@ class Plot:
     svg: Markup
 
 
-def _plot(plot_id: str, caption: str, svg: str) -> Plot:
-    return Plot(plot_id, caption, Markup(svg))
+def _plot(name: str, caption: str, draw: Callable[..., str], *args: Any, **kwargs: Any) -> Plot:
+    """A figure of the page: `draw(name, *args)` renders the SVG; the figure's id is plot-<name>."""
+    return Plot(f"plot-{name}", caption, Markup(draw(name, *args, **kwargs)))
 
 
 def corpus_plots(report: CorpusReport) -> dict[str, list[Plot]]:
     """Plots per section of one corpus."""
     c, o, b = report.name, report.overview, report.benchmark
     overview = [
-        _plot(f"plot-{c}-point-classes", "Streams per point class",
-              plots.barh(f"{c}-point-classes", "Streams per point class", o["point_classes"], "streams")),
-        _plot(f"plot-{c}-rejects", "Rejected raw cells by reason",
-              plots.barh(f"{c}-rejects", "Rejected cells by reason", o["rejects_by_reason"] or {"(none)": 0}, "cells",
-                         log=True, color=plots.PALETTE[3])),
-        _plot(f"plot-{c}-coverage", "Coverage over time per site: mean month coverage of the site's streams (no data = 0)",
-              plots.heatmap(f"{c}-coverage", "Coverage per site and month", o["coverage"]["sites"], o["coverage"]["months"],
-                            o["coverage"]["matrix"], "coverage")),
-        _plot(f"plot-{c}-quality", "Quality bands of streams and of day, week and month windows (shares)",
-              plots.stacked(f"{c}-quality", "Quality distribution", o["quality"], BAND_ORDER, "share", plots.BAND_COLORS,
-                            share=True)),
+        _plot(f"{c}-point-classes", "Streams per point class",
+              plots.barh, "Streams per point class", o["point_classes"], "streams"),
+        _plot(f"{c}-rejects", "Rejected raw cells by reason",
+              plots.barh, "Rejected cells by reason", o["rejects_by_reason"] or {"(none)": 0}, "cells",
+              log=True, color=plots.PALETTE[3]),
+        _plot(f"{c}-coverage", "Coverage over time per site: mean month coverage of the site's streams (no data = 0)",
+              plots.heatmap, "Coverage per site and month", o["coverage"]["sites"], o["coverage"]["months"],
+              o["coverage"]["matrix"], "coverage"),
+        _plot(f"{c}-quality", "Quality bands of streams and of day, week and month windows (shares)",
+              plots.stacked, "Quality distribution", o["quality"], BAND_ORDER, "share", plots.BAND_COLORS, share=True),
     ]
     benchmark = [
-        _plot(f"plot-{c}-family-split", "Released episodes per family and split",
-              plots.stacked(f"{c}-family-split", "Released episodes per family and split", b["family_split"],
-                            ["train", "dev", "test"], "episodes")),
-        _plot(f"plot-{c}-interaction-modes", "Released episodes per interaction mode (all splits)",
-              plots.barh(f"{c}-interaction-modes", "Interaction modes", b["interaction_modes"], "episodes")),
-        _plot(f"plot-{c}-commitment", "Commitment outcomes: candidates (episodes stage) and released (after the audit)",
-              plots.stacked(f"{c}-commitment", "Commitment mix",
-                            {"candidates": b["commitment_outcomes"], "released": b["commitment_released"]}, OUTCOMES,
-                            "share", share=True)),
-        _plot(f"plot-{c}-policies", "Shortcut policies: candidates each accomplishes, and how many it excluded",
-              plots.grouped(f"{c}-policies", "Shortcut policies on the candidates", list(b["policies"]),
-                            {"accomplished": [b["completions_on_candidates"][p] for p in b["policies"]],
-                             "excluded": [b["excluded_by_policy"][p] for p in b["policies"]]}, "episodes", ymax=None)),
+        _plot(f"{c}-family-split", "Released episodes per family and split",
+              plots.stacked, "Released episodes per family and split", b["family_split"], ["train", "dev", "test"], "episodes"),
+        _plot(f"{c}-interaction-modes", "Released episodes per interaction mode (all splits)",
+              plots.barh, "Interaction modes", b["interaction_modes"], "episodes"),
+        _plot(f"{c}-commitment", "Commitment outcomes: candidates (episodes stage) and released (after the audit)",
+              plots.stacked, "Commitment mix", {"candidates": b["commitment_outcomes"], "released": b["commitment_released"]},
+              OUTCOMES, "share", share=True),
+        _plot(f"{c}-policies", "Shortcut policies: candidates each accomplishes, and how many it excluded",
+              plots.grouped, "Shortcut policies on the candidates", list(b["policies"]),
+              {"accomplished": [b["completions_on_candidates"][p] for p in b["policies"]],
+               "excluded": [b["excluded_by_policy"][p] for p in b["policies"]]}, "episodes", ymax=None),
     ]
     results = []
     scored = [t for t in report.traces if t.summary["runs"]]  # a trace of an empty split has nothing to plot
@@ -70,16 +71,14 @@ def corpus_plots(report: CorpusReport) -> dict[str, list[Plot]]:
         families = sorted({f for t in scored for f in t.summary["per_family"]})
         splits = sorted({s for t in scored for s in t.summary["per_split"]})
         results = [
-            _plot(f"plot-{c}-accomplishment-family", "Accomplishment rate per family",
-                  plots.grouped(f"{c}-accomplishment-family", "Accomplished per family", families,
-                                {t.label: [t.summary["per_family"].get(f, 0.0) for f in families] for t in scored},
-                                "accomplished rate")),
-            _plot(f"plot-{c}-accomplishment-split", "Accomplishment rate per split",
-                  plots.grouped(f"{c}-accomplishment-split", "Accomplished per split", splits,
-                                {t.label: [t.summary["per_split"].get(s, 0.0) for s in splits] for t in scored}, "accomplished rate")),
-            _plot(f"plot-{c}-part-scores", "The five part scores (task = final, evidence, phase and temporal together)",
-                  plots.grouped(f"{c}-part-scores", "Part scores", list(PARTS),
-                                {t.label: [t.summary[p] for p in PARTS] for t in scored}, "rate")),
+            _plot(f"{c}-accomplishment-family", "Accomplishment rate per family",
+                  plots.grouped, "Accomplished per family", families,
+                  {t.label: [t.summary["per_family"].get(f, 0.0) for f in families] for t in scored}, "accomplished rate"),
+            _plot(f"{c}-accomplishment-split", "Accomplishment rate per split",
+                  plots.grouped, "Accomplished per split", splits,
+                  {t.label: [t.summary["per_split"].get(s, 0.0) for s in splits] for t in scored}, "accomplished rate"),
+            _plot(f"{c}-part-scores", "The five part scores (task = final, evidence, phase and temporal together)",
+                  plots.grouped, "Part scores", list(PARTS), {t.label: [t.summary[p] for p in PARTS] for t in scored}, "rate"),
         ]
     return {"corpus-overview": overview, "benchmark-overview": benchmark, "results": results}
 
@@ -118,18 +117,17 @@ def render(reports: list[CorpusReport], missing: list[str]) -> str:
 def build_report(ws: Workspace, corpora: list[str], traces: list[Path], out: Path) -> dict:
     """Write the report; return what it holds (for the CLI's summary line)."""
     names = built_corpora(ws, corpora)
-    from pipeline.config import corpus_names
-
     missing = [] if corpora else [n for n in corpus_names(ws) if n not in names]
     grouped = read_traces(ws, traces, names)
     reports = [corpus_report(ws, name, grouped.get(name, [])) for name in names]
     text = render(reports, missing)
+    data = text.encode("utf-8")
     try:
-        atomic_write_bytes(out, text.encode("utf-8"))
+        atomic_write_bytes(out, data)
     except OSError as exc:
         raise ReportError(f"{out}: cannot write the report ({exc.strerror or exc}); choose another --out") from exc
     return {
-        "out": str(out), "bytes": len(text.encode("utf-8")), "corpora": names, "not_built": missing,
+        "out": str(out), "bytes": len(data), "corpora": names, "not_built": missing,
         "traces": [str(p) for p in traces], "episodes": sum(len(r.episodes) for r in reports),
         "plots": text.count('<figure class="plot"'),
     }

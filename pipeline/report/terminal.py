@@ -12,10 +12,14 @@ from rich.text import Text
 
 from contracts.episodes import Episode
 from pipeline.config import load_episodes_config
-from pipeline.evaluation import evaluate_row
 from pipeline.play import RunError, played_episodes
-from pipeline.release.ground_truth import trajectory
-from pipeline.report.conversation import Conversation, agent_conversation, gold_conversation, gold_records
+from pipeline.report.conversation import (
+    Conversation,
+    failure_modes_of,
+    gold_conversation,
+    gold_records,
+    played_conversation,
+)
 from pipeline.runtime.episodes_api import find_episode
 from pipeline.runtime.simulator import slot_keywords
 from pipeline.tools.access import ToolStore
@@ -40,10 +44,8 @@ def episode_conversations(ws: Workspace, corpus: str, episode_id: str, trace: Pa
         gold = gold_records(episode, store, keywords)
         conversations = [gold_conversation(episode, gold)]
         if played is not None:
-            modes = tuple(evaluate_row(trajectory(episode), episode, played.turns, store, keywords)["failure_modes"])
-            conversations.append(agent_conversation(
-                episode, header.agent, played.turns, gold, keywords, played.score.accomplished, tuple(played.score.issues), modes,
-                note=f"policy {played.player}" if played.player else None))
+            modes = failure_modes_of(episode, played.turns, store, keywords)
+            conversations.append(played_conversation(header.agent, played, gold, keywords, modes))
     finally:
         store.close()
     return episode, conversations
