@@ -6,7 +6,7 @@ BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed-stamp
 TB := $(BIN)/telemetry-bench
 
-.PHONY: build test test-fast lint bench bench-scale verify clean venv report traces
+.PHONY: build test test-fast lint bench bench-scale verify clean venv report traces system-deps
 
 venv: $(STAMP)
 
@@ -19,11 +19,29 @@ $(STAMP): pyproject.toml constraints.txt
 build: $(STAMP)
 	$(TB) build
 
-test: $(STAMP)
-	$(BIN)/python -m pytest -q
+# The Debian programs the tests drive (tests/system_programs.txt: package, then the commands that count).
+# Installed here (apt-get, as root or through sudo), never from inside a test.
+SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
+
+system-deps:
+	@missing=$$(grep -v '^#' tests/system_programs.txt | while IFS=: read -r package commands; do \
+	  found=; for c in $$commands; do command -v "$$c" >/dev/null 2>&1 && found=1; done; \
+	  [ -n "$$found" ] || printf ' %s' "$$package"; done); \
+	if [ -n "$$missing" ]; then \
+	  command -v apt-get >/dev/null 2>&1 || { echo "make system-deps: install$$missing (Debian package names) with your package manager" >&2; exit 1; }; \
+	  echo "installing Debian packages:$$missing"; \
+	  $(SUDO) apt-get update -qq && $(SUDO) env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends $$missing >/dev/null; \
+	fi
+
+# The suite runs in a random order (pytest-randomly; the seed is printed first, replay it with
+# `make test PYTEST_ARGS=--randomly-seed=N`); PYTEST_ARGS="-p no:randomly" keeps file order.
+PYTEST_ARGS ?=
+
+test: $(STAMP) system-deps
+	$(BIN)/python -m pytest -q $(PYTEST_ARGS)
 
 test-fast: $(STAMP)
-	$(BIN)/python -m pytest -q -m "not slow"
+	$(BIN)/python -m pytest -q -m "not slow" $(PYTEST_ARGS)
 
 bench-scale: $(STAMP)
 	$(BIN)/python -m pipeline.bench_scale

@@ -19,15 +19,24 @@ from pathlib import Path
 import click
 import duckdb
 
-from pipeline.build import build
+from contracts.corpus import BtsPickle
+from pipeline.build import build, raw_folder
 from pipeline.config import load_mapping, select_corpora
 from pipeline.workspace import Workspace
 
 
-def _value_files(ws: Workspace, corpus: str) -> list[Path]:
+def _csv_value_files(ws: Workspace, corpus: str) -> tuple[list[Path], str | None]:
+    """A corpus's CSV value files, or none and why it cannot be timed against DuckDB's CSV copy."""
     mapping = load_mapping(ws.corpus_config(corpus))
-    raw = ws.raw_dir(corpus, mapping.raw_dir)
-    return sorted(p for p in raw.glob(mapping.values.files) if p.is_file())
+    if isinstance(mapping.values, BtsPickle):
+        return [], f"its values are {mapping.values.kind} archives, not CSV, so DuckDB's CSV copy is no reference"
+    folder = raw_folder(ws, mapping)
+    if folder is None:
+        return [], f"no raw data (set {mapping.raw_env})"
+    files = sorted(p for p in folder.glob(mapping.values.files) if p.is_file())
+    if not files:
+        return [], f"no value files match {mapping.values.files!r} under {folder}"
+    return files, None
 
 
 def _records(files: list[Path]) -> int:
@@ -93,13 +102,23 @@ def _tool_table(ws: Workspace, names: list[str], calls: int) -> None:
 
 
 @click.command()
-@click.option("--repeat", default=3, show_default=True, help="Runs of each side; medians are reported.")
-@click.option("--corpus", "corpora", multiple=True, help="Corpora to time (default: all).")
-@click.option("--tool-calls", default=1000, show_default=True, help="Calls per tool for the latency table (0: skip).")
-def main(repeat: int, corpora: tuple[str, ...], tool_calls: int) -> None:
-    ws = Workspace.from_root()
-    names = select_corpora(ws, corpora)
-    files = {name: _value_files(ws, name) for name in names}
+@click.option("--repeat", default=3, show_default=True, type=click.IntRange(min=1), help="Runs of each side; medians are reported.")
+@click.option("--corpus", "corpora", multiple=True, help="Corpora to time (default: all with CSV value files).")
+@click.option("--tool-calls", default=1000, show_default=True, type=click.IntRange(min=0), help="Calls per tool for the latency table (0: skip).")
+@click.option("--root", type=click.Path(file_okay=False, path_type=Path), default=None, help="Project root (default: the current folder).")
+def main(repeat: int, corpora: tuple[str, ...], tool_calls: int, root: Path | None) -> None:
+    ws = Workspace.from_root(root)
+    files: dict[str, list[Path]] = {}
+    for name in select_corpora(ws, corpora):
+        found, why = _csv_value_files(ws, name)
+        if why:
+            click.echo(f"skipped {name}: {why}")
+        else:
+            files[name] = found
+    names = list(files)
+    if not names:
+        click.echo("nothing to time: no corpus has CSV value files")
+        return
     records = sum(_records(f) for f in files.values())
     megabytes = sum(p.stat().st_size for f in files.values() for p in f) / 1e6
     ours = [_ours(ws, names) for _ in range(repeat)]
@@ -130,6 +149,9 @@ def main(repeat: int, corpora: tuple[str, ...], tool_calls: int) -> None:
     click.echo("\n| corpus (test split) | episodes | oracle ms per episode | scorer traces/s (target >= 5,000) |\n|---|---|---|---|")
     for name in names:
         figures = runtime_figures(ws, name)
+        if not figures["episodes"]:
+            click.echo(f"| {name} | 0 (no test episodes: nothing to time) | | |")
+            continue
         click.echo(f"| {name} | {figures['episodes']} | {figures['oracle_ms_per_episode']:.2f} | {figures['scored_traces_per_s']:,.0f} |")
 
 

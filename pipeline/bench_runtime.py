@@ -16,6 +16,8 @@ from pipeline.workspace import Workspace
 
 def runtime_figures(ws: Workspace, corpus: str, split: str = "test", score_rounds: int = 20) -> dict[str, float]:
     episodes = load_episodes(episode_file(ws, corpus, split)[1])
+    if not episodes:
+        return {"episodes": 0, "oracle_ms_per_episode": 0.0, "scored_traces_per_s": 0.0}
     keywords = slot_keywords(load_episodes_config(ws))
     store = ToolStore.for_corpus(ws, corpus)
     agent, traces = OracleAgent(), []

@@ -35,3 +35,15 @@ def xai_store(real_artifacts):
     opened = ToolStore(real_artifacts / "xai4heat" / "store" / "store.duckdb")
     yield opened
     opened.close()
+
+
+def pytest_sessionstart(session):
+    """Say the order the suite runs in, quiet mode included, so that a failure found in a random order can be replayed."""
+    config = session.config
+    reporter = config.pluginmanager.get_plugin("terminalreporter")
+    if reporter is None:
+        return
+    if config.pluginmanager.hasplugin("randomly") and isinstance(getattr(config.option, "randomly_seed", None), int):
+        reporter.write_line(f"random test order: replay with --randomly-seed={config.option.randomly_seed}")
+    else:
+        reporter.write_line("test order: as in the files (-p no:randomly)")

@@ -86,3 +86,23 @@ def xai_config(**overrides: str) -> str:
         lines = [f"{key} = {value}" if line.split("=")[0].strip() == key else line for line in lines]
         text = "\n".join(lines) + "\n"
     return text
+
+
+TINY_XAI = "\n".join(real_lines("xai4heat/xai4heat_scada_L8.csv", range(2, 800))) + "\n"
+TINY_HHW = "\n".join(real_lines("hhw/timeseries/127hhw_system_data.csv", range(2, 500))) + "\n"
+
+
+def tiny_workspace(root: Path) -> Workspace:
+    """A project of small slices of both shipped CSV corpora (no held-out site), quick to build end to end."""
+    (root / "configs" / "corpora").mkdir(parents=True)
+    copy_shared_configs(root)
+    (root / "configs" / "corpora" / "xai4heat.toml").write_text(xai_config(held_out_sites="[]"))
+    (root / "configs" / "corpora" / "hhw.toml").write_text(copy_config("hhw").replace('held_out_sites = ["building124"]', "held_out_sites = []"))
+    raw = root / "data" / "raw"
+    (raw / "xai4heat").mkdir(parents=True)
+    (raw / "xai4heat" / "xai4heat_scada_L8.csv").write_text(TINY_XAI)
+    (raw / "hhw" / "brick").mkdir(parents=True)
+    (raw / "hhw" / "timeseries").mkdir(parents=True)
+    shutil.copyfile(REPO / "data/raw/hhw/brick/building_127_condensing_m.ttl", raw / "hhw/brick/building_127_condensing_m.ttl")
+    (raw / "hhw" / "timeseries" / "127hhw_system_data.csv").write_text(TINY_HHW)
+    return Workspace.from_root(root)

@@ -16,25 +16,7 @@ from pipeline.manifest import MANIFEST
 from pipeline.release.verify import compare_folders
 from pipeline.store.build import STORE_FILE, open_store
 from pipeline.workspace import Workspace
-from tests.helpers import REPO, copy_config, copy_shared_configs, real_lines, xai_config
-
-XAI = "\n".join(real_lines("xai4heat/xai4heat_scada_L8.csv", range(2, 800))) + "\n"
-HHW_CSV = "\n".join(real_lines("hhw/timeseries/127hhw_system_data.csv", range(2, 500))) + "\n"
-
-
-def tiny_workspace(root) -> Workspace:
-    (root / "configs" / "corpora").mkdir(parents=True)
-    copy_shared_configs(root)
-    (root / "configs" / "corpora" / "xai4heat.toml").write_text(xai_config(held_out_sites="[]"))
-    (root / "configs" / "corpora" / "hhw.toml").write_text(copy_config("hhw").replace('held_out_sites = ["building124"]', "held_out_sites = []"))
-    raw = root / "data" / "raw"
-    (raw / "xai4heat").mkdir(parents=True)
-    (raw / "xai4heat" / "xai4heat_scada_L8.csv").write_text(XAI)
-    (raw / "hhw" / "brick").mkdir(parents=True)
-    (raw / "hhw" / "timeseries").mkdir(parents=True)
-    shutil.copyfile(REPO / "data/raw/hhw/brick/building_127_condensing_m.ttl", raw / "hhw/brick/building_127_condensing_m.ttl")
-    (raw / "hhw" / "timeseries" / "127hhw_system_data.csv").write_text(HHW_CSV)
-    return Workspace.from_root(root)
+from tests.helpers import tiny_workspace
 
 
 def statuses(outcomes) -> dict[tuple[str, str], str]:

@@ -1,8 +1,15 @@
-"""Every command's --help carries an Example:, and every example runs (exit 0) on the shipped corpora."""
+"""Every command's --help carries an Example:, and every example runs (exit 0) on the shipped corpora.
+
+Each example runs in its own temporary folder: `/tmp/...` paths it names are mapped into that folder, and a
+relative `artifacts/...` path reads the session's freshly built artifacts. A file that one example reads and
+another example writes (`--out`) comes from a fixture that runs the writing example in a folder of its own,
+never from a file an earlier test left behind.
+"""
 
 from __future__ import annotations
 
 import shlex
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -13,6 +20,8 @@ from click.testing import CliRunner
 
 from pipeline.cli import main
 from tests.helpers import REPO
+
+FIXED = "/tmp/"  # the prefix of the fixed paths examples name for readers to copy
 
 
 def commands(group: click.Group, prefix: tuple[str, ...] = ()) -> list[tuple[tuple[str, ...], click.Command]]:
@@ -33,6 +42,61 @@ def examples(command: click.Command) -> list[str]:
 
 
 ALL = commands(main)
+EXAMPLES = [e for _, c in ALL for e in examples(c)] + examples(main)
+
+
+def written(example: str) -> set[str]:
+    """The fixed paths an example writes (the value of each --out)."""
+    words = shlex.split(example)
+    return {value for flag, value in zip(words, words[1:], strict=False) if flag == "--out" and value.startswith(FIXED)}
+
+
+def read(example: str) -> set[str]:
+    """The fixed paths an example names but does not write: its inputs."""
+    return {word for word in shlex.split(example) if word.startswith(FIXED)} - written(example)
+
+
+PRODUCERS = {path: example for example in EXAMPLES for path in written(example)}
+
+
+def localized(example: str, folder: Path, artifacts: Path) -> list[str]:
+    """The example's arguments with every fixed path mapped into `folder`, on the session's artifacts."""
+    words = [str(folder / word[len(FIXED):]) if word.startswith(FIXED) else word for word in shlex.split(example)[1:]]
+    return ["--root", str(REPO), "--artifacts", str(artifacts), *words]
+
+
+def run_example(example: str, folder: Path, artifacts: Path) -> tuple[int, str]:
+    """Run one example with `folder` as the current directory (relative artifacts/ paths read the built ones)."""
+    link = folder / "artifacts"
+    if not link.exists():
+        link.symlink_to(artifacts, target_is_directory=True)
+    args = localized(example, folder, artifacts)
+    if "serve" in args:  # a stdio server: run it for real, with stdin closed so it ends
+        exe = Path(sys.executable).with_name("telemetry-bench")
+        done = subprocess.run([str(exe), *args], stdin=subprocess.DEVNULL, capture_output=True, timeout=60, cwd=folder)
+        return done.returncode, done.stderr.decode()
+    with pytest.MonkeyPatch.context() as patch:
+        patch.chdir(folder)
+        result = CliRunner().invoke(main, args)
+    return result.exit_code, result.output
+
+
+@pytest.fixture(scope="session")
+def produced(real_artifacts, tmp_path_factory):
+    """The file a writing example produces, made once per session in a folder of its own."""
+    made: dict[str, Path] = {}
+
+    def get(path: str) -> Path:
+        if path not in made:
+            example = PRODUCERS.get(path)
+            assert example, f"an example reads {path}, which no example writes: name a shipped file instead"
+            folder = tmp_path_factory.mktemp("example-producer")
+            code, output = run_example(example, folder, real_artifacts)
+            assert code == 0, f"{example}: {output}"
+            made[path] = folder / path[len(FIXED):]
+        return made[path]
+
+    return get
 
 
 @pytest.mark.parametrize(("path", "command"), ALL, ids=[" ".join(p) for p, _ in ALL])
@@ -40,18 +104,17 @@ def test_every_command_has_an_example(path, command):
     assert examples(command), f"{' '.join(path)} --help has no Example:"
 
 
-@pytest.fixture
-def artifacts(real_artifacts):
-    return real_artifacts
+@pytest.mark.parametrize("example", EXAMPLES)
+def test_examples_run(example, real_artifacts, produced, tmp_path):
+    for path in sorted(read(example)):
+        target = tmp_path / path[len(FIXED):]
+        target.parent.mkdir(parents=True, exist_ok=True)
+        shutil.copy2(produced(path), target)
+    code, output = run_example(example, tmp_path, real_artifacts)
+    assert code == 0, f"{example}: {output}"
 
 
-@pytest.mark.parametrize("example", [e for _, c in ALL for e in examples(c)] + [e for e in examples(main)])
-def test_examples_run(example, artifacts):
-    args = ["--root", str(REPO), "--artifacts", str(artifacts), *shlex.split(example)[1:]]
-    if "serve" in args:  # a stdio server: run it for real, with stdin closed so it ends
-        exe = Path(sys.executable).with_name("telemetry-bench")
-        done = subprocess.run([str(exe), *args], stdin=subprocess.DEVNULL, capture_output=True, timeout=60)
-        assert done.returncode == 0, done.stderr.decode()
-        return
-    result = CliRunner().invoke(main, args)
-    assert result.exit_code == 0, f"{example}: {result.output}"
+def test_examples_name_no_input_only_a_leftover_could_supply():
+    """Every fixed path an example reads is written by some example (else it passes only on a used machine)."""
+    orphans = {path for example in EXAMPLES for path in read(example)} - set(PRODUCERS)
+    assert not orphans, f"examples read {sorted(orphans)}, which no example writes"

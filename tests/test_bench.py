@@ -1,0 +1,28 @@
+"""`make bench` at a tiny size: it times the corpora with CSV value files and names the ones it skips, and why."""
+
+from __future__ import annotations
+
+from click.testing import CliRunner
+
+from pipeline.bench import main
+from tests.helpers import copy_config, tiny_workspace
+
+
+def test_bench_times_csv_corpora_and_names_the_skipped(tmp_path):
+    ws = tiny_workspace(tmp_path / "project")
+    (ws.corpora_config_dir / "bts.toml").write_text(copy_config("bts"))  # pickles, and no raw folder given
+    result = CliRunner(env={"TELEMETRY_BENCH_BTS_RAW": None}).invoke(
+        main, ["--root", str(ws.root), "--repeat", "1", "--tool-calls", "2"])
+    assert result.exit_code == 0, result.output
+    assert "skipped bts: its values are bts_pickle archives, not CSV" in result.output
+    assert "input: hhw, xai4heat:" in result.output
+    assert "| **ratio ours / DuckDB (target >= 0.5)** |" in result.output
+    assert "| lookup_observation |" in result.output  # the tool latency table ran on both stores
+
+
+def test_bench_with_nothing_to_time_says_so(tmp_path):
+    ws = tiny_workspace(tmp_path / "project")
+    (ws.corpora_config_dir / "bts.toml").write_text(copy_config("bts"))
+    result = CliRunner().invoke(main, ["--root", str(ws.root), "--corpus", "bts", "--repeat", "1"])
+    assert result.exit_code == 0, result.output
+    assert "skipped bts:" in result.output and "nothing to time" in result.output
