@@ -6,6 +6,7 @@ from typing import Annotated, Any, Literal
 
 from pydantic import Field
 
+from contracts.answers import AnswerForm
 from contracts.base import Frozen
 from contracts.tasks import Call, Split
 
@@ -24,19 +25,11 @@ Reason = Literal[
 ]
 
 
-class Checks(Frozen):
-    """How a phase answer is checked: required fields, exact fields, numeric tolerances."""
-
-    answer_fields: list[str]
-    exact_fields: list[str] = []
-    tolerances: dict[str, float] = {}
-
-
 class _Phase(Frozen):
     obligation: Obligation = Field(description="What this phase asks of the agent.")
     prompt: str = Field(description="The user's words that open the phase (phase 0: the initial message).")
     gold: dict[str, Any]
-    checks: Checks
+    form: AnswerForm = Field(description="What the phase asks for (shown to the agent) and how its answer is graded.")
     canonical_calls: list[Call] = Field(description="Tool calls that reach the gold (ids unique in the episode).")
     acceptable_calls: list[list[Call]] = Field(default=[], description="Other call sets that reach it.")
     evidence_stream_ids: list[str]
@@ -101,7 +94,7 @@ class FollowUp(Frozen):
     kind: Literal["rationale", "evidence"]
     prompt: str
     gold: dict[str, Any]
-    checks: Checks
+    form: AnswerForm
 
 
 class Episode(Frozen):
@@ -131,9 +124,12 @@ class Episode(Frozen):
 
 
 class SlotConfig(Frozen):
-    """Keywords that make a question ask for a slot (matched as whole words, case and punctuation ignored)."""
+    """Phrases that make a question ask for a slot's value (matched as whole words, case and punctuation ignored).
 
-    keywords: list[str]
+    A question asks for the slot when it holds one of the phrases ("which day", "what date", "when"): a word
+    like "day" alone does not ask which day is meant."""
+
+    phrases: list[str] = Field(min_length=1)
     reply: str | None = None
 
 

@@ -6,10 +6,11 @@ from typing import Any, Literal
 
 from pydantic import Field
 
+from contracts.answers import Rejection
 from contracts.base import Frozen
 
 ProtocolIssue = Literal[
-    "premature_tool", "unnecessary_clarification", "redundant_clarification", "missing_clarification",
+    "premature_tool", "unnecessary_clarification", "redundant_clarification", "off_target_clarification", "missing_clarification",
     "missing_phase_answer", "missing_rationale", "missing_evidence", "empty_turn", "parse_error", "tool_error",
     "not_terminated", "parallel_calls",
 ]
@@ -74,3 +75,4 @@ class EpisodeScore(Frozen):
     accomplished: bool
     phase_results: list[bool]
     issues: list[ProtocolIssue]
+    rejections: list[Rejection] = Field(default=[], description="Every rejected field of every answer given, with why.")

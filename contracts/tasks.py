@@ -6,6 +6,7 @@ from typing import Any, Literal, get_args
 
 from pydantic import Field, model_validator
 
+from contracts.answers import AnswerForm, Tolerance
 from contracts.base import Frozen
 
 Split = Literal["train", "dev", "test"]
@@ -63,9 +64,8 @@ class Family(Frozen):
     streams_column: str = Field("streams", description="List column of the streams a candidate touches (evidence, provenance).")
     canonical: CallSet
     alternatives: list[CallSet] = Field(default=[], description="Other call sets that reach the same gold.")
-    answer_fields: list[str] = Field(min_length=1, description="Fields the agent's answer must hold.")
-    exact_fields: list[str] = Field(default=[], description="Fields compared exactly.")
-    tolerances: dict[str, float] = Field(default={}, description="Numeric field -> absolute tolerance.")
+    answer_fields: list[str] = Field(min_length=1, description="Fields the agent's answer must hold (configs/answers.toml names their types).")
+    tolerances: dict[str, Tolerance] = Field(default={}, description="Numeric field -> {abs, rel}, overriding the field's tolerance in configs/answers.toml.")
     balance_key: list[str] = Field(description="Columns whose combination is capped per split.")
     cap_fraction: float = Field(0.25, gt=0, le=1, description="At most this share of a split's target per balance key value.")
     cap_per_stream: int = Field(3, ge=1, description="At most this many tasks of the family per stream per split.")
@@ -79,9 +79,9 @@ class Family(Frozen):
         missing = [f for f in self.answer_fields if f not in golds]
         if missing:
             raise ValueError(f"answer_fields {missing} have no gold in canonical.gold")
-        unknown = [f for f in [*self.exact_fields, *self.tolerances] if f not in self.answer_fields]
+        unknown = [f for f in self.tolerances if f not in self.answer_fields]
         if unknown:
-            raise ValueError(f"exact_fields/tolerances name {unknown}, not answer fields")
+            raise ValueError(f"tolerances name {unknown}, not answer fields")
         for alternative in self.alternatives:
             if set(alternative.gold) != golds:
                 raise ValueError("every alternative must give the same gold fields as the canonical call set")
@@ -105,14 +105,6 @@ class Call(Frozen):
     arguments: dict[str, Any]
 
 
-class Verifier(Frozen):
-    """How an answer is checked against the gold."""
-
-    answer_fields: list[str]
-    exact_fields: list[str]
-    tolerances: dict[str, float]
-
-
 class Task(Frozen):
     """A static task: a question whose gold answer and evidence come from the tools."""
 
@@ -126,7 +118,7 @@ class Task(Frozen):
     canonical_calls: list[Call]
     alternative_calls: list[list[Call]]
     gold: dict[str, Any]
-    verifier: Verifier
+    verifier: AnswerForm = Field(description="The question's answer form: what is asked for and how it is graded.")
     evidence_stream_ids: list[str]
     site_ids: list[str]
     difficulty: dict[str, int]

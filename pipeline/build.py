@@ -15,6 +15,7 @@ from contracts.ingest import IngestReport
 from contracts.manifest import StageManifest
 from contracts.tasks import FamiliesConfig, Task
 from pipeline.config import (
+    load_answers,
     load_audit_config,
     load_build_config,
     load_episodes_config,
@@ -89,26 +90,29 @@ def _store_run(ctx: Context, out: Path) -> StageResult:
 
 
 def _tasks_identity(ctx: Context) -> tuple[dict, dict[str, str]]:
-    config = {"families": load_families(ctx.ws).model_dump(mode="json"), "held_out_sites": ctx.mapping.held_out_sites}
+    config = {"families": load_families(ctx.ws).model_dump(mode="json"), "answers": load_answers(ctx.ws).model_dump(mode="json"),
+              "held_out_sites": ctx.mapping.held_out_sites}
     return config, {**_upstream_outputs(ctx, "store"), **_upstream_outputs(ctx, "ingest")}
 
 
 def _tasks_run(ctx: Context, out: Path) -> StageResult:
     from pipeline.tasks.compile import compile_tasks
 
-    return compile_tasks(ctx.stage_dir("store"), ctx.stage_dir("ingest"), load_families(ctx.ws), ctx.corpus,
+    return compile_tasks(ctx.stage_dir("store"), ctx.stage_dir("ingest"), load_families(ctx.ws), load_answers(ctx.ws), ctx.corpus,
                          ctx.mapping.held_out_sites, out)
 
 
 def _episodes_identity(ctx: Context) -> tuple[dict, dict[str, str]]:
-    config = {"episodes": load_episodes_config(ctx.ws).model_dump(mode="json"), "families": load_families(ctx.ws).model_dump(mode="json")}
+    config = {"episodes": load_episodes_config(ctx.ws).model_dump(mode="json"), "families": load_families(ctx.ws).model_dump(mode="json"),
+              "answers": load_answers(ctx.ws).model_dump(mode="json")}
     return config, {**_upstream_outputs(ctx, "tasks"), **_upstream_outputs(ctx, "store")}
 
 
 def _episodes_run(ctx: Context, out: Path) -> StageResult:
     from pipeline.episodes.stage import build_episodes
 
-    return build_episodes(ctx.stage_dir("store"), ctx.stage_dir("tasks"), load_families(ctx.ws), load_episodes_config(ctx.ws), out)
+    return build_episodes(ctx.stage_dir("store"), ctx.stage_dir("tasks"), load_families(ctx.ws), load_episodes_config(ctx.ws),
+                          load_answers(ctx.ws), out)
 
 
 def _audit_identity(ctx: Context) -> tuple[dict, dict[str, str]]:

@@ -8,6 +8,7 @@ from typing import TypeVar
 
 from pydantic import BaseModel, ValidationError
 
+from contracts.answers import AnswersConfig
 from contracts.build import BuildConfig
 from contracts.corpus import CorpusMapping
 from contracts.episodes import AuditConfig, EpisodesConfig
@@ -78,8 +79,25 @@ def load_build_config(ws: Workspace) -> BuildConfig:
     return _load_model(ws.configs_dir / "build.toml", BuildConfig, "", default=BuildConfig())
 
 
+def load_answers(ws: Workspace) -> AnswersConfig:
+    return _load_model(ws.configs_dir / "answers.toml", AnswersConfig, "the answer forms need the field catalogue")
+
+
 def load_families(ws: Workspace) -> FamiliesConfig:
-    return _load_model(ws.configs_dir / "families.toml", FamiliesConfig, "the tasks stage needs the family declarations")
+    """configs/families.toml, its answer fields checked against the catalogue of configs/answers.toml."""
+    path = ws.configs_dir / "families.toml"
+    families = _load_model(path, FamiliesConfig, "the tasks stage needs the family declarations")
+    catalogue = load_answers(ws).fields
+    for name, family in families.families.items():
+        unknown = [f for f in family.answer_fields if f not in catalogue]
+        if unknown:
+            raise ConfigError(f"{path}: families.{name}.answer_fields: {', '.join(unknown)} not in configs/answers.toml [fields]; "
+                              "declare each field's type there")
+        not_numbers = [f for f in family.tolerances if catalogue[f].type != "number"]
+        if not_numbers:
+            raise ConfigError(f"{path}: families.{name}.tolerances: {', '.join(not_numbers)} are not number fields; "
+                              "only numbers have a tolerance")
+    return families
 
 
 def load_episodes_config(ws: Workspace) -> EpisodesConfig:

@@ -21,9 +21,9 @@ from pipeline.errors import TelemetryBenchError
 from pipeline.play import load_episodes, read_trace
 from pipeline.release.ground_truth import render_action
 from pipeline.release.gt_validate import load
-from pipeline.runtime.parse import failed_fields, instant
 from pipeline.runtime.scoring import score_episode
 from pipeline.runtime.simulator import slot_keywords
+from pipeline.tasks.grading import instant
 from pipeline.tools import refs, registry
 from pipeline.tools.access import ToolStore
 from pipeline.workspace import Workspace
@@ -107,8 +107,8 @@ def evaluate_row(trajectory: dict, episode: Any, turns: list, store: ToolStore, 
     answers = [a.get("fields") or {} for a in actions if a.get("kind") == "answer"]
     steps = [*episode.phases, *episode.follow_ups]
     completeness = sum(1 for i in range(len(steps)) if i < len(answers) and answers[i]) / len(steps)
-    verification = sum(not failed_fields(s.checks, s.gold, answers[i] if i < len(answers) else None)
-                       for i, s in enumerate(steps)) / len(steps)
+    rejected = {r.step for r in score.rejections}
+    verification = sum(i < len(answers) and i not in rejected for i in range(len(steps))) / len(steps)
     gt_signatures, agent_signatures = [g for _, g in gt], [a for _, a in agent]
     retrieval = sum((Counter(gt_signatures) & Counter(agent_signatures)).values()) / max(1, len(gt_signatures))
     outcome = (completeness + retrieval + verification) / 3
@@ -135,6 +135,7 @@ def evaluate_row(trajectory: dict, episode: Any, turns: list, store: ToolStore, 
         "planning": {"score": round(planning, 4), **{k: round(rouge[k].fmeasure, 4) for k in ("rouge1", "rouge2", "rougeL")}},
         "failure_modes": failure_modes(gt_calls, gt, agent_calls, agent, trajectory, score, bool(answers and answers[-1])
                                        and len(answers) >= len(steps)),
+        "rejections": [r.model_dump() for r in score.rejections],
     }
 
 
@@ -154,7 +155,8 @@ def _called_refs(arguments: Any) -> set[str]:
 
 
 def failure_modes(gt_calls, gt, agent_calls, agent, trajectory, score, finished: bool) -> list[str]:
-    """The seed's five failure patterns, each detected from the calls and the score."""
+    """The seed's five failure patterns, each detected from the calls and the score, then why answers were
+    rejected (format_error, wrong_unit, wrong_value, wrong_choice: a formatting problem apart from a wrong answer)."""
     modes = []
     gt_tools, agent_tools = {t for _, t, _ in gt_calls}, {t for _, t, _ in agent_calls}
     agent_signatures = {a for _, a in agent}
@@ -175,6 +177,7 @@ def failure_modes(gt_calls, gt, agent_calls, agent, trajectory, score, finished:
             break
     if not finished or "not_terminated" in score.issues or "missing_phase_answer" in score.issues:
         modes.append("premature_termination")  # the last step (the final output) was never given
+    modes += sorted({r.reason for r in score.rejections})
     return modes
 
 
@@ -198,10 +201,11 @@ def evaluate(ws: Workspace, gt_path: Path, trace_path: Path) -> dict:
     for row in rows:
         summary[row["family"]].append(row["final"])
     modes = Counter(m for r in rows for m in r["failure_modes"])
+    rejections = Counter(j["reason"] for r in rows for j in r["rejections"])
     return {
         "rows": rows, "mean_final": round(sum(r["final"] for r in rows) / max(1, len(rows)), 4),
         "per_family": {f: round(sum(v) / len(v), 4) for f, v in sorted(summary.items())},
-        "failure_modes": dict(sorted(modes.items())), "weights": WEIGHTS,
+        "failure_modes": dict(sorted(modes.items())), "rejections": dict(sorted(rejections.items())), "weights": WEIGHTS,
     }
 
 

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from contracts.agent_view import AgentObservation
+from contracts.answers import AnswerForm, AnswersConfig
 from contracts.build import BuildConfig
 from contracts.corpus import CorpusMapping
 from contracts.episodes import AuditConfig, Episode, EpisodesConfig
@@ -21,6 +23,7 @@ MODELS = {
     "episode": Episode, "episodes_config": EpisodesConfig, "audit_config": AuditConfig,
     "action_ask_user": AskUser, "action_call_tool": CallTool, "action_answer": Answer, "action_plan": Plan,
     "trace_header": TraceHeader, "trace_turn": TurnRecord, "episode_score": EpisodeScore,
+    "answers_config": AnswersConfig, "answer_form": AnswerForm, "agent_observation": AgentObservation,
 }
 
 

@@ -110,7 +110,11 @@ def test_requests_carry_tools_temperature_and_seed(setup, monkeypatch):
     names = [t["function"]["name"] for t in first["tools"]]
     assert names == [t["function"]["name"] for t in function_specs()]
     assert {"ask_user", "answer", "plan", "lookup_observation"} <= set(names)
-    assert first["messages"][1] == {"role": "user", "content": episode.initial_message}
+    form = episode.phases[0].form
+    assert first["messages"][1] == {"role": "user", "content": f"{episode.initial_message} {form.sentence()}"}
+    answer = next(t["function"] for t in first["tools"] if t["function"]["name"] == "answer")
+    assert answer["parameters"]["properties"]["fields"]["required"] == form.names  # the open question's answer form
+    assert answer["parameters"]["properties"]["fields"]["properties"] == form.json_schema()["properties"]
     later = server.requests[1]["messages"]
     assert later[-1]["role"] == "tool" and later[-1]["tool_call_id"] == episode.phases[0].canonical_calls[0].id
 

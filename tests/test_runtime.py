@@ -12,7 +12,6 @@ from contracts.episodes import EpisodesConfig
 from contracts.runtime import TurnRecord
 from pipeline.play import load_episodes
 from pipeline.runtime.agents import Agent, HumanAgent, OracleAgent
-from pipeline.runtime.parse import instant, number, same
 from pipeline.runtime.runner import run_episode
 from pipeline.runtime.scoring import score_episode
 from pipeline.runtime.simulator import slot_keywords
@@ -121,10 +120,12 @@ def _edit_first_answer(actions, fields):
 def test_wrong_value_fails_the_phase_within_tolerance_passes(episodes, xai_store):
     episode = pick(episodes, "day_mean_lookup")
     gold = episode.phases[0].gold["mean"]
-    near = score_with(lambda a: _edit_first_answer(a, {"mean": str(gold + 0.0009)}), episode, xai_store)
+    allowed = max(0.001, 0.001 * abs(gold))
+    near = score_with(lambda a: _edit_first_answer(a, {"mean": str(gold + 0.9 * allowed)}), episode, xai_store)
     assert near.accomplished
-    far = score_with(lambda a: _edit_first_answer(a, {"mean": gold + 0.01}), episode, xai_store)
+    far = score_with(lambda a: _edit_first_answer(a, {"mean": gold + 1.5 * allowed}), episode, xai_store)
     assert not far.phase and not far.task and far.phase_results[0] is False
+    assert [(r.step, r.field, r.reason) for r in far.rejections] == [(0, "mean", "wrong_value")]
 
 
 def test_evidence_must_be_cited_not_merely_seen(episodes, xai_store):
@@ -179,27 +180,14 @@ def test_runner_survives_garbage(episodes, xai_store):
 def test_human_agent_reads_the_terminal(episodes, xai_store):
     episode = pick(episodes, "timestamp_nearest_lookup")
     lines = ["plan look it up", "ask when?", "tool list_points {\"site\": \"L17\"}", "answer {\"value\": 1} my guess", "garbage"]
-    agent = HumanAgent(stdin=io.StringIO("\n".join(lines) + "\n"), stdout=io.StringIO())
+    shown = io.StringIO()
+    agent = HumanAgent(stdin=io.StringIO("\n".join(lines) + "\n"), stdout=shown)
     turns = play(agent, episode, xai_store)
+    assert "answer form" in shown.getvalue() and "fallback_reason: code" in shown.getvalue()
+    assert "nearest_observation: " in shown.getvalue()  # every code, with its meaning
     kinds = [t.action["kind"] if t.action else None for t in turns[:5]]
     assert kinds == ["plan", "ask_user", "call_tool", "answer", None]
     assert turns[3].action["text"] == "my guess" and "parse_error" in turns[4].issues
-
-
-@pytest.mark.parametrize(("gold", "answer", "tolerance", "expected"), [
-    (12.3, "12.3", 0.001, True), (12.3, 12.3004, 0.001, True), (12.3, "12.31", 0.001, False), (12.3, "n/a", 0.001, False),
-    (1.0, True, 0.001, False), ("2022-02-03T07:03:23.640000Z", "2022-02-03T07:03:23.64Z", None, True),
-    ("2022-02-03T07:03:23Z", "2022-02-03T08:03:23+01:00", None, True), ("2022-02-03T07:03:23Z", "2022-02-03T07:03:23", None, False),
-    ("answer", "Answer", None, True), ("L8__t_amb", "l8__t_amb", None, False), (["a", "b"], ["b", "a"], None, True),
-    (["a", "b"], ["a"], None, False), (-1440.0, "-1440", 1.0, True),
-])
-def test_tolerant_field_parsing(gold, answer, tolerance, expected):
-    assert same(gold, answer, tolerance) is expected
-
-
-def test_number_and_instant_helpers():
-    assert number(" 1.5e1 ") == 15.0 and number("abc") is None and number(float("nan")) is None
-    assert instant("2022-02-03T07:03:23.64Z") == instant("2022-02-03T07:03:23.640000+00:00")
 
 
 def test_run_errors_are_one_line(real_artifacts, tmp_path):

@@ -17,6 +17,7 @@ from pipeline.audit.reading import Catalog, day_window, month_window, read, spli
 from pipeline.episodes.calls import _rename
 from pipeline.episodes.lift import BAND_OUTCOME, timestamp_commitment
 from pipeline.runtime.agents import Agent, Observation
+from pipeline.runtime.simulator import words_of
 from pipeline.tasks import gold, render
 from pipeline.tools.access import ToolStore
 from pipeline.tools.timeutil import format_us, parse_us
@@ -51,10 +52,10 @@ class ShortcutPolicy(Agent):
         last = observation.messages[-1]
         if self.step is not None:
             try:
-                return self.step.send(last.get("result") if last["role"] == "tool" else last.get("text"))
+                return self.step.send(last.get("result") if last["role"] == "tool" else words_of(last))
             except StopIteration:
                 self.step = None
-        self.step = self._next_step(last.get("text", ""))
+        self.step = self._next_step(words_of(last))
         return next(self.step)
 
     # ------------------------------------------------------------------ dispatch

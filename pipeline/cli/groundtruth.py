@@ -79,6 +79,8 @@ def evaluate(ctx: click.Context, ground_truth: str, trace: str, as_json: bool) -
         click.echo(f"{row['final']:.4f}  outcome {row['outcome']['score']:.4f}  process {row['process']['score']:.4f}  "
                    f"planning {row['planning']['score']:.4f}  {row['episode_id']}  {modes}")
     click.echo(f"mean final {report['mean_final']:.4f}; per family: " + ", ".join(f"{k} {v}" for k, v in report["per_family"].items()))
+    if report["rejections"]:
+        click.echo("rejected answer fields: " + ", ".join(f"{k} {v}" for k, v in report["rejections"].items()))
 
 
 COMMANDS = (export, validate_gt, evaluate)

@@ -120,21 +120,38 @@ _command("episodes", _episodes_text, """Episodes per split, interaction mode and
 @click.option("--corpus", required=True, help="Corpus name.")
 @click.option("--trace", type=click.Path(dir_okay=False), help="Also show how this trace's agent played the episode (run 0).")
 @click.option("--width", type=click.IntRange(60), help="Line width (default: the terminal's).")
+@click.option("--agent-view", is_flag=True, help="Show exactly what the agent receives before each turn: messages, tool results, answer forms.")
+@click.option("--json", "as_json", is_flag=True, help="With --agent-view: print the views as JSON (contracts/agent_view.py).")
 @click.pass_context
 @cli.handle_errors
-def inspect_episode(ctx: click.Context, episode_id: str, corpus: str, trace: str | None, width: int | None) -> None:
+def inspect_episode(ctx: click.Context, episode_id: str, corpus: str, trace: str | None, width: int | None, agent_view: bool,
+                    as_json: bool) -> None:
     """Play one episode along its gold path and print the conversation, tool results included; with --trace, also the
-    agent's run, marking the first turn where it left the gold path.
+    agent's run, marking the first turn where it left the gold path; with --agent-view, what the agent receives.
 
     \b
     Example:
       telemetry-bench inspect episode xai4heat.window_pairwise_compare.000f05fe370db5bc.ep --corpus xai4heat
+      telemetry-bench inspect episode xai4heat.window_pairwise_compare.000f05fe370db5bc.ep --corpus xai4heat --agent-view --json
     """
     from pathlib import Path
 
     from rich.console import Console
 
-    from pipeline.report.terminal import episode_conversations, print_episode
+    from pipeline.report.terminal import episode_conversations, print_agent_views, print_episode
 
+    if as_json and not agent_view:
+        raise click.UsageError("--json goes with --agent-view (the conversation itself is printed for people)")
+    if agent_view:
+        if trace:
+            raise click.UsageError("--agent-view shows the gold path; leave out --trace")
+        from pipeline.report.terminal import episode_agent_views
+
+        views = episode_agent_views(cli.workspace(ctx), corpus, episode_id)
+        if as_json:
+            cli.echo_json({"episode_id": episode_id, "corpus": corpus, "turns": [v.model_dump(mode="json") for v in views]})
+        else:
+            print_agent_views(Console(width=width, highlight=False, markup=False, soft_wrap=False), views)
+        return
     episode, conversations = episode_conversations(cli.workspace(ctx), corpus, episode_id, Path(trace) if trace else None)
     print_episode(Console(width=width, highlight=False, markup=False, soft_wrap=False), episode, conversations)

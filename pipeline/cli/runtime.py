@@ -17,6 +17,8 @@ def _rates(summary: dict) -> None:
         click.echo(f"  {family:<28}{rate:.4f}")
     if summary["issues"]:
         click.echo("  protocol issues: " + ", ".join(f"{k} {v}" for k, v in summary["issues"].items()))
+    if summary.get("rejections"):
+        click.echo("  rejected answer fields: " + ", ".join(f"{k} {v}" for k, v in summary["rejections"].items()))
 
 
 @click.command()

@@ -7,9 +7,9 @@ from typing import Any
 
 import numpy as np
 
+from contracts.answers import AnswerForm, AnswersConfig
 from contracts.episodes import (
     AggregatePhase,
-    Checks,
     CommitmentPhase,
     ComparePhase,
     EpisodesConfig,
@@ -27,7 +27,7 @@ from contracts.tasks import Family, Task
 from pipeline.canonical import digest
 from pipeline.episodes.calls import as_calls, gold_of, revised, run
 from pipeline.store.compute import DAY, window_bounds
-from pipeline.tasks import gold, render
+from pipeline.tasks import forms, gold, render
 from pipeline.tools.access import ToolStore
 from pipeline.tools.timeutil import format_us, parse_us
 
@@ -40,9 +40,7 @@ BAND_OUTCOME = {
     "healthy": ("answer", "healthy_quality"), "low_coverage": ("abstain", "low_coverage"),
     "long_gap": ("abstain", "long_gap"), "marginal": ("re_clarify", "marginal_quality"),
 }
-NEAREST_CHECKS = Checks(answer_fields=["value", "observed_timestamp", "offset_seconds", "fallback_reason"],
-                        exact_fields=["observed_timestamp", "fallback_reason"], tolerances={"value": 0.001, "offset_seconds": 1.0})
-COMMIT_CHECKS = Checks(answer_fields=["decision", "reason"], exact_fields=["decision", "reason"])
+NEAREST_FIELDS = ["value", "observed_timestamp", "offset_seconds", "fallback_reason"]
 
 
 def timestamp_commitment(offset_seconds: float, step_seconds: float | None, acceptable: float, abstain_ratio: float) -> tuple[str, str]:
@@ -109,24 +107,28 @@ def _first_resolve(calls: list[dict]) -> str:
 class Lifter:
     """Lifts the tasks of one corpus; holds the store and the configuration."""
 
-    def __init__(self, store: ToolStore, cfg: EpisodesConfig, families: dict[str, Family], seed: str) -> None:
-        self.store, self.cfg, self.families, self.seed = store, cfg, families, seed
+    def __init__(self, store: ToolStore, cfg: EpisodesConfig, families: dict[str, Family], seed: str, answers: AnswersConfig) -> None:
+        self.store, self.cfg, self.families, self.seed, self.answers = store, cfg, families, seed, answers
 
     # ------------------------------------------------------------------ phases
-    def _checks(self, family: Family) -> Checks:
-        return Checks(answer_fields=family.answer_fields, exact_fields=family.exact_fields, tolerances=family.tolerances)
+    def _form(self, names: list[str], units: dict[str, str | None] | None = None, family: Family | None = None) -> AnswerForm:
+        return forms.form(names, self.answers, units, family.tolerances if family else None,
+                          {"acceptable_offset_seconds": f"{self.cfg.acceptable_offset_seconds:g}"})
+
+    def _stream_units(self, names: list[str], stream_id: str) -> dict[str, str | None]:
+        return dict.fromkeys(names, self.store.streams[stream_id]["unit"])
 
     def _first_phase(self, task: Task, lift: FamilyLift, family: Family, prompt: str, outputs: dict) -> Any:
         calls = [c.model_dump() for c in task.canonical_calls]
         outputs.update(run(self.store, calls, outputs))
-        answer, checks = task.gold, self._checks(family)
+        answer, form = task.gold, task.verifier
         if lift.phase == "quality_decision":
             band = outputs[calls[-1]["id"]]["quality_band"]
             answer = {"quality_band": band}
-            checks = Checks(answer_fields=["quality_band"], exact_fields=["quality_band"])
+            form = self._form(["quality_band"])
         return PHASES[lift.phase](
             obligation="decide_quality" if lift.phase == "quality_decision" else "answer", prompt=prompt, gold=answer,
-            checks=checks, canonical_calls=task.canonical_calls,
+            form=form, canonical_calls=task.canonical_calls,
             acceptable_calls=task.alternative_calls if lift.phase != "quality_decision" else [],
             evidence_stream_ids=task.evidence_stream_ids,
         )
@@ -138,9 +140,10 @@ class Lifter:
         for direction in order[:1] if period == "relative" else order:
             new = {**slots, **_shift(slots, period, direction), "direction": "previous" if direction < 0 else "next"}
             calls, names = revised(family.canonical, new, "p2_", keep)
+            golds = gold_of(family.canonical, names)
             try:
                 merged = run(self.store, calls, outputs)
-                answer = gold.extract(gold_of(family.canonical, names), merged)
+                answer = gold.extract(golds, merged)
             except (gold.GoldError, render.RenderError):
                 continue
             outputs.update(merged)
@@ -149,7 +152,8 @@ class Lifter:
                 alt_calls, _ = revised(alt, new, "p2_", keep)
                 alternatives.append(as_calls(alt_calls))
             prompt = render.query(lift.revision_prompts, choose.index("revision_prompt", len(lift.revision_prompts)), new)
-            return PHASES[lift.phase](obligation="revise_window", prompt=prompt, gold=answer, checks=self._checks(family),
+            form = self._form(family.answer_fields, forms.field_units(self.store, golds, merged), family)
+            return PHASES[lift.phase](obligation="revise_window", prompt=prompt, gold=answer, form=form,
                                       canonical_calls=as_calls(calls), acceptable_calls=alternatives,
                                       evidence_stream_ids=task.evidence_stream_ids), new
         return None, slots
@@ -167,11 +171,13 @@ class Lifter:
                "phrase": render.point_phrase(other["label"])}
         new["local_phrase"] = _local_phrase(new["phrase"], slots["site_label"])
         calls, names = revised(family.canonical, new, "p2_", set())
+        golds = gold_of(family.canonical, names)
         merged = run(self.store, calls, outputs)
-        answer = gold.extract(gold_of(family.canonical, names), merged)
+        answer = gold.extract(golds, merged)
         outputs.update(merged)
         prompt = render.query(lift.revision_prompts, choose.index("revision_prompt", len(lift.revision_prompts)), new)
-        return LookupPhase(obligation="revise_target", prompt=prompt, gold=answer, checks=self._checks(family),
+        form = self._form(family.answer_fields, forms.field_units(self.store, golds, merged), family)
+        return LookupPhase(obligation="revise_target", prompt=prompt, gold=answer, form=form,
                            canonical_calls=as_calls(calls), evidence_stream_ids=[other["stream_id"]]), new
 
     def _probe_nearest(self, task, lift, slots, outputs, choose: Chooser):
@@ -189,10 +195,11 @@ class Lifter:
             return None, slots
         outputs.update(merged)
         result = merged["p2_c1"]
-        answer = {k: result[k] for k in ("value", "observed_timestamp", "offset_seconds", "fallback_reason")}
+        answer = {k: result[k] for k in NEAREST_FIELDS}
         new = {**slots, "probe_iso": format_us(probe)}
         prompt = render.query(lift.revision_prompts, choose.index("revision_prompt", len(lift.revision_prompts)), new)
-        return NearestTimestampPhase(obligation="probe_nearest", prompt=prompt, gold=answer, checks=NEAREST_CHECKS,
+        form = self._form(NEAREST_FIELDS, self._stream_units(NEAREST_FIELDS, result["stream_id"]))
+        return NearestTimestampPhase(obligation="probe_nearest", prompt=prompt, gold=answer, form=form,
                                      canonical_calls=as_calls(calls), evidence_stream_ids=task.evidence_stream_ids), new
 
     def _prefer(self, lift, first: Any, second: Any, outputs, windows: list[dict]):
@@ -212,7 +219,7 @@ class Lifter:
 
         preferred = "first" if score(1) >= score(2) else "second"
         return PreferencePhase(obligation="prefer", prompt=lift.prefer_prompt, gold={"preferred": preferred},
-                               checks=Checks(answer_fields=["preferred"], exact_fields=["preferred"]),
+                               form=self._form(["preferred"]),
                                canonical_calls=as_calls(calls), evidence_stream_ids=first.evidence_stream_ids)
 
     # ------------------------------------------------------------------ commitment
@@ -372,7 +379,7 @@ class Lifter:
             calls, answer, prompt = self._commit_window(stream, resolve, avoid, choose, outputs)
         else:
             calls, answer, prompt = self._commit_timestamp(stream, resolve, choose, outputs)
-        phases.append(CommitmentPhase(obligation="commit", prompt=prompt, gold=answer, checks=COMMIT_CHECKS,
+        phases.append(CommitmentPhase(obligation="commit", prompt=prompt, gold=answer, form=self._form(["decision", "reason"]),
                                       canonical_calls=as_calls(calls), evidence_stream_ids=[stream]))
         obligations.append("commit")
         evidence = sorted({s for p in phases for s in p.evidence_stream_ids})
@@ -380,10 +387,10 @@ class Lifter:
         for kind in lift.follow_ups:
             if kind == "rationale":  # why the commitment went the way it did: its quality reason
                 follow_ups.append(FollowUp(kind="rationale", prompt=self.cfg.rationale_prompt, gold={"reason": answer["reason"]},
-                                           checks=Checks(answer_fields=["reason"], exact_fields=["reason"])))
+                                           form=self._form(["reason"])))
             else:
                 follow_ups.append(FollowUp(kind="evidence", prompt=self.cfg.evidence_prompt, gold={"stream_ids": evidence},
-                                           checks=Checks(answer_fields=["stream_ids"], exact_fields=["stream_ids"])))
+                                           form=self._form(["stream_ids"])))
             obligations.append(kind)
         calls_total = sum(len(p.canonical_calls) for p in phases)
         budget = max(12, calls_total + len(phases) + len(withheld) + len(follow_ups) + 1)

@@ -6,6 +6,7 @@ import json
 from collections import Counter
 from pathlib import Path
 
+from contracts.answers import AnswersConfig
 from contracts.episodes import Episode, EpisodesConfig
 from contracts.tasks import SPLITS, FamiliesConfig, Task
 from pipeline.canonical import write_jsonl
@@ -18,9 +19,10 @@ from pipeline.tools.access import ToolStore
 MIN_OUTCOME_SHARE = 0.15
 
 
-def build_episodes(store_dir: Path, tasks_dir: Path, families: FamiliesConfig, cfg: EpisodesConfig, out: Path) -> StageResult:
+def build_episodes(store_dir: Path, tasks_dir: Path, families: FamiliesConfig, cfg: EpisodesConfig, answers: AnswersConfig,
+                   out: Path) -> StageResult:
     store = ToolStore(store_dir / STORE_FILE)
-    lifter = Lifter(store, cfg, families.families, families.seed)
+    lifter = Lifter(store, cfg, families.families, families.seed, answers)
     episodes, provenance, dropped = [], [], Counter()
     try:
         for split in SPLITS:

@@ -10,7 +10,7 @@ FIELDS = [
     ("task_id", "The static task the episode was lifted from."), ("site_ids", "Sites the episode touches."),
     ("interaction_mode", "Ordered obligations joined by '+'."), ("obligations", "The obligations as a list."),
     ("initial_message", "The first user turn (withheld slot left out)."), ("hidden_instruction", "The full request, never shown to agents."),
-    ("withheld", "Withheld slots with their fixed replies."), ("phases", "Typed phases with prompts, golds, checks and tool calls."),
+    ("withheld", "Withheld slots with their fixed replies."), ("phases", "Typed phases with prompts, golds, answer forms (fields, units, codes, tolerances) and tool calls."),
     ("follow_ups", "Rationale and evidence questions with golds."), ("commitment_outcome", "answer, abstain or re_clarify."),
     ("evidence_stream_ids", "Streams the answers must cite."), ("turn_budget", "Maximum agent turns."),
     ("difficulty", "Difficulty proxies."), ("provenance_ref", "Key into provenance.jsonl."),

@@ -72,8 +72,8 @@ def render_action(action: dict) -> str:
 
 
 def _form(episode: Episode) -> str:
-    parts = [f"phase {i + 1} ({p.type}): fields {', '.join(p.checks.answer_fields)}" for i, p in enumerate(episode.phases)]
-    parts += [f"{f.kind}: {', '.join(f.checks.answer_fields)}" for f in episode.follow_ups]
+    parts = [f"phase {i + 1} ({p.type}): fields {', '.join(p.form.names)}" for i, p in enumerate(episode.phases)]
+    parts += [f"{f.kind}: {', '.join(f.form.names)}" for f in episode.follow_ups]
     return ("A structured answer to every phase and follow-up, numbers within the stated tolerances: "
             + "; ".join(parts) + ". The commitment is answer, abstain or re_clarify with its reason.")
 
@@ -82,9 +82,10 @@ def _descriptions(episode: Episode) -> list[str]:
     lines = []
     for i, step in enumerate([*episode.phases, *episode.follow_ups]):
         label = f"phase {i + 1}" if i < len(episode.phases) else step.kind
-        for field in step.checks.answer_fields:
-            tolerance = step.checks.tolerances.get(field)
-            lines.append(f"{label} {field} = {step.gold[field]}" + (f" (within {tolerance})" if tolerance is not None else " (exact)"))
+        for field in step.form.fields:
+            tolerance = field.tolerance
+            within = f" (within max({tolerance.abs:g}, {tolerance.rel:g} x |value|))" if tolerance else f" ({field.type})"
+            lines.append(f"{label} {field.name} = {step.gold[field.name]}{within}")
     return lines
 
 

@@ -24,7 +24,7 @@ from pipeline.report.conversation import (
 )
 from pipeline.runtime.episodes_api import episodes_summary
 from pipeline.runtime.scoring import summarize
-from pipeline.runtime.simulator import slot_keywords
+from pipeline.runtime.simulator import Lexicon, slot_keywords
 from pipeline.store.build import STORE_FILE, open_store
 from pipeline.store.inspect import store_summary
 from pipeline.tasks.inspect import tasks_summary
@@ -186,7 +186,7 @@ def _label(header: TraceHeader, path: Path, taken: set[str]) -> str:
 
 
 def trace_result(path: Path, label: str, header: TraceHeader, played: list[Played], store: ToolStore,
-                 keywords: dict[str, set[str]]) -> TraceResult:
+                 keywords: Lexicon) -> TraceResult:
     summary = summarize(p.score for p in played)
     modes_of = {(p.episode.id, p.run): failure_modes_of(p.episode, p.turns, store, keywords) for p in played}
     modes = Counter(m for found in modes_of.values() for m in found)

@@ -15,9 +15,9 @@ from pipeline.evaluation import evaluate_row, resolved_signature
 from pipeline.play import Played
 from pipeline.release.ground_truth import render_action, trajectory
 from pipeline.runtime.agents import OracleAgent
-from pipeline.runtime.parse import failed_fields
 from pipeline.runtime.runner import run_episode
-from pipeline.runtime.simulator import asks_for
+from pipeline.runtime.simulator import Lexicon, asks_for, opening_message
+from pipeline.tasks.grading import passes
 from pipeline.tools.access import ToolStore
 
 # Result fields shown in one line; the whole result is shown folded (HTML) or not at all (terminal).
@@ -109,7 +109,7 @@ def turns_of(records: list[TurnRecord]) -> list[Turn]:
     return out
 
 
-def gold_records(episode: Episode, store: ToolStore, keywords: dict[str, set[str]]) -> list[TurnRecord]:
+def gold_records(episode: Episode, store: ToolStore, keywords: Lexicon) -> list[TurnRecord]:
     """The gold path as played by the oracle through the real runner, simulator and tools."""
     return [r for r in run_episode(OracleAgent(), episode, store, keywords) if isinstance(r, TurnRecord)]
 
@@ -122,7 +122,7 @@ class Departure:
     expected: str
 
 
-def departure(episode: Episode, agent: list[TurnRecord], gold: list[TurnRecord], keywords: dict[str, set[str]]) -> Departure | None:
+def departure(episode: Episode, agent: list[TurnRecord], gold: list[TurnRecord], keywords: Lexicon) -> Departure | None:
     """The agent's first turn off the gold path; None when it kept to the path to its end.
 
     The gold path asks for every withheld slot first (in any order), then per phase makes the phase's canonical
@@ -175,7 +175,7 @@ def departure(episode: Episode, agent: list[TurnRecord], gold: list[TurnRecord],
             if record.call_id:
                 outputs[record.call_id] = record.tool_result
         elif kind == "answer":
-            if pending or answered >= len(steps) or failed_fields(steps[answered].checks, steps[answered].gold, action.get("fields") or {}):
+            if pending or answered >= len(steps) or not passes(steps[answered].form, steps[answered].gold, action.get("fields") or {}):
                 return Departure(index, expected())
             answered += 1
         else:  # unreadable output
@@ -184,27 +184,27 @@ def departure(episode: Episode, agent: list[TurnRecord], gold: list[TurnRecord],
 
 
 def gold_conversation(episode: Episode, gold: list[TurnRecord]) -> Conversation:
-    return Conversation(who="gold path", opening=episode.initial_message, turns=turns_of(gold), accomplished=True)
+    return Conversation(who="gold path", opening=opening_message(episode), turns=turns_of(gold), accomplished=True)
 
 
 def agent_conversation(episode: Episode, who: str, records: list[TurnRecord], gold: list[TurnRecord],
-                       keywords: dict[str, set[str]], accomplished: bool | None, issues: tuple[str, ...] = (),
+                       keywords: Lexicon, accomplished: bool | None, issues: tuple[str, ...] = (),
                        failure_modes: tuple[str, ...] = (), note: str | None = None) -> Conversation:
     turns = turns_of(records)
     left = departure(episode, records, gold, keywords)
     if left is not None and left.index < len(turns):
         turns[left.index] = replace(turns[left.index], off_path=f"the gold path would {left.expected}")
-    return Conversation(who=who, opening=episode.initial_message, turns=turns, accomplished=accomplished, issues=issues,
+    return Conversation(who=who, opening=opening_message(episode), turns=turns, accomplished=accomplished, issues=issues,
                         failure_modes=failure_modes, left_at=left.index if left else None,
                         stopped_early=f"the gold path would {left.expected}" if left and left.index == len(turns) else None, note=note)
 
 
-def failure_modes_of(episode: Episode, turns: list[TurnRecord], store: ToolStore, keywords: dict[str, set[str]]) -> tuple[str, ...]:
+def failure_modes_of(episode: Episode, turns: list[TurnRecord], store: ToolStore, keywords: Lexicon) -> tuple[str, ...]:
     """The evaluator's failure modes of one run against the episode's ground-truth trajectory."""
     return tuple(evaluate_row(trajectory(episode), episode, turns, store, keywords)["failure_modes"])
 
 
-def played_conversation(who: str, played: Played, gold: list[TurnRecord], keywords: dict[str, set[str]],
+def played_conversation(who: str, played: Played, gold: list[TurnRecord], keywords: Lexicon,
                         failure_modes: tuple[str, ...]) -> Conversation:
     """A scored run of a trace as a conversation (a controller run names the policy that played it)."""
     return agent_conversation(played.episode, who, played.turns, gold, keywords, played.score.accomplished,

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 from rich.console import Console, Group
@@ -10,6 +11,8 @@ from rich.rule import Rule
 from rich.table import Table
 from rich.text import Text
 
+from contracts.agent_view import AgentObservation
+from contracts.answers import AnswerForm
 from contracts.episodes import Episode
 from pipeline.config import load_episodes_config
 from pipeline.play import RunError, played_episodes
@@ -20,7 +23,7 @@ from pipeline.report.conversation import (
     gold_records,
     played_conversation,
 )
-from pipeline.runtime.episodes_api import find_episode
+from pipeline.runtime.episodes_api import agent_views, find_episode
 from pipeline.runtime.simulator import slot_keywords
 from pipeline.tools.access import ToolStore
 from pipeline.workspace import Workspace
@@ -91,3 +94,42 @@ def print_episode(console: Console, episode: Episode, conversations: list[Conver
     console.print(Panel(header, title="episode", title_align="left"))
     for conversation in conversations:
         console.print(_conversation(conversation))
+
+
+def episode_agent_views(ws: Workspace, corpus: str, episode_id: str) -> list[AgentObservation]:
+    """What the agent receives before each turn along the episode's gold path."""
+    episode = find_episode(ws, corpus, episode_id)
+    store = ToolStore.for_corpus(ws, corpus)
+    try:
+        return agent_views(episode, store, slot_keywords(load_episodes_config(ws)))
+    finally:
+        store.close()
+
+
+def _form_rows(grid: Table, form: AnswerForm) -> None:
+    for f in form.fields:
+        unit = f" in {f.unit_label}" if f.unit else ""
+        grid.add_row(Text("form", style="magenta"), Text(f"{f.name}: {f.type}{unit}. {f.description}"))
+        for code, meaning in f.codes.items():
+            grid.add_row("", Text(f"  {code}: {meaning}", style="dim"))
+
+
+def print_agent_views(console: Console, views: list[AgentObservation]) -> None:
+    """Each turn's view: the messages new since the previous turn, and the answer form when a question opens."""
+    seen = 0
+    for view in views:
+        grid = Table.grid(padding=(0, 1))
+        grid.add_column(no_wrap=True, min_width=8)
+        grid.add_column(overflow="fold")
+        for message in view.messages[seen:]:
+            if message.role == "user":
+                grid.add_row(Text("USER", style="bold cyan"), Text(message.text or ""))
+                if message.answer_form is not None:
+                    _form_rows(grid, message.answer_form)
+            elif message.role == "agent":
+                grid.add_row(Text("AGENT", style="bold blue"), Text(json.dumps(message.action, ensure_ascii=False, sort_keys=True)))
+            else:
+                grid.add_row(Text(f"TOOL {message.call_id}", style="dim"), Text(json.dumps(message.result, ensure_ascii=False, sort_keys=True)))
+        seen = len(view.messages)
+        console.print(Rule(Text(f"turn {view.turn + 1}/{view.budget}: what the agent receives (new messages)", style="bold"), align="left"))
+        console.print(grid)

@@ -9,18 +9,27 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any, TextIO
 
+from contracts.agent_view import AgentObservation, ViewMessage
+from contracts.answers import AnswerForm
 from contracts.episodes import Episode
 from pipeline.runtime.gold_path import gold_actions
 
 
 @dataclass
 class Observation:
-    """What an agent sees: the conversation so far (user turns, its own actions, tool results)."""
+    """What an agent sees: the conversation so far (user turns, its own actions, tool results) and the answer form
+    of the question now open. Messages are dicts of the shape of contracts.agent_view.ViewMessage; `view()` is the
+    typed AgentObservation."""
 
     episode_id: str
     messages: list[dict[str, Any]] = field(default_factory=list)  # {"role": "user"|"agent"|"tool", ...}
     turn: int = 0
     budget: int = 0
+    answer_form: AnswerForm | None = None
+
+    def view(self) -> AgentObservation:
+        return AgentObservation(episode_id=self.episode_id, turn=self.turn, budget=self.budget,
+                                messages=[ViewMessage(**m) for m in self.messages], answer_form=self.answer_form)
 
 
 class Agent(ABC):
@@ -58,6 +67,16 @@ class NoopAgent(Agent):
         return {"kind": "answer", "text": "I don't know.", "fields": {}}
 
 
+def form_text(form: AnswerForm) -> str:
+    """An answer form for a person: each field with its type, unit, codes and their meanings."""
+    lines = ["  answer form (answer {\"field\": value, ...}):"]
+    for f in form.fields:
+        unit = f" in {f.unit_label}" if f.unit else ""
+        lines.append(f"    {f.name}: {f.type}{unit}. {f.description}")
+        lines += [f"      {code}: {meaning}" for code, meaning in f.codes.items()]
+    return "\n".join(lines) + "\n"
+
+
 class HumanAgent(Agent):
     """A person at the terminal: `ask TEXT`, `tool NAME {json}`, `answer {json} [text]`, `plan TEXT`."""
 
@@ -71,6 +90,8 @@ class HumanAgent(Agent):
         for message in observation.messages[self._shown:]:
             if message["role"] != "agent":
                 self.stdout.write(f"[{message['role']}] {message.get('text') or json.dumps(message.get('result'), ensure_ascii=False)}\n")
+            if message.get("answer_form"):
+                self.stdout.write(form_text(message["answer_form"]))
         self._shown = len(observation.messages)
         self.stdout.write(f"turn {observation.turn + 1}/{observation.budget} > ")
         self.stdout.flush()

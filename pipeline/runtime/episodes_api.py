@@ -2,10 +2,17 @@
 
 from __future__ import annotations
 
+from typing import Any
+
+from contracts.agent_view import AgentObservation
 from contracts.episodes import Episode
 from contracts.tasks import SPLITS
 from pipeline.config import select_corpora
 from pipeline.errors import StageError
+from pipeline.runtime.agents import Observation, OracleAgent
+from pipeline.runtime.runner import run_episode
+from pipeline.runtime.simulator import Lexicon
+from pipeline.tools.access import ToolStore
 from pipeline.workspace import Workspace
 
 
@@ -39,3 +46,23 @@ def episodes_summary(ws: Workspace, corpus: str) -> dict:
         "commitment_outcomes": manifest.details["commitment_outcomes"], "balance_ok": manifest.details["balance_ok"],
         "examples": examples,
     }
+
+
+
+class _Recording(OracleAgent):
+    """The oracle, keeping every view it was given."""
+
+    def __init__(self) -> None:
+        self.views: list[AgentObservation] = []
+
+    def act(self, observation: Observation) -> Any:
+        self.views.append(observation.view())
+        return super().act(observation)
+
+
+def agent_views(episode: Episode, store: ToolStore, keywords: Lexicon) -> list[AgentObservation]:
+    """What an agent receives before each turn along the episode's gold path."""
+    agent = _Recording()
+    for _ in run_episode(agent, episode, store, keywords):
+        pass
+    return agent.views

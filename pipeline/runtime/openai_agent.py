@@ -14,6 +14,7 @@ import os
 from dataclasses import dataclass
 from typing import Any
 
+from contracts.answers import AnswerForm
 from contracts.episodes import Episode
 from contracts.protocol import Answer, AskUser, Plan
 from pipeline.errors import TelemetryBenchError
@@ -46,12 +47,22 @@ def _protocol_schema(model: type) -> dict:
     return schema
 
 
-def function_specs() -> list[dict]:
-    """Every function offered to the model: the telemetry tools, then ask_user, answer, plan."""
+def _answer_schema(form: AnswerForm) -> dict:
+    """The answer function's parameters for the question now open: its answer form as `fields`, and a short text."""
+    return {"type": "object", "properties": {
+        "fields": {**form.json_schema(), "description": "The answer form of the current request: " + form.sentence()},
+        "text": {"type": "string", "description": "A short answer in words (not graded)."},
+    }, "required": ["fields"]}
+
+
+def function_specs(form: AnswerForm | None = None) -> list[dict]:
+    """Every function offered to the model: the telemetry tools, then ask_user, answer, plan. With the open
+    question's answer form, `answer` takes exactly its fields (names, types, units, codes with their meanings)."""
     specs = [{"type": "function", "function": {"name": t.name, "description": t.description, "parameters": t.input_schema()}}
              for t in registry.TOOLS]
     for name, (description, model) in PROTOCOL.items():
-        specs.append({"type": "function", "function": {"name": name, "description": description, "parameters": _protocol_schema(model)}})
+        parameters = _answer_schema(form) if name == "answer" and form is not None else _protocol_schema(model)
+        specs.append({"type": "function", "function": {"name": name, "description": description, "parameters": parameters}})
     return specs
 
 
@@ -79,7 +90,6 @@ class OpenAIAgent(Agent):
         self.settings = settings
         self.client = openai.OpenAI(base_url=settings.base_url, api_key=key, max_retries=settings.max_retries,
                                     timeout=settings.timeout)
-        self.functions = function_specs()
 
     def start(self, episode: Episode) -> None:  # only the conversation is used, never the episode's gold
         self.messages: list[dict] = [{"role": "system", "content": SYSTEM}]
@@ -105,7 +115,8 @@ class OpenAIAgent(Agent):
         import openai
 
         self._absorb(observation)
-        options: dict[str, Any] = {"model": self.settings.model, "messages": self.messages, "tools": self.functions}
+        options: dict[str, Any] = {"model": self.settings.model, "messages": self.messages,
+                                   "tools": function_specs(observation.answer_form)}
         if self.settings.temperature is not None:
             options["temperature"] = self.settings.temperature
         if self.settings.seed is not None:

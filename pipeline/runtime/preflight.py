@@ -7,8 +7,9 @@ from typing import Any
 
 from contracts.episodes import Episode, EpisodesConfig
 from pipeline.episodes.lift import BAND_OUTCOME, timestamp_commitment
-from pipeline.runtime.parse import failed_fields
-from pipeline.tasks import gold
+from pipeline.runtime import contract
+from pipeline.runtime.simulator import slot_keywords
+from pipeline.tasks import gold, grading
 from pipeline.tools import registry
 from pipeline.tools.access import ToolStore
 from pipeline.tools.functions import window_band
@@ -17,7 +18,7 @@ REVISIONS = ("revise_window", "revise_target", "probe_nearest", "prefer", "commi
 CHECKS = (
     "phase_count", "final_phase_is_commitment", "commit_options_identical", "required_fields_present",
     "gold_passes_own_checks", "golds_rederived", "timestamp_golds_via_exact_and_nearest", "quality_golds_vs_thresholds",
-    "evidence_ids_exist", "withheld_slot_not_in_first_message",
+    "evidence_ids_exist", "withheld_slot_not_in_first_message", *contract.CHECKS,
 )
 
 
@@ -64,15 +65,16 @@ def check_episode(episode: Episode, store: ToolStore, cfg: EpisodesConfig) -> li
     if not episode.phases[-1].prompt.endswith(cfg.commit_options):
         failed.append("commit_options_identical")
     steps = [*episode.phases, *episode.follow_ups]
-    if any(step.gold.get(f) in (None, "", []) for step in steps for f in step.checks.answer_fields):
+    if any(step.gold.get(f) in (None, "", []) for step in steps for f in step.form.names):
         failed.append("required_fields_present")
-    if any(failed_fields(step.checks, step.gold, step.gold) for step in steps):
+    if any(not grading.passes(step.form, step.gold, step.gold) for step in steps):
         failed.append("gold_passes_own_checks")
     outputs: dict = {}
     try:
         for phase in episode.phases:
             outputs = gold.execute(store, [c.model_dump() for c in phase.canonical_calls], outputs)
-            if rederive(phase, outputs, store.thresholds, cfg.acceptable_offset_seconds) != phase.gold:
+            again = rederive(phase, outputs, store.thresholds, cfg.acceptable_offset_seconds)
+            if set(again) != set(phase.gold) or not grading.passes(phase.form, phase.gold, again):
                 failed.append("golds_rederived")
             if phase.type in ("timestamp_value", "nearest_timestamp"):
                 stream = phase.evidence_stream_ids[0]
@@ -90,6 +92,7 @@ def check_episode(episode: Episode, store: ToolStore, cfg: EpisodesConfig) -> li
         failed.append("evidence_ids_exist")
     if any(w.value.lower() in episode.initial_message.lower() for w in episode.withheld):
         failed.append("withheld_slot_not_in_first_message")
+    failed += contract.contract_failures(episode, store, slot_keywords(cfg))
     return sorted(set(failed))
 
 

@@ -12,7 +12,7 @@ from contracts.episodes import Episode
 from contracts.protocol import Action, CallTool
 from contracts.runtime import EpisodeEnd, TurnRecord
 from pipeline.runtime.agents import Agent, Observation
-from pipeline.runtime.simulator import UserSimulator
+from pipeline.runtime.simulator import Lexicon, UserSimulator
 from pipeline.tools import registry
 from pipeline.tools.access import ToolStore
 
@@ -32,11 +32,12 @@ def _parse(raw: Any) -> tuple[Action | None, list[str]]:
         return None, [*issues, "parse_error"]
 
 
-def run_episode(agent: Agent, episode: Episode, store: ToolStore, keywords: dict[str, set[str]], run: int = 0,
+def run_episode(agent: Agent, episode: Episode, store: ToolStore, keywords: Lexicon, run: int = 0,
                 player: str | None = None) -> Iterator[TurnRecord | EpisodeEnd]:
     """Yield one record per agent turn, then the end record; stops on STOP or at the turn budget."""
     sim = UserSimulator(episode, keywords)
-    observation = Observation(episode_id=episode.id, messages=[{"role": "user", "text": sim.opening()}], budget=episode.turn_budget)
+    observation = Observation(episode_id=episode.id, messages=[{"role": "user", "text": sim.opening(), "answer_form": sim.form}],
+                              budget=episode.turn_budget, answer_form=sim.form)
     outputs: dict[str, Any] = {}
     agent.start(episode)
     turn = 0
@@ -74,7 +75,11 @@ def run_episode(agent: Agent, episode: Episode, store: ToolStore, keywords: dict
             reply = sim.respond(action)
             if reply is not None:
                 record.update(reply=reply.text, event=reply.event)
-                observation.messages.append({"role": "user", "text": reply.text})
+                message = {"role": "user", "text": reply.text}
+                if reply.form is not None:
+                    message["answer_form"] = reply.form
+                observation.messages.append(message)
+                observation.answer_form = sim.form
         yield TurnRecord(**record)
         turn += 1
     yield EpisodeEnd(episode_id=episode.id, run=run, player=player, turns=turn, stopped=sim.done)

@@ -7,8 +7,8 @@ from collections.abc import Iterable
 
 from contracts.episodes import Episode
 from contracts.runtime import EpisodeScore, TurnRecord
-from pipeline.runtime.parse import failed_fields, instant
-from pipeline.runtime.simulator import asks_for
+from pipeline.runtime.simulator import Lexicon, asked_slots
+from pipeline.tasks.grading import grade, instant
 
 TIME_ARGUMENTS = ("window_start", "window_end", "timestamp")
 
@@ -31,7 +31,7 @@ def _temporal(episode: Episode, calls: list[tuple[str, dict]]) -> bool:
     return True
 
 
-def score_episode(episode: Episode, turns: list[TurnRecord], keywords: dict[str, set[str]], run: int = 0) -> EpisodeScore:
+def score_episode(episode: Episode, turns: list[TurnRecord], keywords: Lexicon, run: int = 0) -> EpisodeScore:
     """Replay the turns against the episode's structure and check every answer, call and protocol rule."""
     issues: list[str] = []
     released = {w.slot: False for w in episode.withheld}
@@ -54,12 +54,15 @@ def score_episode(episode: Episode, turns: list[TurnRecord], keywords: dict[str,
             text = action.get("text", "")
             if not text.strip():
                 issues.append("empty_turn")
-            asked = [slot for slot in released if asks_for(text, slot, keywords)]
+            asked = asked_slots(text, keywords)
             if not episode.withheld:
                 issues.append("unnecessary_clarification")
-            elif any(released[s] for s in asked) or (not asked and all(released.values())):
-                issues.append("redundant_clarification")
-            for slot in asked:
+            else:
+                if any(released.get(s) for s in asked) or (not asked and all(released.values())):
+                    issues.append("redundant_clarification")
+                if asked - set(released):
+                    issues.append("off_target_clarification")
+            for slot in asked & set(released):
                 released[slot] = True
         elif kind == "answer":
             if not answers and any(not done for done in released.values()):
@@ -69,18 +72,18 @@ def score_episode(episode: Episode, turns: list[TurnRecord], keywords: dict[str,
                 issues.append("empty_turn")
             answers.append(fields)
     n_phases = len(episode.phases)
-    phase_results = [not failed_fields(p.checks, p.gold, answers[i] if i < len(answers) else None)
-                     for i, p in enumerate(episode.phases)]
+    steps = [*episode.phases, *episode.follow_ups]
+    rejections = [r for i, step in enumerate(steps) if i < len(answers) for r in grade(step.form, step.gold, answers[i], step=i)]
+    failed = {r.step for r in rejections}
+    passed = [i < len(answers) and i not in failed for i in range(len(steps))]
+    phase_results = passed[:n_phases]
     if len(answers) < n_phases:
         issues.append("missing_phase_answer")
-    follow = {f.kind: (n_phases + i, f) for i, f in enumerate(episode.follow_ups)}
     follow_ok = {"evidence": True, "rationale": True}
-    for kind in follow_ok:
-        if kind in follow:
-            index, spec = follow[kind]
-            follow_ok[kind] = index < len(answers) and not failed_fields(spec.checks, spec.gold, answers[index])
-            if index >= len(answers):
-                issues.append(f"missing_{kind}")
+    for offset, spec in enumerate(episode.follow_ups):
+        follow_ok[spec.kind] = passed[n_phases + offset]
+        if n_phases + offset >= len(answers):
+            issues.append(f"missing_{spec.kind}")
     evidence, rationale_ok = follow_ok["evidence"], follow_ok["rationale"]
     if not stopped:
         issues.append("not_terminated")
@@ -92,7 +95,7 @@ def score_episode(episode: Episode, turns: list[TurnRecord], keywords: dict[str,
     return EpisodeScore(
         episode_id=episode.id, run=run, family=episode.family, split=episode.split, interaction_mode=episode.interaction_mode,
         final=final, evidence=evidence, phase=phase_ok, temporal=temporal, task=task, protocol=protocol,
-        accomplished=task and protocol, phase_results=phase_results, issues=sorted(set(issues)),
+        accomplished=task and protocol, phase_results=phase_results, issues=sorted(set(issues)), rejections=rejections,
     )
 
 
@@ -123,4 +126,5 @@ def summarize(scores: Iterable[EpisodeScore]) -> dict:
         summary[f"pass^{k}"] = round(sum(all(v) for v in by_episode.values()) / len(by_episode), 4)
         summary["flip_rate"] = round(sum(len(set(v)) > 1 for v in by_episode.values()) / len(by_episode), 4)
     summary["issues"] = dict(sorted(Counter(i for s in scores for i in s.issues).items()))
+    summary["rejections"] = dict(sorted(Counter(r.reason for s in scores for r in s.rejections).items()))
     return summary

@@ -8,11 +8,12 @@ from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from contracts.tasks import SPLITS, FamiliesConfig, Family, Task, Verifier
+from contracts.answers import AnswersConfig
+from contracts.tasks import SPLITS, FamiliesConfig, Family, Task
 from pipeline.canonical import digest
 from pipeline.manifest import StageResult, write_splits
 from pipeline.store.build import STORE_FILE, open_store
-from pipeline.tasks import candidates, gold, render
+from pipeline.tasks import candidates, forms, gold, grading, render
 from pipeline.tools.access import ToolStore
 
 
@@ -55,16 +56,17 @@ def _used_slots(family: Family) -> set[str]:
 
 
 def build_task(store: ToolStore, corpus: str, name: str, family: Family, split: str, key: str, row: dict,
-               raw_sha: dict[str, str]) -> Task:
+               raw_sha: dict[str, str], answers: AnswersConfig) -> Task:
     slots = render.derive(row, store.streams, store.sites)
     canonical = render.calls(family.canonical, slots)
-    answer = gold.extract(family.canonical.gold, gold.execute(store, canonical))
-    verifier = Verifier(answer_fields=family.answer_fields, exact_fields=family.exact_fields, tolerances=family.tolerances)
+    outputs = gold.execute(store, canonical)
+    answer = gold.extract(family.canonical.gold, outputs)
+    verifier = forms.form(family.answer_fields, answers, forms.field_units(store, family.canonical.gold, outputs), family.tolerances)
     alternatives = []
     for alternative in family.alternatives:
         alt_calls = render.calls(alternative, slots)
         alt_answer = gold.extract(alternative.gold, gold.execute(store, alt_calls))
-        if gold.matches(verifier, answer, alt_answer):
+        if not grading.passes(verifier, answer, alt_answer):
             raise gold.GoldError(f"alternative call set gives {alt_answer}, canonical gives {answer}")
         alternatives.append(alt_calls)
     template = int(key[:8], 16) % len(family.templates)
@@ -82,7 +84,7 @@ def build_task(store: ToolStore, corpus: str, name: str, family: Family, split: 
 
 
 def select_family(store: ToolStore, con, corpus: str, name: str, family: Family, cfg: FamiliesConfig,
-                  held_out: list[str], raw_sha: dict[str, str]) -> tuple[list[Task], FamilyReport]:
+                  held_out: list[str], raw_sha: dict[str, str], answers: AnswersConfig) -> tuple[list[Task], FamilyReport]:
     report = FamilyReport()
     pool = candidates.evaluate(con, name, family, store.thresholds, held_out)
     report.pool, report.eligible = pool.size, len(pool.rows)
@@ -109,7 +111,7 @@ def select_family(store: ToolStore, con, corpus: str, name: str, family: Family,
                 report.skipped["cap_stream"] += 1
                 continue
             try:
-                task = build_task(store, corpus, name, family, split, key, row, raw_sha)
+                task = build_task(store, corpus, name, family, split, key, row, raw_sha, answers)
             except (gold.GoldError, render.RenderError) as exc:
                 report.skipped[f"gold_failed: {str(exc).split(':')[0]}"] += 1
                 continue
@@ -120,7 +122,8 @@ def select_family(store: ToolStore, con, corpus: str, name: str, family: Family,
     return tasks, report
 
 
-def compile_tasks(store_dir: Path, ingest_dir: Path, cfg: FamiliesConfig, corpus: str, held_out: list[str], out: Path) -> StageResult:
+def compile_tasks(store_dir: Path, ingest_dir: Path, cfg: FamiliesConfig, answers: AnswersConfig, corpus: str, held_out: list[str],
+                  out: Path) -> StageResult:
     """Write {train,dev,test}.jsonl (canonical JSON) and report every family's pool, predicates and selection."""
     store = ToolStore(store_dir / STORE_FILE)
     con = open_store(store_dir / STORE_FILE)
@@ -128,7 +131,7 @@ def compile_tasks(store_dir: Path, ingest_dir: Path, cfg: FamiliesConfig, corpus
     try:
         tasks, reports = [], {}
         for name, family in sorted(cfg.families.items()):
-            selected, report = select_family(store, con, corpus, name, family, cfg, held_out, raw_sha)
+            selected, report = select_family(store, con, corpus, name, family, cfg, held_out, raw_sha, answers)
             tasks += selected
             reports[name] = report.as_dict()
     finally:

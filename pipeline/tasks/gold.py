@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from contracts.tasks import GoldField, Verifier
+from contracts.tasks import GoldField
 from pipeline.tools import refs, registry
 from pipeline.tools.access import ToolStore
 
@@ -39,20 +39,3 @@ def extract(gold: dict[str, GoldField], outputs: dict[str, Any]) -> dict[str, An
             raise GoldError(f"gold {field} is null")
         answer[field] = value
     return answer
-
-
-def matches(verifier: Verifier, gold: dict[str, Any], answer: dict[str, Any]) -> list[str]:
-    """Fields of `answer` that fail the verifier against `gold` (empty: it passes)."""
-    failed = []
-    for field in verifier.answer_fields:
-        if field not in answer or answer[field] is None:
-            failed.append(field)
-        elif field in verifier.tolerances:
-            try:
-                if abs(float(answer[field]) - float(gold[field])) > verifier.tolerances[field] + 1e-12:
-                    failed.append(field)
-            except (TypeError, ValueError):
-                failed.append(field)
-        elif answer[field] != gold[field]:
-            failed.append(field)
-    return failed
