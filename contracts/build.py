@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from pydantic import Field
+from pydantic import Field, model_validator
 
 from contracts.base import Frozen
 
@@ -17,6 +17,48 @@ class ThresholdQuantiles(Frozen):
     gap_ratio_abstain_stream: float = Field(0.95, ge=0, le=1, description="Whole-stream gap ratio above this quantile: long_gap.")
 
 
+class Bound(Frozen):
+    """Limits a quality threshold is clamped into, so that a corpus's quantile cannot make a band absurd."""
+
+    floor: float | None = Field(None, description="The threshold is at least this.")
+    ceiling: float | None = Field(None, description="The threshold is at most this.")
+
+    @model_validator(mode="after")
+    def _ordered(self) -> Bound:
+        if self.floor is not None and self.ceiling is not None and self.floor > self.ceiling:
+            raise ValueError(f"floor {self.floor} is above ceiling {self.ceiling}")
+        return self
+
+    def clamp(self, value: float) -> float:
+        if self.floor is not None:
+            value = max(value, self.floor)
+        return min(value, self.ceiling) if self.ceiling is not None else value
+
+
+# thresholds that must stay ordered whatever the corpus: (lower, higher)
+ORDERED_THRESHOLDS = (("coverage_abstain", "coverage_answer"), ("gap_ratio_answer", "gap_ratio_abstain_window"))
+
+
+class ThresholdBounds(Frozen):
+    """threshold = clamp(corpus quantile, floor, ceiling), per threshold (configs/build.toml)."""
+
+    coverage_abstain: Bound = Bound()
+    coverage_answer: Bound = Bound()
+    gap_ratio_answer: Bound = Bound()
+    gap_ratio_abstain_window: Bound = Bound()
+    gap_ratio_abstain_stream: Bound = Bound()
+
+    @model_validator(mode="after")
+    def _keeps_order(self) -> ThresholdBounds:
+        """Clamping keeps ordered quantiles ordered only when the bounds are ordered the same way."""
+        for lower, higher in ORDERED_THRESHOLDS:
+            for side in ("floor", "ceiling"):
+                a, b = getattr(getattr(self, lower), side), getattr(getattr(self, higher), side)
+                if (a is None) != (b is None) or (a is not None and a > b):
+                    raise ValueError(f"{lower}.{side} must be declared with and at most {higher}.{side}")
+        return self
+
+
 class StoreConfig(Frozen):
     """How the tool store is computed from normalized tables."""
 
@@ -24,6 +66,7 @@ class StoreConfig(Frozen):
     step_window: int = Field(12, ge=1, description="Gaps on each side whose median is an observation's local step.")
     preview_points: int = Field(96, ge=2, description="Evenly spaced samples per stream in previews.")
     thresholds: ThresholdQuantiles = ThresholdQuantiles()
+    threshold_bounds: ThresholdBounds = ThresholdBounds()
 
 
 class BuildConfig(Frozen):

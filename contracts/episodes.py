@@ -152,6 +152,7 @@ class EpisodesConfig(Frozen):
     """The whole of configs/episodes.toml."""
 
     acceptable_offset_seconds: float = Field(gt=0)
+    commit_within_days: int = Field(14, ge=0, description="The commitment's week (or reading) lies within this many days of what was discussed.")
     outcome_shares: dict[Outcome, float]
     commit_options: str
     commit_window_prompt: str = Field(description="Commitment on a week: {phrase}, {week_start}, {options}.")

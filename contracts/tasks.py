@@ -52,10 +52,40 @@ class Predicate(Frozen):
     sql: str
 
 
+Period = Literal["day", "week", "month", "relative", "instant", "none"]
+PERIOD_DAYS = {"day": 1, "week": 7, "month": 31, "relative": 1, "instant": 0, "none": 0}
+
+
+class SplitRule(Frozen):
+    """Splits without memory (design/VALIDITY.md §3): the corpus's time is cut into one block per split, in `order`,
+    each holding about its share of the corpus's stream-weeks, with `buffer_days` between blocks. A row goes to the
+    block that holds its whole reach (its windows widened by one window, for revisions, and by `reach_days`, for the
+    commitment); held-out sites only ever appear in test. A corpus with fewer than 2 sites splits by time alone."""
+
+    order: list[Split] = Field(min_length=3, max_length=3, description="The splits' blocks in time order.")
+    shares: dict[Split, float] = Field(description="Each split's share of the corpus's stream-weeks (buffers excluded).")
+    buffer_days: int = Field(gt=0, description="Days between consecutive blocks: at least the longest window + 2 x reach_days.")
+    reach_days: int = Field(ge=0, description="How far a conversation reaches beyond its windows (commitments: 14 days, a week long).")
+
+    @model_validator(mode="after")
+    def _consistent(self) -> SplitRule:
+        if sorted(self.order) != sorted(SPLITS) or set(self.shares) != set(SPLITS):
+            raise ValueError(f"order and shares must name each of {', '.join(SPLITS)} once")
+        if abs(sum(self.shares.values()) - 1) > 1e-9 or min(self.shares.values()) <= 0:
+            raise ValueError("shares must be positive and sum to 1")
+        if self.buffer_days < max(PERIOD_DAYS.values()) + 2 * self.reach_days:
+            raise ValueError(f"buffer_days must be at least the longest window ({max(PERIOD_DAYS.values())} days) + 2 x reach_days")
+        return self
+
+
 class Family(Frozen):
     """One static task family, declared as data."""
 
     description: str
+    period: Period = Field(description="The window the family asks about (a revision moves it by one): day, week, month, "
+                                       "relative (24 hours up to an instant), instant (a reading) or none.")
+    time_columns: list[str] = Field(default=[], description="Candidate columns (epoch us) spanning the row's windows or instants; "
+                                                            "empty: the row has no time (it goes to a split by its sites).")
     scope: Literal["site", "corpus", "site_or_corpus"] = Field("site", description="Where candidates come from.")
     candidates: str = Field(description="SQL over the store returning the candidate pool (one row per candidate).")
     predicates: list[Predicate] = Field(description="Eligibility, applied in order; the manifest counts survivors of each.")
@@ -72,6 +102,10 @@ class Family(Frozen):
     templates: list[str] = Field(min_length=1, description="Query texts with {slot} fields to fill; one chosen by hash.")
     difficulty: dict[str, int] = Field(default={}, description="Declared difficulty proxies (temporal_normalizations, graph_hops, aggregations).")
     targets: dict[str, int] | None = Field(None, description="Per-split targets overriding the defaults.")
+
+    def target(self, defaults: dict[str, int], split: str) -> int:
+        """Episodes to release for a split."""
+        return {**defaults, **(self.targets or {})}.get(split, 0)
 
     @model_validator(mode="after")
     def _fields_consistent(self) -> Family:
@@ -92,8 +126,11 @@ class FamiliesConfig(Frozen):
     """The whole of configs/families.toml."""
 
     seed: str = Field(description="Seed of every selection hash; change it to draw another benchmark.")
-    targets: dict[Split, int] = Field(description="Default tasks per family per split.")
-    dev_share: float = Field(0.2, gt=0, lt=1, description="Share of non-held-out candidates assigned to dev (rest: train).")
+    targets: dict[Split, int] = Field(description="Default episodes per family per split.")
+    oversupply: float = Field(3.0, ge=1, description="The tasks stage selects targets x oversupply tasks per family and split; "
+                                                     "the episodes stage keeps the first `targets` that lift (some commitment "
+                                                     "outcomes are not found near every conversation).")
+    splits: SplitRule
     families: dict[str, Family]
 
 
@@ -124,3 +161,5 @@ class Task(Frozen):
     difficulty: dict[str, int]
     provenance: dict[str, Any] = Field(description="Raw files with sha256, stream ids, window or timestamp keys.")
     selection_key: str = Field(description="xxh3-128 of seed, family and candidate identity: the selection order.")
+    time_block: list[int] = Field(min_length=2, max_length=2, description="[start, end) in epoch us of the split's time block: "
+                                                                           "everything the conversation touches stays inside.")

@@ -2,7 +2,7 @@
 
 For each size: points written, seconds per stage, ingest and store points/s, peak RSS of the build
 process, DuckDB's own copy of the same points (Parquet -> Parquet) and the ratio, and a linear
-projection to full BTS (2.86e9 points). Sizes are approximate (200 streams, ~131 points a day each).
+projection to full BTS (2.86e9 points). Sizes are approximate (up to 200 streams of at least two years, ~131 points a day each).
 """
 
 from __future__ import annotations
@@ -22,6 +22,7 @@ import duckdb
 
 FULL_BTS_POINTS = 2_863_795_583
 STREAMS = 200
+MIN_DAYS = 730
 POINTS_PER_STREAM_DAY = 24 * 60 / 11
 
 
@@ -81,12 +82,14 @@ def main(sizes: str, keep: str | None, memory_budget: str, workers: int | None) 
                "| DuckDB copy s | throughput ours/DuckDB (ingest+store) | projected full BTS h |")
     click.echo("|---|---|---|---|---|---|---|---|---|---|---|")
     for size in (float(s) for s in sizes.split(",")):
-        days = max(1, round(size / STREAMS / POINTS_PER_STREAM_DAY))
+        # at least two years, as time-blocked splits need; fewer streams for the small sizes
+        streams = max(1, min(STREAMS, round(size / MIN_DAYS / POINTS_PER_STREAM_DAY)))
+        days = max(MIN_DAYS, round(size / streams / POINTS_PER_STREAM_DAY))
         with tempfile.TemporaryDirectory(prefix="tb-scale-") as tmp:
             raw, art = (Path(keep) / f"bts-{size:.0e}" if keep else Path(tmp) / "raw"), Path(tmp) / "art"
             if not (raw / "SYNTHETIC.md").is_file():
                 shutil.rmtree(raw, ignore_errors=True)
-                subprocess.run([*cli, "synth", "bts", "--streams", str(STREAMS), "--days", str(days), "--seed", "1", "--out", str(raw)],
+                subprocess.run([*cli, "synth", "bts", "--streams", str(streams), "--days", str(days), "--seed", "1", "--out", str(raw)],
                                check=True, capture_output=True)
             out, rss = _run([*cli, "--artifacts", str(art), "build", "--corpus", "bts", "--raw", str(raw), "--json", *options])
             seconds = {row["stage"]: row["seconds"] for row in json.loads(out)}

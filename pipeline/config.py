@@ -101,7 +101,14 @@ def load_families(ws: Workspace) -> FamiliesConfig:
 
 
 def load_episodes_config(ws: Workspace) -> EpisodesConfig:
-    return _load_model(ws.configs_dir / "episodes.toml", EpisodesConfig, "the episodes stage needs the lift declarations")
+    """configs/episodes.toml; its commitments must stay within the reach the splits leave (configs/families.toml)."""
+    path = ws.configs_dir / "episodes.toml"
+    episodes = _load_model(path, EpisodesConfig, "the episodes stage needs the lift declarations")
+    reach = load_families(ws).splits.reach_days
+    if episodes.commit_within_days + 7 > reach:
+        raise ConfigError(f"{path}: commit_within_days = {episodes.commit_within_days} reaches past the splits' reach_days = {reach} "
+                          "(a commitment week starts within commit_within_days and lasts 7); raise reach_days in configs/families.toml")
+    return episodes
 
 
 def load_audit_config(ws: Workspace) -> AuditConfig:

@@ -16,18 +16,25 @@ from pipeline.manifest import MANIFEST
 from pipeline.release.verify import compare_folders
 from pipeline.store.build import STORE_FILE, open_store
 from pipeline.workspace import Workspace
-from tests.helpers import tiny_workspace
+from tests.helpers import TINY_XAI, tiny_workspace
 
 
 def statuses(outcomes) -> dict[tuple[str, str], str]:
     return {(o.corpus, o.stage): o.status for o in outcomes}
 
 
-@pytest.fixture
-def ws(tmp_path):
-    workspace = tiny_workspace(tmp_path / "project")
+@pytest.fixture(scope="module")
+def built_once(tmp_path_factory):
+    workspace = tiny_workspace(tmp_path_factory.mktemp("built") / "project")
     build(workspace)
-    return workspace
+    return workspace.root
+
+
+@pytest.fixture
+def ws(built_once, tmp_path):
+    """A built tiny project of this test's own (a copy of one built once: identities hold no paths, so it is cached)."""
+    shutil.copytree(built_once, tmp_path / "project", symlinks=True)
+    return Workspace.from_root(tmp_path / "project")
 
 
 def test_second_build_is_cached(ws):
@@ -129,7 +136,7 @@ def test_inspect_store_cli(ws):
     result = CliRunner().invoke(main, ["--root", str(ws.root), "inspect", "store", "--corpus", "xai4heat", "--json"])
     assert result.exit_code == 0, result.output
     summary = json.loads(result.output)
-    assert summary["raw_value_cells"] == 798 * 8
+    assert summary["raw_value_cells"] == (len(TINY_XAI.splitlines()) - 1) * 8
     assert summary["observations"] + sum(summary["rejects_by_reason"].values()) == summary["raw_value_cells"]
     assert set(summary["thresholds"]) == {
         "coverage_abstain", "coverage_answer", "gap_ratio_answer", "gap_ratio_abstain_window", "gap_ratio_abstain_stream",

@@ -91,3 +91,31 @@ def test_commitment_balance_and_nearest_offsets(episodes, corpus):
     for e in episodes[corpus]:
         by_family.setdefault(e.family, set()).add(e.commitment_outcome)
     assert all(len(v) >= 2 for v in by_family.values()), by_family  # never guessable from the family
+
+
+def _instants(arguments: dict) -> tuple[int, int] | None:
+    from pipeline.tasks.grading import instant
+
+    start, end = instant(arguments.get("window_start")), instant(arguments.get("window_end"))
+    if start is not None and end is not None:
+        return start, end
+    at = instant(arguments.get("timestamp"))
+    return (at, at) if at is not None else None
+
+
+@pytest.mark.parametrize("corpus", CORPORA)
+def test_commitments_are_about_the_conversation(episodes, corpus):
+    """At least 90% of commitments ask about a stream discussed, within 14 days of a window or reading discussed."""
+    day, near, total = 86_400_000_000, 0, 0
+    for episode in episodes[corpus]:
+        discussed = [span for p in episode.phases[:-1] for c in p.canonical_calls if c.tool != "inspect_quality_window"
+                     and (span := _instants(c.arguments))]
+        if not discussed:
+            continue  # nothing timed was discussed (point disambiguation): any week of the split's block
+        total += 1
+        commit = episode.phases[-1]
+        streams = {s for p in episode.phases[:-1] for s in p.evidence_stream_ids}
+        lo, hi = next(span for c in commit.canonical_calls if (span := _instants(c.arguments)))
+        gap = min(max(0, start - hi, lo - end) for start, end in discussed)
+        near += commit.evidence_stream_ids[0] in streams and gap <= CFG.commit_within_days * day
+    assert total and near / total >= 0.9, (near, total)

@@ -11,9 +11,9 @@ from tests.helpers import make_workspace, real_lines, xai_config
 
 PINNED = {
     "observations": "8ad5d56efee922f91801b3807c179341",
-    "aggregates": "4cace854e1b294bbe9b7b94db54cc7eb",
+    "aggregates": "f4674f5ccf9d77de1b41043751c86695",
     "quality": "babdfcbe6ed2be7c4d1bfa7878eed18e",
-    "thresholds": "f2ca692b00f97c3b99feb68b300a2e22",
+    "thresholds": "7b77713326ea4a66cd67f1a03aee03f2",
 }
 
 

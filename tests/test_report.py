@@ -22,7 +22,7 @@ PLOTS = {
     "benchmark-overview": ("family-split", "interaction-modes", "commitment", "policies"),
     "results": ("accomplishment-family", "accomplishment-split", "part-scores"),
 }
-CONTROLLER_EPISODE = "xai4heat.window_pairwise_compare.000f05fe370db5bc.ep"
+CONTROLLER_EPISODE = "xai4heat.window_pairwise_compare.004e64a32c58fc62.ep"
 NS = {"h": "http://www.w3.org/1999/xhtml"}
 
 

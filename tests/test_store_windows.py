@@ -122,3 +122,37 @@ def test_profiles_by_monday_based_weekday_and_utc_hour():
     times = [int((monday_9 + timedelta(weeks=w)).timestamp() * 1e6) for w in range(3)]
     profile = compute.profiles(series(times, [1.0, 2.0, 3.0]), 0).row(0, named=True)
     assert (profile["dow"], profile["hour"], profile["count"], profile["mean"]) == (0, 9, 3, 2.0)
+
+
+def test_thresholds_are_clamped_so_a_week_missing_one_step_is_healthy():
+    """Every week complete: the corpus quantiles say coverage 1.0 and gap ratio 1.0 are needed to be healthy; the
+    declared floor and ceiling (configs/build.toml) make one missing hour harmless."""
+    import tomllib
+
+    from contracts.build import BuildConfig
+    from pipeline.store.build import thresholds
+    from tests.helpers import REPO
+
+    cfg = BuildConfig.model_validate(tomllib.loads((REPO / "configs" / "build.toml").read_text())).store
+    start = us(2023, 5, 1)  # a Monday
+    complete = series(hourly(start, 24 * 7 * 8))
+    weekly = compute.aggregates(complete, 0)
+    limits = {r["name"]: r for r in thresholds(weekly, pl.DataFrame({"gap_ratio": [1.0]}), cfg).to_dicts()}
+    assert limits["coverage_answer"]["corpus_value"] == 1.0 and limits["coverage_answer"]["value"] <= 0.95
+    assert limits["gap_ratio_answer"]["corpus_value"] == 1.0 and limits["gap_ratio_answer"]["value"] >= 3
+    missing = series(hourly(start, 24 * 7, skip={50}))
+    week = windows(missing, "week").row(0, named=True)
+    assert week["coverage"] == pytest.approx(167 / 168) and week["gap_ratio"] == 2.0
+    values = {k: v["value"] for k, v in limits.items()}
+    assert week["coverage"] >= values["coverage_answer"] and week["gap_ratio"] <= values["gap_ratio_answer"]
+    assert values["coverage_abstain"] <= values["coverage_answer"] <= 0.95
+    assert 3 <= values["gap_ratio_answer"] <= values["gap_ratio_abstain_window"]
+
+
+def test_threshold_bounds_must_keep_the_bands_ordered():
+    from pydantic import ValidationError
+
+    from contracts.build import ThresholdBounds
+
+    with pytest.raises(ValidationError, match="coverage_abstain.floor"):
+        ThresholdBounds.model_validate({"coverage_abstain": {"floor": 0.99, "ceiling": 0.99}, "coverage_answer": {"floor": 0.9, "ceiling": 0.95}})

@@ -12,7 +12,9 @@ from click.testing import CliRunner
 from contracts.answers import AnswerForm
 from contracts.tasks import FamiliesConfig
 from pipeline.cli import main
+from pipeline.play import load_episodes
 from pipeline.tasks import gold, grading
+from pipeline.tasks.grading import instant
 from pipeline.tools.access import ToolStore
 from tests.helpers import REPO
 
@@ -60,8 +62,8 @@ def test_family_coverage(tasks):
 @pytest.mark.parametrize("corpus", CORPORA)
 def test_held_out_sites_only_in_test(tasks, corpus):
     for task in tasks[corpus]:
-        touches = bool(HELD_OUT[corpus] & set(task["site_ids"]))
-        assert touches == (task["split"] == "test"), task["task_id"]
+        if HELD_OUT[corpus] & set(task["site_ids"]):
+            assert task["split"] == "test", task["task_id"]
         if task["split"] != "test":
             assert not any(s.split("__")[0] in HELD_OUT[corpus] for s in task["evidence_stream_ids"])
 
@@ -92,3 +94,31 @@ def test_inspect_tasks_json(real_artifacts):
     summary = json.loads(result.output)
     assert set(summary["counts"]) == set(FAMILIES.families) == set(summary["pools"])
     assert all(set(v) == {"train", "dev", "test"} for v in summary["counts"].values())
+
+
+DAY_US = 86_400_000_000
+
+
+def _monday(at: int) -> int:
+    days = at // DAY_US
+    return days - (days + 3) % 7  # epoch day of that week's Monday (1970-01-01 was a Thursday)
+
+
+def _weeks_of_call(arguments: dict) -> set[int]:
+    """The Monday-based UTC weeks a call looks at: every week a window overlaps, the week of a reading."""
+    start, end = instant(arguments.get("window_start")), instant(arguments.get("window_end"))
+    if start is not None and end is not None:
+        return set(range(_monday(start), _monday(end - 1) + 1, 7))
+    return {_monday(at) for key in ("timestamp",) if (at := instant(arguments.get(key))) is not None}
+
+
+@pytest.mark.parametrize("corpus", CORPORA)
+def test_splits_share_no_week(real_artifacts, corpus):
+    """No test window, reading or commitment week shares a Monday week with a train or dev one (splits without memory)."""
+    touched = {}
+    for split in ("train", "dev", "test"):
+        episodes = load_episodes(real_artifacts / corpus / "episodes" / f"{split}.jsonl")
+        touched[split] = {w for e in episodes for p in e.phases for c in p.canonical_calls for w in _weeks_of_call(c.arguments)}
+    assert touched["test"] and touched["train"] and touched["dev"]
+    assert not touched["test"] & (touched["train"] | touched["dev"])
+    assert not touched["train"] & touched["dev"]

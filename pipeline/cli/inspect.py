@@ -131,8 +131,8 @@ def inspect_episode(ctx: click.Context, episode_id: str, corpus: str, trace: str
 
     \b
     Example:
-      telemetry-bench inspect episode xai4heat.window_pairwise_compare.000f05fe370db5bc.ep --corpus xai4heat
-      telemetry-bench inspect episode xai4heat.window_pairwise_compare.000f05fe370db5bc.ep --corpus xai4heat --agent-view --json
+      telemetry-bench inspect episode xai4heat.window_pairwise_compare.004e64a32c58fc62.ep --corpus xai4heat
+      telemetry-bench inspect episode xai4heat.window_pairwise_compare.004e64a32c58fc62.ep --corpus xai4heat --agent-view --json
     """
     from pathlib import Path
 

@@ -92,12 +92,20 @@ def _shift(slots: dict, period: str, direction: int) -> dict | None:
     return render.window_slots(new_start, new_end)
 
 
-def _period_of(task: Task) -> str:
-    if task.family == "relative_24h_mean_lookup":
-        return "relative"
-    if task.family in ("window_mean_lookup", "window_pairwise_compare", "quality_gate"):
-        return "week"
-    return "month" if task.family == "window_rank" else "day"
+def _inside(task: Task, start: int, end: int | None) -> bool:
+    low, high = task.time_block
+    return low <= start and (end if end is not None else start) <= high
+
+
+def _distance(start: int, end: int, spans: list[tuple[int, int]]) -> int:
+    """How far [start, end) lies from the nearest discussed span (0 when they overlap)."""
+    return min(max(0, lo - end, start - hi) for lo, hi in spans)
+
+
+def _span(slots: dict) -> tuple[int, int]:
+    start = parse_us(slots["window_start_iso"])
+    end = slots.get("window_end_iso") or slots.get("anchor_iso")
+    return start, parse_us(end) if end else start
 
 
 def _first_resolve(calls: list[dict]) -> str:
@@ -134,11 +142,13 @@ class Lifter:
         )
 
     def _revise_window(self, task, lift, family, slots, outputs, choose: Chooser):
-        period = _period_of(task)
+        period = self.families[task.family].period
         keep = {c.id for c in task.canonical_calls if c.tool == "resolve_point"}
         order = [-1, 1] if period == "relative" or choose.fraction("direction") < 0.5 else [1, -1]
         for direction in order[:1] if period == "relative" else order:
             new = {**slots, **_shift(slots, period, direction), "direction": "previous" if direction < 0 else "next"}
+            if not _inside(task, new["window_start"], new.get("window_end") or new.get("anchor")):
+                continue  # the conversation stays in its split's time block
             calls, names = revised(family.canonical, new, "p2_", keep)
             golds = gold_of(family.canonical, names)
             try:
@@ -224,7 +234,8 @@ class Lifter:
 
     # ------------------------------------------------------------------ commitment
     def _target(self, choose: Chooser) -> list[str]:
-        """Commitment outcomes in the order to try: the drawn one first (declared shares), then the others."""
+        """Commitment outcomes in the order to try: the drawn one first (declared shares), then the others. The
+        episodes stage keeps each family's mix to the shares (outcome quotas over the oversupplied tasks)."""
         x, total = choose.fraction("outcome"), 0.0
         outcomes = list(self.cfg.outcome_shares)
         drawn = outcomes[-1]
@@ -235,17 +246,21 @@ class Lifter:
                 break
         return [drawn] + [o for o in outcomes if o != drawn]
 
-    def _commit_window(self, stream_id: str, resolve: str, avoid: set[int], choose: Chooser, outputs):
-        windows = self.store._rows(
+    def _commit_window(self, task: Task, stream_id: str, resolve: str, spans: list[tuple[int, int]], choose: Chooser, outputs):
+        """A week of the discussed stream that contains, or starts within reach of, a window discussed (any week of
+        the time block when none was), inside the split's time block; its outcome drawn with the declared shares."""
+        low, high = task.time_block
+        windows = [w for w in self.store._rows(
             "SELECT window_start, window_end, quality_band FROM aggregates WHERE stream_id = ? AND period = 'week' "
-            "ORDER BY window_start", [stream_id])
+            "AND window_start >= ? AND window_end <= ? ORDER BY window_start", [stream_id, low, high])
+            if not spans or _distance(w["window_start"], w["window_end"], spans) <= self.cfg.commit_within_days * DAY]
         for outcome in self._target(choose):
-            fitting = [w for w in windows if BAND_OUTCOME[w["quality_band"]][0] == outcome and w["window_start"] not in avoid]
+            fitting = [w for w in windows if BAND_OUTCOME[w["quality_band"]][0] == outcome]
             if fitting:
                 window = fitting[choose.index("commit_window", len(fitting))]
                 break
         else:
-            raise LiftError(f"{stream_id}: no weekly window to commit on")
+            raise LiftError(f"{stream_id}: no weekly window near the conversation")
         calls = [{"id": "pc_c1", "tool": "inspect_quality_window", "arguments": {
             "stream_id": f"${resolve}.stream_id", "window_start": format_us(window["window_start"]),
             "window_end": format_us(window["window_end"]), "period": "week"}}]
@@ -261,38 +276,49 @@ class Lifter:
         return timestamp_commitment(offset_seconds, step_seconds, self.cfg.acceptable_offset_seconds,
                                     self.store.thresholds["gap_ratio_abstain_window"])
 
-    def _probe_for(self, stream_id: str, outcome: str, choose: Chooser) -> int | None:
+    def _probe_for(self, stream_id: str, outcome: str, choose: Chooser, low: int, high: int) -> int | None:
+        """A probe instant in [low, high) whose nearest reading gives the outcome, or None when there is none."""
         arrays = self.store.arrays(stream_id)
-        ts, n = arrays.ts, len(arrays.ts)
+        ts = arrays.ts
+        first, last = int(np.searchsorted(ts, low)), int(np.searchsorted(ts, high))
+        ts = ts[max(0, first - 1):last + 1]
+        n = len(ts)
         if n < 3:
             return None
         step = float(self.store.quality[stream_id]["step_us"] or 0)
         gaps = np.diff(ts)
-        i = 1 + choose.index("commit_obs", n - 2)
+        inside = (ts[:-1] >= low) & (ts[1:] < high)
         if outcome == "answer":
+            candidates = np.flatnonzero(inside[1:]) + 1
+            if len(candidates) == 0:
+                return None
+            i = int(candidates[choose.index("commit_obs", len(candidates))])
             if choose.fraction("exact") < 0.5:
                 return int(ts[i])
             offset = int(min(self.cfg.acceptable_offset_seconds * 1e6, gaps[i] / 2 - 1) * (0.25 + 0.5 * choose.fraction("near")))
             return int(ts[i]) + max(offset, 1_000_000)
         if outcome == "re_clarify":
-            wide = np.flatnonzero(gaps > 2 * (self.cfg.acceptable_offset_seconds + 1) * 1e6)
+            wide = np.flatnonzero(inside & (gaps > 2 * (self.cfg.acceptable_offset_seconds + 1) * 1e6))
             if len(wide) == 0:
                 return None
             j = int(wide[choose.index("imprecise_gap", len(wide))])
             return int(ts[j]) + int(min(gaps[j] * 0.4, (self.cfg.acceptable_offset_seconds + 60) * 1e6 + 0.2 * gaps[j]))
-        long = np.flatnonzero(gaps > 2.2 * step * self.store.thresholds["gap_ratio_abstain_window"])
+        long = np.flatnonzero(inside & (gaps > 2.2 * step * self.store.thresholds["gap_ratio_abstain_window"]))
         if len(long) == 0:
             return None
         j = int(long[choose.index("long_gap", len(long))])
         return int(ts[j]) + int(gaps[j] // 2)
 
-    def _commit_timestamp(self, stream_id: str, resolve: str, choose: Chooser, outputs):
+    def _commit_timestamp(self, task: Task, stream_id: str, resolve: str, near: int, choose: Chooser, outputs):
+        """A reading of the discussed stream to report, within reach of the instant discussed, in the time block."""
+        reach = self.cfg.commit_within_days * DAY
+        low, high = max(task.time_block[0], near - reach), min(task.time_block[1], near + reach)
         for outcome in self._target(choose):
-            probe = self._probe_for(stream_id, outcome, choose)
+            probe = self._probe_for(stream_id, outcome, choose, low, high)
             if probe is not None:
                 break
         else:
-            raise LiftError(f"{stream_id}: no probe to commit on")
+            raise LiftError(f"{stream_id}: no reading near the conversation")
         calls = [
             {"id": "pc_c1", "tool": "lookup_observation", "arguments": {"stream_id": f"${resolve}.stream_id", "timestamp": format_us(probe), "mode": "nearest"}},
             {"id": "pc_c2", "tool": "inspect_quality", "arguments": {"stream_id": f"${resolve}.stream_id"}},
@@ -323,7 +349,7 @@ class Lifter:
             return [WithheldSlot(slot="site", value=slots["site_label"], reply=reply)]
         if lift.withhold == "time":
             reply = render.query([lift.time_reply], 0, slots)
-            period = _period_of(task)
+            period = self.families[task.family].period
             if "timestamp_iso" in slots:
                 value = slots["timestamp_iso"]
             else:
@@ -375,10 +401,11 @@ class Lifter:
             stream = task.gold["top_stream_id"]
             resolve = next(c["id"] for c in canonical if c["tool"] == "resolve_point" and c["arguments"]["equipment"] == self.store.streams[stream]["equipment"] and c["arguments"]["site"] == self.store.streams[stream]["site_id"])
         if lift.commit_target == "window":
-            avoid = {s["window_start"] for s in (first_slots, slots) if "window_start" in s}
-            calls, answer, prompt = self._commit_window(stream, resolve, avoid, choose, outputs)
+            spans = [_span(s) for s in (first_slots, slots) if "window_start" in s]
+            calls, answer, prompt = self._commit_window(task, stream, resolve, sorted(set(spans)), choose, outputs)
         else:
-            calls, answer, prompt = self._commit_timestamp(stream, resolve, choose, outputs)
+            near = parse_us(task.gold.get("observed_timestamp") or first_slots["timestamp_iso"])
+            calls, answer, prompt = self._commit_timestamp(task, stream, resolve, near, choose, outputs)
         phases.append(CommitmentPhase(obligation="commit", prompt=prompt, gold=answer, form=self._form(["decision", "reason"]),
                                       canonical_calls=as_calls(calls), evidence_stream_ids=[stream]))
         obligations.append("commit")

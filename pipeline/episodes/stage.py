@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import math
 from collections import Counter
 from pathlib import Path
 
@@ -24,17 +25,16 @@ def build_episodes(store_dir: Path, tasks_dir: Path, families: FamiliesConfig, c
     store = ToolStore(store_dir / STORE_FILE)
     lifter = Lifter(store, cfg, families.families, families.seed, answers)
     episodes, provenance, dropped = [], [], Counter()
+    tasks: dict[tuple[str, str], list[Task]] = {}
+    for split in SPLITS:
+        for line in (tasks_dir / f"{split}.jsonl").read_text(encoding="utf-8").splitlines():  # in selection order
+            task = Task.model_validate_json(line)
+            tasks.setdefault((task.family, split), []).append(task)
     try:
-        for split in SPLITS:
-            for line in (tasks_dir / f"{split}.jsonl").read_text(encoding="utf-8").splitlines():
-                task = Task.model_validate_json(line)
-                try:
-                    fields, origin = lifter.lift(task)
-                except (LiftError, gold.GoldError, render.RenderError) as exc:
-                    dropped[f"{task.family}: {type(exc).__name__}"] += 1
-                    continue
-                episodes.append(Episode.model_validate(fields))
-                provenance.append(origin)
+        for (name, split), group in sorted(tasks.items()):
+            lifted = _keep(lifter, group, families.families[name].target(families.targets, split), cfg, dropped)
+            episodes += [Episode.model_validate(fields) for fields, _ in lifted]
+            provenance += [origin for _, origin in lifted]
     finally:
         store.close()
     counts = write_splits(out, episodes)
@@ -54,6 +54,33 @@ def build_episodes(store_dir: Path, tasks_dir: Path, families: FamiliesConfig, c
         "dropped": dict(sorted(dropped.items())),
     }
     return StageResult(outputs=[*(f"{s}.jsonl" for s in SPLITS), "provenance.jsonl"], row_counts=counts, details=details)
+
+
+def _keep(lifter: Lifter, group: list[Task], target: int, cfg: EpisodesConfig, dropped: Counter) -> list[tuple[dict, dict]]:
+    """The first `target` tasks of a family and split (selection order) that lift, with at most ceil(target x share)
+    of each commitment outcome while others are still to be had: the released mix follows the declared shares, not
+    what is most common near the conversations. Tasks over their outcome's quota fill any places left at the end."""
+    quota = {o: math.ceil(target * share) for o, share in cfg.outcome_shares.items()}
+    kept, reserve, counts = [], [], Counter()
+    for task in group:
+        if len(kept) >= target:
+            break
+        try:
+            fields, origin = lifter.lift(task)
+        except (LiftError, gold.GoldError, render.RenderError) as exc:
+            dropped[f"{task.family}: {type(exc).__name__}: {str(exc).split(': ', 1)[-1]}"] += 1
+            continue
+        outcome = fields["commitment_outcome"]
+        if counts[outcome] >= quota[outcome]:
+            reserve.append((fields, origin))
+            continue
+        counts[outcome] += 1
+        kept.append((fields, origin))
+    used = min(len(reserve), target - len(kept))
+    kept += reserve[:used]
+    if len(reserve) > used:
+        dropped[f"{group[0].family}: over its outcome quota"] += len(reserve) - used
+    return kept
 
 
 def read_episodes(folder: Path) -> list[Episode]:

@@ -46,17 +46,21 @@ def _quantile(values: pl.Series, q: float) -> float:
 
 
 def thresholds(aggregates: pl.DataFrame, quality: pl.DataFrame, cfg: StoreConfig) -> pl.DataFrame:
-    """Quality thresholds: declared quantiles of weekly windows (and of whole streams), rounded to 4 dp."""
+    """Quality thresholds: declared quantiles of weekly windows (and of whole streams), rounded to 4 dp, each clamped
+    into its declared floor and ceiling (configs/build.toml) so that no corpus makes a band absurd."""
     weekly = aggregates.filter(pl.col("period") == "week")
-    q = cfg.thresholds
-    rows = [
-        ("coverage_abstain", _quantile(weekly["coverage"], q.coverage_abstain), q.coverage_abstain, "weekly windows"),
-        ("coverage_answer", _quantile(weekly["coverage"], q.coverage_answer), q.coverage_answer, "weekly windows"),
-        ("gap_ratio_answer", _quantile(weekly["gap_ratio"], q.gap_ratio_answer), q.gap_ratio_answer, "weekly windows"),
-        ("gap_ratio_abstain_window", _quantile(weekly["gap_ratio"], q.gap_ratio_abstain_window), q.gap_ratio_abstain_window, "weekly windows"),
-        ("gap_ratio_abstain_stream", _quantile(quality["gap_ratio"], q.gap_ratio_abstain_stream), q.gap_ratio_abstain_stream, "streams"),
-    ]
-    return pl.DataFrame(rows, schema={"name": pl.String, "value": pl.Float64, "quantile": pl.Float64, "population": pl.String},
+    q, bounds = cfg.thresholds, cfg.threshold_bounds
+    populations = {"coverage_abstain": (weekly["coverage"], "weekly windows"), "coverage_answer": (weekly["coverage"], "weekly windows"),
+                   "gap_ratio_answer": (weekly["gap_ratio"], "weekly windows"),
+                   "gap_ratio_abstain_window": (weekly["gap_ratio"], "weekly windows"),
+                   "gap_ratio_abstain_stream": (quality["gap_ratio"], "streams")}
+    rows = []
+    for name, (values, population) in populations.items():
+        quantile, bound = getattr(q, name), getattr(bounds, name)
+        corpus = _quantile(values, quantile)
+        rows.append((name, bound.clamp(corpus), quantile, population, corpus, bound.floor, bound.ceiling))
+    return pl.DataFrame(rows, schema={"name": pl.String, "value": pl.Float64, "quantile": pl.Float64, "population": pl.String,
+                                      "corpus_value": pl.Float64, "floor": pl.Float64, "ceiling": pl.Float64},
                         orient="row").sort("name")
 
 

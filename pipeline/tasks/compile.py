@@ -10,10 +10,11 @@ from pathlib import Path
 
 from contracts.answers import AnswersConfig
 from contracts.tasks import SPLITS, FamiliesConfig, Family, Task
-from pipeline.canonical import digest
+from pipeline.errors import StageError
 from pipeline.manifest import StageResult, write_splits
 from pipeline.store.build import STORE_FILE, open_store
 from pipeline.tasks import candidates, forms, gold, grading, render
+from pipeline.tasks.splits import Block, SplitPlan, plan
 from pipeline.tools.access import ToolStore
 
 
@@ -25,21 +26,16 @@ class FamilyReport:
     selected: dict[str, int] = field(default_factory=lambda: dict.fromkeys(SPLITS, 0))
     available: dict[str, int] = field(default_factory=lambda: dict.fromkeys(SPLITS, 0))
     skipped: Counter = field(default_factory=Counter)
+    dropped_by_split_rule: Counter = field(default_factory=Counter)
     emptied_by: str | None = None
 
     def as_dict(self) -> dict:
         return {
             "pool": self.pool, "predicates": self.predicates, "eligible": self.eligible, "selected": self.selected,
-            "available_per_split": self.available, "skipped": dict(sorted(self.skipped.items())), "emptied_by": self.emptied_by,
+            "available_per_split": self.available, "skipped": dict(sorted(self.skipped.items())),
+            "dropped_by_split_rule": dict(sorted(self.dropped_by_split_rule.items())), "emptied_by": self.emptied_by,
+            "empty_splits": [s for s in SPLITS if not self.selected[s]],
         }
-
-
-def split_of(row: dict, ident: str, family: Family, held_out: set[str], seed: str, name: str, dev_share: float) -> str:
-    """Held-out sites -> test; the rest train or dev by a hash of seed, family and identity."""
-    if held_out & set(row[family.sites_column]):
-        return "test"
-    bucket = int(digest(f"{seed}|split|{name}|{ident}")[:8], 16) / 0xFFFFFFFF
-    return "dev" if bucket < dev_share else "train"
 
 
 def _provenance(row: dict, family: Family, streams: dict[str, dict], raw_sha: dict[str, str], slots: dict) -> dict:
@@ -56,7 +52,7 @@ def _used_slots(family: Family) -> set[str]:
 
 
 def build_task(store: ToolStore, corpus: str, name: str, family: Family, split: str, key: str, row: dict,
-               raw_sha: dict[str, str], answers: AnswersConfig) -> Task:
+               raw_sha: dict[str, str], answers: AnswersConfig, block: Block) -> Task:
     slots = render.derive(row, store.streams, store.sites)
     canonical = render.calls(family.canonical, slots)
     outputs = gold.execute(store, canonical)
@@ -80,27 +76,31 @@ def build_task(store: ToolStore, corpus: str, name: str, family: Family, split: 
         evidence_stream_ids=touched, site_ids=sorted(row[family.sites_column]),
         difficulty={"tool_calls": len(canonical), "ambiguity_candidates": ambiguity, **family.difficulty},
         provenance=_provenance(row, family, store.streams, raw_sha, slots), selection_key=key,
+        time_block=[block.start, block.end],
     )
 
 
 def select_family(store: ToolStore, con, corpus: str, name: str, family: Family, cfg: FamiliesConfig,
-                  held_out: list[str], raw_sha: dict[str, str], answers: AnswersConfig) -> tuple[list[Task], FamilyReport]:
+                  splits: SplitPlan, raw_sha: dict[str, str], answers: AnswersConfig) -> tuple[list[Task], FamilyReport]:
     report = FamilyReport()
-    pool = candidates.evaluate(con, name, family, store.thresholds, held_out)
+    pool = candidates.evaluate(con, name, family, store.thresholds, sorted(splits.held_out))
     report.pool, report.eligible = pool.size, len(pool.rows)
     report.predicates = [{"name": n, "passed": k} for n, k in pool.passed]
     report.emptied_by = pool.emptied_by
-    targets = {**cfg.targets, **(family.targets or {})}
     by_split: dict[str, list] = {s: [] for s in SPLITS}
     for key, ident, row in candidates.ordered(cfg.seed, name, pool.rows, family.key):
-        by_split[split_of(row, ident, family, set(held_out), cfg.seed, name, cfg.dev_share)].append((key, row))
+        placed = splits.place(row, family, ident, cfg.seed, name)
+        if isinstance(placed, str):
+            report.dropped_by_split_rule[placed] += 1
+            continue
+        by_split[placed[0]].append((key, row, placed[1]))
     tasks = []
     for split in SPLITS:
         report.available[split] = len(by_split[split])
-        target = targets.get(split, 0)
+        target = math.ceil(family.target(cfg.targets, split) * cfg.oversupply)
         cap = max(1, math.ceil(target * family.cap_fraction))
         per_key, per_stream = Counter(), Counter()
-        for key, row in by_split[split]:
+        for key, row, block in by_split[split]:
             if report.selected[split] >= target:
                 break
             balance = tuple(str(row[k]) for k in family.balance_key)
@@ -111,7 +111,7 @@ def select_family(store: ToolStore, con, corpus: str, name: str, family: Family,
                 report.skipped["cap_stream"] += 1
                 continue
             try:
-                task = build_task(store, corpus, name, family, split, key, row, raw_sha, answers)
+                task = build_task(store, corpus, name, family, split, key, row, raw_sha, answers, block)
             except (gold.GoldError, render.RenderError) as exc:
                 report.skipped[f"gold_failed: {str(exc).split(':')[0]}"] += 1
                 continue
@@ -129,17 +129,23 @@ def compile_tasks(store_dir: Path, ingest_dir: Path, cfg: FamiliesConfig, answer
     con = open_store(store_dir / STORE_FILE)
     raw_sha = json.loads((ingest_dir / "report.json").read_text(encoding="utf-8"))["raw_sha256"]
     try:
+        splits = plan(con, cfg.splits, held_out, corpus)
         tasks, reports = [], {}
         for name, family in sorted(cfg.families.items()):
-            selected, report = select_family(store, con, corpus, name, family, cfg, held_out, raw_sha, answers)
+            selected, report = select_family(store, con, corpus, name, family, cfg, splits, raw_sha, answers)
             tasks += selected
             reports[name] = report.as_dict()
     finally:
         con.close()
         store.close()
+    empty = [s for s in SPLITS if not any(t.split == s for t in tasks)]
+    if empty:
+        raise StageError(f"corpus {corpus}: no task in the {', '.join(empty)} split; its time block holds no candidate "
+                         f"({splits.as_dict()['blocks']}); change [splits] shares in configs/families.toml, or held_out_sites "
+                         f"in configs/corpora/{corpus}.toml so that held-out sites have data in the test block")
     counts = write_splits(out, tasks, sort_key=lambda t: (t.family, t.selection_key))
     missing = {n: r["emptied_by"] or "no candidate survived selection" for n, r in reports.items() if sum(r["selected"].values()) == 0}
     return StageResult(
         outputs=[f"{s}.jsonl" for s in SPLITS], row_counts=counts,
-        details={"families": reports, "missing_families": missing, "seed": cfg.seed},
+        details={"families": reports, "missing_families": missing, "seed": cfg.seed, "split_rule": splits.as_dict()},
     )
