@@ -45,6 +45,15 @@ def _tasks_text(summary: dict) -> None:
                    f"{summary['eligible'][family]:>10,}{summary['pools'][family]:>10,}")
     for family, reason in summary["missing_families"].items():
         click.echo(f"missing {family}: emptied by {reason}")
+    for family, empty in summary["empty_splits"].items():
+        if empty and family not in summary["missing_families"]:
+            click.echo(f"{family}: no task in {', '.join(empty)} (no candidate placed there survived selection)")
+    rule = summary["split_rule"]
+    click.echo(f"splits by {rule['by']}: " + ", ".join(f"{b['split']} {b['start'][:10]}..{b['end'][:10]}" for b in rule["blocks"])
+               + f" ({rule['buffer_days']}-day buffers)")
+    for family, drops in summary["dropped_by_split_rule"].items():
+        if drops:
+            click.echo(f"{family}: dropped by the split rule: " + ", ".join(f"{k} {v:,}" for k, v in drops.items()))
 
 
 def _episodes_text(summary: dict) -> None:

@@ -18,5 +18,8 @@ def tasks_summary(ws: Workspace, corpus: str) -> dict:
         "eligible": {name: report["eligible"] for name, report in families.items()},
         "predicates": {name: report["predicates"] for name, report in families.items()},
         "missing_families": manifest.details["missing_families"],
+        "empty_splits": {name: report["empty_splits"] for name, report in families.items()},
+        "dropped_by_split_rule": {name: report["dropped_by_split_rule"] for name, report in families.items()},
+        "split_rule": manifest.details["split_rule"],
         "splits": manifest.row_counts,
     }
