@@ -94,11 +94,16 @@ class Family(Frozen):
     streams_column: str = Field("streams", description="List column of the streams a candidate touches (evidence, provenance).")
     canonical: CallSet
     alternatives: list[CallSet] = Field(default=[], description="Other call sets that reach the same gold.")
+    distinct_from: CallSet | None = Field(None, description="A call set whose answer must differ from the gold under the "
+                                          "verifier (e.g. the calendar day's mean for a 24-hour window): candidates where it "
+                                          "does not are skipped, so the family never computes another family's answer.")
     answer_fields: list[str] = Field(min_length=1, description="Fields the agent's answer must hold (configs/answers.toml names their types).")
     tolerances: dict[str, Tolerance] = Field(default={}, description="Numeric field -> {abs, rel}, overriding the field's tolerance in configs/answers.toml.")
     balance_key: list[str] = Field(description="Columns whose combination is capped per split.")
     cap_fraction: float = Field(0.25, gt=0, le=1, description="At most this share of a split's target per balance key value.")
     cap_per_stream: int = Field(3, ge=1, description="At most this many tasks of the family per stream per split.")
+    share_caps: dict[str, float] = Field(default={}, description="Boolean candidate column -> the largest share of a split's "
+                                         "selected tasks it may be true for, held at every point of the selection order.")
     templates: list[str] = Field(min_length=1, description="Query texts with {slot} fields to fill; one chosen by hash.")
     difficulty: dict[str, int] = Field(default={}, description="Declared difficulty proxies (temporal_normalizations, graph_hops, aggregations).")
     targets: dict[str, int] | None = Field(None, description="Per-split targets overriding the defaults.")
@@ -116,7 +121,7 @@ class Family(Frozen):
         unknown = [f for f in self.tolerances if f not in self.answer_fields]
         if unknown:
             raise ValueError(f"tolerances name {unknown}, not answer fields")
-        for alternative in self.alternatives:
+        for alternative in [*self.alternatives, *([self.distinct_from] if self.distinct_from else [])]:
             if set(alternative.gold) != golds:
                 raise ValueError("every alternative must give the same gold fields as the canonical call set")
         return self
@@ -131,6 +136,8 @@ class FamiliesConfig(Frozen):
                                                      "the episodes stage keeps the first `targets` that lift (some commitment "
                                                      "outcomes are not found near every conversation).")
     splits: SplitRule
+    grid_minutes: list[int] = Field(description="The grids (minutes) of the grid rules that stand in for a nearest lookup: an exact "
+                                                "lookup at the probe rounded down, up or to nearest on each. In SQL: {grid_us}.")
     families: dict[str, Family]
 
 

@@ -119,3 +119,53 @@ def test_commitments_are_about_the_conversation(episodes, corpus):
         gap = min(max(0, start - hi, lo - end) for start, end in discussed)
         near += commit.evidence_stream_ids[0] in streams and gap <= CFG.commit_within_days * day
     assert total and near / total >= 0.9, (near, total)
+
+
+@pytest.mark.parametrize("corpus", CORPORA)
+def test_probes_spread_and_off_the_grid_rules(episodes, corpus):
+    """Exact and nearest probes fall on at least 5 weekdays and 12 hours; no grid rule finds the nearest reading in more
+    than 40% of nearest probes (configs/families.toml grid_minutes)."""
+    from datetime import UTC, datetime
+
+    from pipeline.tasks.grading import instant
+
+    grids = tomllib.loads((REPO / "configs" / "families.toml").read_text())["grid_minutes"]
+    weekdays, hours, wins, nearest = set(), set(), Counter(), 0
+    for episode in episodes[corpus]:
+        for phase in episode.phases:
+            if phase.type not in ("timestamp_value", "nearest_timestamp"):
+                continue
+            probe = instant(phase.canonical_calls[-1].arguments["timestamp"])
+            moment = datetime.fromtimestamp(probe / 1e6, UTC)
+            weekdays.add(moment.weekday())
+            hours.add(moment.hour)
+            if phase.type == "nearest_timestamp":
+                nearest += 1
+                answer = instant(phase.gold["observed_timestamp"])
+                for minutes in grids:
+                    g = minutes * 60_000_000
+                    for rule, at in (("down", probe // g * g), ("up", (probe + g - 1) // g * g), ("nearest", (probe + g // 2) // g * g)):
+                        wins[rule, minutes] += at == answer
+    assert len(weekdays) >= 5 and len(hours) >= 12, (weekdays, hours)
+    assert nearest >= 50 and max(wins.values()) / nearest <= 0.40, (wins.most_common(3), nearest)
+
+
+@pytest.mark.parametrize("corpus", CORPORA)
+def test_24_hour_windows_are_not_day_means(real_artifacts, episodes, corpus):
+    """relative_24h's gold differs from the day mean of the date its window ends on in at least 90% of its rows."""
+    from pipeline.tasks.grading import passes
+    from pipeline.tools import registry
+
+    store = ToolStore(real_artifacts / corpus / "store" / "store.duckdb")
+    try:
+        rows = [e for e in episodes[corpus] if e.family == "relative_24h_mean_lookup"]
+        same = 0
+        for episode in rows:
+            phase = episode.phases[0]
+            end = phase.canonical_calls[-1].arguments["window_end"][:10]
+            day = registry.call(store, "aggregate_window", {"stream_id": episode.evidence_stream_ids[0], "period": "day", "metric": "mean",
+                                                            "window_start": f"{end}T00:00:00Z", "window_end": f"{end}T23:59:59Z"})
+            same += not day.get("error") and passes(phase.form, phase.gold, {"mean": day["value"]})
+    finally:
+        store.close()
+    assert rows and same / len(rows) <= 0.10, (same, len(rows))

@@ -72,7 +72,7 @@ def test_a_family_tolerance_overrides_the_catalogue_and_the_default():
     strict = one("mean", "DEG_C", tolerances={"mean": Tolerance(abs=0.0, rel=0.0)})
     assert verdict(strict, 20.5, 20.5) is None and verdict(strict, 20.5, 20.5001) == "wrong_value"
     offset = one("offset_seconds")
-    assert offset.fields[0].tolerance == Tolerance(abs=1.0, rel=0.0) and offset.fields[0].unit == "SEC"
+    assert offset.fields[0].tolerance == Tolerance(abs=1.0, rel=0.001) and offset.fields[0].unit == "SEC"
     assert verdict(offset, -1440.0, "-1440.9") is None and verdict(offset, -1440.0, -1441.5) == "wrong_value"
 
 

@@ -23,11 +23,12 @@ from contracts.episodes import (
     TimestampValuePhase,
     WithheldSlot,
 )
-from contracts.tasks import Family, Task
+from contracts.tasks import FamiliesConfig, Family, Task
 from pipeline.canonical import digest
 from pipeline.episodes.calls import as_calls, gold_of, revised, run
 from pipeline.store.compute import DAY, window_bounds
 from pipeline.tasks import forms, gold, render
+from pipeline.tasks.probes import grid_solvable
 from pipeline.tools.access import ToolStore
 from pipeline.tools.timeutil import format_us, parse_us
 
@@ -115,8 +116,11 @@ def _first_resolve(calls: list[dict]) -> str:
 class Lifter:
     """Lifts the tasks of one corpus; holds the store and the configuration."""
 
-    def __init__(self, store: ToolStore, cfg: EpisodesConfig, families: dict[str, Family], seed: str, answers: AnswersConfig) -> None:
-        self.store, self.cfg, self.families, self.seed, self.answers = store, cfg, families, seed, answers
+    def __init__(self, store: ToolStore, cfg: EpisodesConfig, families: FamiliesConfig, answers: AnswersConfig) -> None:
+        self.store, self.cfg, self.families, self.seed, self.answers = store, cfg, families.families, families.seed, answers
+        self.grid_minutes = families.grid_minutes
+        nearest = [f.share_caps.get("grid_solvable") for f in families.families.values() if f.share_caps.get("grid_solvable")]
+        self.grid_share = min(nearest) if nearest else 0.0  # revision probes keep the nearest family's grid share
 
     # ------------------------------------------------------------------ phases
     def _form(self, names: list[str], units: dict[str, str | None] | None = None, family: Family | None = None) -> AnswerForm:
@@ -191,18 +195,39 @@ class Lifter:
                            canonical_calls=as_calls(calls), evidence_stream_ids=[other["stream_id"]]), new
 
     def _probe_nearest(self, task, lift, slots, outputs, choose: Chooser):
+        """A probe between two readings near the one just read (inside the time block), at a fraction of their gap
+        drawn by hash, whole seconds. Most probes sit where no grid rule finds the nearest reading: inside a gap of 3 or
+        more local steps anywhere in the block, a step away from both readings; a drawn minority (the nearest family's
+        grid share) may sit between any two readings within a day of the one just read."""
         base = parse_us(task.gold["observed_timestamp"])
-        minutes = 3 + choose.index("probe_minutes", 25)
-        resolve = _first_resolve([c.model_dump() for c in task.canonical_calls])
-        for extra in range(6):  # a whole ("public") minute with no reading exactly on it
-            probe = (base + (minutes + extra) * 60_000_000) // 60_000_000 * 60_000_000
-            calls = [{"id": "p2_c1", "tool": "lookup_observation",
-                      "arguments": {"stream_id": f"${resolve}.stream_id", "timestamp": format_us(probe), "mode": "nearest"}}]
-            merged = run(self.store, calls, outputs)
-            if not merged["p2_c1"]["exact_match_found"]:
+        stream = task.evidence_stream_ids[0]
+        ts = self.store.arrays(stream).ts
+        step = int(self.store.quality[stream]["step_us"] or 0)
+        anywhere = choose.fraction("grid_rule_probe") < self.grid_share
+        low, high = (max(task.time_block[0], base - DAY), min(task.time_block[1], base + DAY)) if anywhere else task.time_block
+        first, last = int(np.searchsorted(ts, low)), int(np.searchsorted(ts, high))
+        gaps = np.diff(ts[first:last])
+        # out of the grid rules' reach: inside a gap of 3 or more local steps, a step away from both readings
+        wanted = (gaps >= 120_000_000) if anywhere else (gaps >= 3 * step) if step else np.zeros(len(gaps), bool)
+        pairs = (np.flatnonzero(wanted) + first).tolist()
+        if not pairs:
+            return None, slots
+        start = choose.index("probe_pair", len(pairs))
+        for k in range(len(pairs)):
+            i = pairs[(start + k) % len(pairs)]
+            left, right = int(ts[i]), int(ts[i + 1])
+            margin = 0 if anywhere else step
+            at = 0.05 + 0.9 * choose.fraction(f"probe_at{k}")
+            probe = left + margin + round(at * (right - left - 2 * margin) / 1e6) * 1_000_000
+            nearest = left if probe - left <= right - probe else right
+            if left < probe < right and (anywhere or not grid_solvable(probe, nearest, self.grid_minutes)):
                 break
         else:
             return None, slots
+        resolve = _first_resolve([c.model_dump() for c in task.canonical_calls])
+        calls = [{"id": "p2_c1", "tool": "lookup_observation",
+                  "arguments": {"stream_id": f"${resolve}.stream_id", "timestamp": format_us(probe), "mode": "nearest"}}]
+        merged = run(self.store, calls, outputs)
         outputs.update(merged)
         result = merged["p2_c1"]
         answer = {k: result[k] for k in NEAREST_FIELDS}

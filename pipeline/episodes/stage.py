@@ -23,7 +23,7 @@ MIN_OUTCOME_SHARE = 0.15
 def build_episodes(store_dir: Path, tasks_dir: Path, families: FamiliesConfig, cfg: EpisodesConfig, answers: AnswersConfig,
                    out: Path) -> StageResult:
     store = ToolStore(store_dir / STORE_FILE)
-    lifter = Lifter(store, cfg, families.families, families.seed, answers)
+    lifter = Lifter(store, cfg, families, answers)
     episodes, provenance, dropped = [], [], Counter()
     tasks: dict[tuple[str, str], list[Task]] = {}
     for split in SPLITS:

@@ -37,8 +37,10 @@ class Pool:
         return next((name for name, n in self.passed if n == 0), None)
 
 
-def evaluate(con: duckdb.DuckDBPyConnection, name: str, family: Family, thresholds: dict[str, float], held_out: list[str]) -> Pool:
+def evaluate(con: duckdb.DuckDBPyConnection, name: str, family: Family, thresholds: dict[str, float], held_out: list[str],
+             grid_minutes: list[int]) -> Pool:
     values = {k: repr(float(v)) for k, v in thresholds.items()} | {"held_out": _sql_list(held_out)}
+    values["grid_us"] = "[" + ", ".join(str(m * 60_000_000) for m in grid_minutes) + "]::BIGINT[]"
     base = f"WITH pool AS ({fill(family.candidates, values)})"
     conditions: list[str] = []
     for predicate in family.predicates:

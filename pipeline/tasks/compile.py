@@ -65,6 +65,10 @@ def build_task(store: ToolStore, corpus: str, name: str, family: Family, split: 
         if not grading.passes(verifier, answer, alt_answer):
             raise gold.GoldError(f"alternative call set gives {alt_answer}, canonical gives {answer}")
         alternatives.append(alt_calls)
+    if family.distinct_from is not None:
+        other = gold.extract(family.distinct_from.gold, gold.execute(store, render.calls(family.distinct_from, slots)))
+        if grading.passes(verifier, answer, other):
+            raise gold.GoldError(f"not distinct: the distinct_from call set gives {other} as well")
     template = int(key[:8], 16) % len(family.templates)
     touched = sorted(row[family.streams_column])
     ambiguity = max(store.ready_per_class[store.streams[t]["site_id"], store.streams[t]["point_class"]] for t in touched)
@@ -83,7 +87,7 @@ def build_task(store: ToolStore, corpus: str, name: str, family: Family, split: 
 def select_family(store: ToolStore, con, corpus: str, name: str, family: Family, cfg: FamiliesConfig,
                   splits: SplitPlan, raw_sha: dict[str, str], answers: AnswersConfig) -> tuple[list[Task], FamilyReport]:
     report = FamilyReport()
-    pool = candidates.evaluate(con, name, family, store.thresholds, sorted(splits.held_out))
+    pool = candidates.evaluate(con, name, family, store.thresholds, sorted(splits.held_out), cfg.grid_minutes)
     report.pool, report.eligible = pool.size, len(pool.rows)
     report.predicates = [{"name": n, "passed": k} for n, k in pool.passed]
     report.emptied_by = pool.emptied_by
@@ -99,10 +103,14 @@ def select_family(store: ToolStore, con, corpus: str, name: str, family: Family,
         report.available[split] = len(by_split[split])
         target = math.ceil(family.target(cfg.targets, split) * cfg.oversupply)
         cap = max(1, math.ceil(target * family.cap_fraction))
-        per_key, per_stream = Counter(), Counter()
+        per_key, per_stream, flagged = Counter(), Counter(), Counter()
         for key, row, block in by_split[split]:
             if report.selected[split] >= target:
                 break
+            over = [c for c, share in family.share_caps.items() if row[c] and flagged[c] + 1 > share * (report.selected[split] + 1)]
+            if over:
+                report.skipped[f"cap_share_{over[0]}"] += 1
+                continue
             balance = tuple(str(row[k]) for k in family.balance_key)
             if per_key[balance] >= cap:
                 report.skipped["cap_balance"] += 1
@@ -117,6 +125,7 @@ def select_family(store: ToolStore, con, corpus: str, name: str, family: Family,
                 continue
             per_key[balance] += 1
             per_stream.update(row[family.streams_column])
+            flagged.update(c for c in family.share_caps if row[c])
             report.selected[split] += 1
             tasks.append(task)
     return tasks, report

@@ -77,7 +77,7 @@ def derive(row: dict, streams: dict[str, dict], sites: dict[str, dict]) -> dict[
         )
     if "window_start" in row:
         slots.update(window_slots(row["window_start"], row.get("window_end")))
-    for column in ("anchor", "timestamp"):
+    for column in ("anchor", "timestamp", "day_start", "day_end"):
         if column in row:
             slots[f"{column}_iso"] = format_us(row[column])
     if "member_sites" in row:
