@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Annotated, Any, Literal
 
-from pydantic import Field
+from pydantic import Field, model_validator
 
 from contracts.answers import AnswerForm
 from contracts.base import Frozen
@@ -147,6 +147,15 @@ class FamilyLift(Frozen):
     commit_target: Literal["window", "timestamp"]
     follow_ups: list[Literal["rationale", "evidence"]]
 
+    @model_validator(mode="after")
+    def _enough_wording(self) -> FamilyLift:
+        """Several phrasings per family (design/VALIDITY.md §6): 6 openings, 4 revisions."""
+        if len(self.initial) < 6:
+            raise ValueError(f"initial: {len(self.initial)} opening templates; write at least 6")
+        if self.revision != "none" and len(self.revision_prompts) < 4:
+            raise ValueError(f"revision_prompts: {len(self.revision_prompts)} templates; write at least 4")
+        return self
+
 
 class EpisodesConfig(Frozen):
     """The whole of configs/episodes.toml."""
@@ -155,8 +164,8 @@ class EpisodesConfig(Frozen):
     commit_within_days: int = Field(14, ge=0, description="The commitment's week (or reading) lies within this many days of what was discussed.")
     outcome_shares: dict[Outcome, float]
     commit_options: str
-    commit_window_prompt: str = Field(description="Commitment on a week: {phrase}, {week_start}, {options}.")
-    commit_timestamp_prompt: str = Field(description="Commitment on a reading: {phrase}, {probe_iso}, {options}.")
+    commit_window_prompts: list[str] = Field(min_length=4, description="Commitment on a week: {phrase}, {week_start}, ending with {options}.")
+    commit_timestamp_prompts: list[str] = Field(min_length=4, description="Commitment on a reading: {phrase}, {probe_iso}, ending with {options}.")
     stop_reply: str
     nudge: str
     after_release: str

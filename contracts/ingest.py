@@ -42,3 +42,6 @@ class IngestReport(Frozen):
     notes: list[str] = Field(description="Choices made among multiple metadata edges, and similar remarks.")
     rejected_members: list[dict[str, str]] = Field(default=[], description="Archive members refused unread or unreadable: source, member, reason, detail.")
     synthetic: bool = Field(False, description="The raw folder holds SYNTHETIC.md: generated data, not real telemetry.")
+    duplicate_streams: list[list[str]] = Field(default=[], description="Groups of streams with identical content (the same "
+                                               "timestamps and values, by digest): copies of one sensor. No task uses one as "
+                                               "another's distractor.")

@@ -104,7 +104,7 @@ def _tasks_run(ctx: Context, out: Path) -> StageResult:
 
 def _episodes_identity(ctx: Context) -> tuple[dict, dict[str, str]]:
     config = {"episodes": load_episodes_config(ctx.ws).model_dump(mode="json"), "families": load_families(ctx.ws).model_dump(mode="json"),
-              "answers": load_answers(ctx.ws).model_dump(mode="json")}
+              "answers": load_answers(ctx.ws).model_dump(mode="json"), "timezone": ctx.mapping.time.timezone}
     return config, {**_upstream_outputs(ctx, "tasks"), **_upstream_outputs(ctx, "store")}
 
 
@@ -112,7 +112,7 @@ def _episodes_run(ctx: Context, out: Path) -> StageResult:
     from pipeline.episodes.stage import build_episodes
 
     return build_episodes(ctx.stage_dir("store"), ctx.stage_dir("tasks"), load_families(ctx.ws), load_episodes_config(ctx.ws),
-                          load_answers(ctx.ws), out)
+                          load_answers(ctx.ws), out, ctx.mapping.time.timezone)
 
 
 def _audit_identity(ctx: Context) -> tuple[dict, dict[str, str]]:

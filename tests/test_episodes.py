@@ -169,3 +169,28 @@ def test_24_hour_windows_are_not_day_means(real_artifacts, episodes, corpus):
     finally:
         store.close()
     assert rows and same / len(rows) <= 0.10, (same, len(rows))
+
+
+@pytest.mark.parametrize("corpus", CORPORA)
+def test_wording_varies_and_no_template_dominates(real_artifacts, corpus):
+    """At least 6 openings per family and 4 commitment phrasings; no opening or commitment template holds more than
+    40% of a family's released rows (families with at least 10 rows); several date and instant styles appear."""
+    from pipeline.audit.reading import pattern
+    from pipeline.play import load_episodes
+
+    released = [e for s in ("train", "dev", "test") for e in load_episodes(real_artifacts / corpus / "audit" / f"{s}.jsonl")]
+    commits = [*CFG.commit_window_prompts, *CFG.commit_timestamp_prompts]
+    styles = Counter()
+    for family, lift in CFG.families.items():
+        rows = [e for e in released if e.family == family]
+        assert len(lift.initial) >= 6
+        if len(rows) < 10:
+            continue
+        for templates, text_of in ((lift.initial, lambda e: e.initial_message),
+                                   (commits, lambda e: e.phases[-1].prompt.replace(CFG.commit_options, "{options}"))):
+            used = Counter(next(i for i, t in enumerate(templates) if pattern(t).match(text_of(e))) for e in rows)
+            assert max(used.values()) / len(rows) <= 0.40, (family, used)
+        styles.update("words" if any(m in e.phases[-1].prompt for m in ("January", "February", "March", "April", "May", "June", "July",
+                      "August", "September", "October", "November", "December")) else "iso" for e in rows)
+    assert len(CFG.commit_window_prompts) >= 4 and len(CFG.commit_timestamp_prompts) >= 4
+    assert styles["words"] and styles["iso"], styles

@@ -70,7 +70,7 @@ class ShortcutPolicy(Agent):
             return self._answer({"stream_ids": sorted(self.used)})
         if text == self.lifts.rationale_prompt:
             return self._answer({"reason": self.reason} if self.reason else {})
-        commit = read([self.lifts.commit_window_prompt, self.lifts.commit_timestamp_prompt],
+        commit = read([*self.lifts.commit_window_prompts, *self.lifts.commit_timestamp_prompts],
                       text.replace(self.lifts.commit_options, "{options}"))
         if commit is not None:
             return self._commit(commit)

@@ -16,13 +16,13 @@ from pipeline.tools.timeutil import parse_us
 SLOT = re.compile(r"\{([a-z_][a-z0-9_]*)\}")
 
 
-def pattern(template: str) -> re.Pattern:
-    """A template as a regex: literal text escaped, each {slot} a lazy named group (repeats must agree)."""
+def pattern(template: str, greedy: bool = False) -> re.Pattern:
+    """A template as a regex: literal text escaped, each {slot} a lazy (or greedy) named group (repeats must agree)."""
     parts, seen, last = [], set(), 0
     for match in SLOT.finditer(template):
         parts.append(re.escape(template[last:match.start()]))
         name = match.group(1)
-        parts.append(f"(?P={name})" if name in seen else f"(?P<{name}>.+?)")
+        parts.append(f"(?P={name})" if name in seen else f"(?P<{name}>.+)" if greedy else f"(?P<{name}>.+?)")
         seen.add(name)
         last = match.end()
     parts.append(re.escape(template[last:]))
@@ -30,11 +30,15 @@ def pattern(template: str) -> re.Pattern:
 
 
 def read(templates: list[str], text: str) -> dict | None:
-    """Slots of the first template the text matches, else None."""
+    """Slots of the first template the text matches, else None; dates and instants back in their ISO forms. A phrase
+    may hold a template's own words ("... at substation L22 at <time>"): when the first split does not read, the
+    other way of splitting is tried."""
     for template in templates:
-        match = pattern(template).match(text.strip())
-        if match:
-            return match.groupdict()
+        for greedy in (False, True):
+            match = pattern(template, greedy).match(text.strip())
+            found = render.read_back(match.groupdict()) if match else None
+            if found is not None:
+                return found
     return None
 
 

@@ -27,6 +27,8 @@ def _ingest_text(summary: dict) -> None:
     _counts(summary)
     for missing in summary["missing_columns"]:
         click.echo(f"column absent from file: {missing}")
+    for group in summary["duplicate_streams"]:
+        click.echo(f"identical streams (copies of one sensor; never each other's distractors): {', '.join(group)}")
 
 
 def _store_text(summary: dict) -> None:

@@ -103,6 +103,13 @@ def _distance(start: int, end: int, spans: list[tuple[int, int]]) -> int:
     return min(max(0, lo - end, start - hi) for lo, hi in spans)
 
 
+def _minute(probe: int, reading: int) -> int:
+    """A probe on a whole minute (as people name times), moved away from the reading it was placed from when rounding
+    would land on it: the outcome is read from the data at the rounded instant in any case."""
+    rounded = (probe + 30_000_000) // 60_000_000 * 60_000_000
+    return rounded if rounded != reading or probe == reading else rounded + (60_000_000 if probe > reading else -60_000_000)
+
+
 def _span(slots: dict) -> tuple[int, int]:
     start = parse_us(slots["window_start_iso"])
     end = slots.get("window_end_iso") or slots.get("anchor_iso")
@@ -116,13 +123,21 @@ def _first_resolve(calls: list[dict]) -> str:
 class Lifter:
     """Lifts the tasks of one corpus; holds the store and the configuration."""
 
-    def __init__(self, store: ToolStore, cfg: EpisodesConfig, families: FamiliesConfig, answers: AnswersConfig) -> None:
+    def __init__(self, store: ToolStore, cfg: EpisodesConfig, families: FamiliesConfig, answers: AnswersConfig, zone: str = "UTC") -> None:
         self.store, self.cfg, self.families, self.seed, self.answers = store, cfg, families.families, families.seed, answers
+        self.zone = zone
         self.grid_minutes = families.grid_minutes
         nearest = [f.share_caps.get("grid_solvable") for f in families.families.values() if f.share_caps.get("grid_solvable")]
         self.grid_share = min(nearest) if nearest else 0.0  # revision probes keep the nearest family's grid share
 
     # ------------------------------------------------------------------ phases
+    def _say(self, templates: list[str], purpose: str, slots: dict, choose: Chooser) -> str:
+        """A text: a template drawn by hash, dates and instants in the episode's style (drawn by hash, never from the
+        gold; local time in the corpus's zone for some episodes)."""
+        shown = render.display(slots, choose.index("date_style", len(render.DATE_STYLES)),
+                               choose.index("instant_style", len(render.INSTANT_STYLES)), self.zone)
+        return render.query(templates, choose.index(purpose, len(templates)), shown)
+
     def _form(self, names: list[str], units: dict[str, str | None] | None = None, family: Family | None = None) -> AnswerForm:
         return forms.form(names, self.answers, units, family.tolerances if family else None,
                           {"acceptable_offset_seconds": f"{self.cfg.acceptable_offset_seconds:g}"})
@@ -165,7 +180,7 @@ class Lifter:
             for alt in family.alternatives:
                 alt_calls, _ = revised(alt, new, "p2_", keep)
                 alternatives.append(as_calls(alt_calls))
-            prompt = render.query(lift.revision_prompts, choose.index("revision_prompt", len(lift.revision_prompts)), new)
+            prompt = self._say(lift.revision_prompts, "revision_prompt", new, choose)
             form = self._form(family.answer_fields, forms.field_units(self.store, golds, merged), family)
             return PHASES[lift.phase](obligation="revise_window", prompt=prompt, gold=answer, form=form,
                                       canonical_calls=as_calls(calls), acceptable_calls=alternatives,
@@ -177,7 +192,7 @@ class Lifter:
         row = self.store.streams[current]
         others = sorted(s for s, r in self.store.streams.items() if s != current and r["site_id"] == row["site_id"]
                         and r["point_class"] == row["point_class"] and r["tool_ready"] and r["ambiguity_count"] == 1
-                        and r["equipment"])
+                        and r["equipment"] and not r["content_twins"])
         if not others:
             return None, slots
         other = self.store.streams[others[choose.index("other_stream", len(others))]]
@@ -189,7 +204,7 @@ class Lifter:
         merged = run(self.store, calls, outputs)
         answer = gold.extract(golds, merged)
         outputs.update(merged)
-        prompt = render.query(lift.revision_prompts, choose.index("revision_prompt", len(lift.revision_prompts)), new)
+        prompt = self._say(lift.revision_prompts, "revision_prompt", new, choose)
         form = self._form(family.answer_fields, forms.field_units(self.store, golds, merged), family)
         return LookupPhase(obligation="revise_target", prompt=prompt, gold=answer, form=form,
                            canonical_calls=as_calls(calls), evidence_stream_ids=[other["stream_id"]]), new
@@ -232,7 +247,7 @@ class Lifter:
         result = merged["p2_c1"]
         answer = {k: result[k] for k in NEAREST_FIELDS}
         new = {**slots, "probe_iso": format_us(probe)}
-        prompt = render.query(lift.revision_prompts, choose.index("revision_prompt", len(lift.revision_prompts)), new)
+        prompt = self._say(lift.revision_prompts, "revision_prompt", new, choose)
         form = self._form(NEAREST_FIELDS, self._stream_units(NEAREST_FIELDS, result["stream_id"]))
         return NearestTimestampPhase(obligation="probe_nearest", prompt=prompt, gold=answer, form=form,
                                      canonical_calls=as_calls(calls), evidence_stream_ids=task.evidence_stream_ids), new
@@ -294,7 +309,7 @@ class Lifter:
         decision, reason = BAND_OUTCOME[merged["pc_c1"]["quality_band"]]
         phrase = render.point_phrase(self.store.streams[stream_id]["label"])
         week = datetime.fromtimestamp(window["window_start"] / 1e6, UTC).strftime("%Y-%m-%d")
-        prompt = render.query([self.cfg.commit_window_prompt], 0, {"phrase": phrase, "week_start": week, "options": self.cfg.commit_options})
+        prompt = self._say(self.cfg.commit_window_prompts, "commit_prompt", {"phrase": phrase, "week_start": week, "options": self.cfg.commit_options}, choose)
         return calls, {"decision": decision, "reason": reason}, prompt
 
     def timestamp_commitment(self, offset_seconds: float, step_seconds: float | None) -> tuple[str, str]:
@@ -313,6 +328,8 @@ class Lifter:
         step = float(self.store.quality[stream_id]["step_us"] or 0)
         gaps = np.diff(ts)
         inside = (ts[:-1] >= low) & (ts[1:] < high)
+        acceptable = self.cfg.acceptable_offset_seconds * 1e6
+        limit = step * self.store.thresholds["gap_ratio_abstain_window"]
         if outcome == "answer":
             candidates = np.flatnonzero(inside[1:]) + 1
             if len(candidates) == 0:
@@ -320,19 +337,26 @@ class Lifter:
             i = int(candidates[choose.index("commit_obs", len(candidates))])
             if choose.fraction("exact") < 0.5:
                 return int(ts[i])
-            offset = int(min(self.cfg.acceptable_offset_seconds * 1e6, gaps[i] / 2 - 1) * (0.25 + 0.5 * choose.fraction("near")))
-            return int(ts[i]) + max(offset, 1_000_000)
+            near = 1e6 + (min(acceptable, gaps[i] / 2) - 1e6) * choose.fraction("near")
+            return _minute(int(ts[i]) + int(near), int(ts[i]))
+        # a position drawn uniformly over the stretch of the gap that gives the outcome (never a fixed fraction of it)
         if outcome == "re_clarify":
-            wide = np.flatnonzero(inside & (gaps > 2 * (self.cfg.acceptable_offset_seconds + 1) * 1e6))
+            wide = np.flatnonzero(inside & (gaps > 2 * (acceptable + 120e6)))
             if len(wide) == 0:
                 return None
             j = int(wide[choose.index("imprecise_gap", len(wide))])
-            return int(ts[j]) + int(min(gaps[j] * 0.4, (self.cfg.acceptable_offset_seconds + 60) * 1e6 + 0.2 * gaps[j]))
-        long = np.flatnonzero(inside & (gaps > 2.2 * step * self.store.thresholds["gap_ratio_abstain_window"]))
-        if len(long) == 0:
+            low_d, high_d = acceptable + 60e6, min(gaps[j] / 2, 0.95 * limit)
+        else:
+            long = np.flatnonzero(inside & (gaps > 2.2 * limit))
+            if len(long) == 0:
+                return None
+            j = int(long[choose.index("long_gap", len(long))])
+            low_d, high_d = 1.05 * limit, gaps[j] / 2
+        if high_d <= low_d:
             return None
-        j = int(long[choose.index("long_gap", len(long))])
-        return int(ts[j]) + int(gaps[j] // 2)
+        distance = low_d + (high_d - low_d) * choose.fraction("commit_distance")
+        anchor = int(ts[j]) if choose.fraction("commit_side") < 0.5 else int(ts[j + 1])
+        return _minute(anchor + int(distance) * (1 if anchor == int(ts[j]) else -1), anchor)
 
     def _commit_timestamp(self, task: Task, stream_id: str, resolve: str, near: int, choose: Chooser, outputs):
         """A reading of the discussed stream to report, within reach of the instant discussed, in the time block."""
@@ -352,8 +376,8 @@ class Lifter:
         outputs.update(merged)
         decision, reason = self.timestamp_commitment(merged["pc_c1"]["offset_seconds"], merged["pc_c2"]["step_seconds"])
         phrase = render.point_phrase(self.store.streams[stream_id]["label"])
-        prompt = render.query([self.cfg.commit_timestamp_prompt], 0,
-                              {"phrase": phrase, "probe_iso": format_us(probe), "options": self.cfg.commit_options})
+        prompt = self._say(self.cfg.commit_timestamp_prompts, "commit_prompt",
+                           {"phrase": phrase, "probe_iso": format_us(probe), "options": self.cfg.commit_options}, choose)
         return calls, {"decision": decision, "reason": reason}, prompt
 
     # ------------------------------------------------------------------ assembly
@@ -368,12 +392,12 @@ class Lifter:
             slots["local_phrase"] = _local_phrase(slots["phrase"], slots["site_label"])
         return slots
 
-    def _withheld(self, task: Task, lift: FamilyLift, slots: dict) -> list[WithheldSlot]:
+    def _withheld(self, task: Task, lift: FamilyLift, slots: dict, choose: Chooser) -> list[WithheldSlot]:
         if lift.withhold == "site":
             reply = render.query([self.cfg.slots["site"].reply], 0, slots)
             return [WithheldSlot(slot="site", value=slots["site_label"], reply=reply)]
         if lift.withhold == "time":
-            reply = render.query([lift.time_reply], 0, slots)
+            reply = self._say([lift.time_reply], "time_reply", slots, choose)
             period = self.families[task.family].period
             if "timestamp_iso" in slots:
                 value = slots["timestamp_iso"]
@@ -398,8 +422,8 @@ class Lifter:
         episode_id = f"{task.task_id}.ep"
         choose = Chooser(self.seed, episode_id)
         slots = self._slots(task)
-        withheld = self._withheld(task, lift, slots)
-        initial = render.query(lift.initial, choose.index("initial", len(lift.initial)), slots)
+        withheld = self._withheld(task, lift, slots, choose)
+        initial = self._say(lift.initial, "initial", slots, choose)
         if self._leaks(initial, withheld, task):
             raise LiftError("the withheld slot shows in the initial message")
         outputs: dict = {}

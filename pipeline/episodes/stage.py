@@ -21,9 +21,10 @@ MIN_OUTCOME_SHARE = 0.15
 
 
 def build_episodes(store_dir: Path, tasks_dir: Path, families: FamiliesConfig, cfg: EpisodesConfig, answers: AnswersConfig,
-                   out: Path) -> StageResult:
+                   out: Path, zone: str = "UTC") -> StageResult:
+    """Lift the tasks; `zone` is the corpus's time zone, in which some episodes say their instants."""
     store = ToolStore(store_dir / STORE_FILE)
-    lifter = Lifter(store, cfg, families, answers)
+    lifter = Lifter(store, cfg, families, answers, zone)
     episodes, provenance, dropped = [], [], Counter()
     tasks: dict[tuple[str, str], list[Task]] = {}
     for split in SPLITS:

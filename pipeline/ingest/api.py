@@ -20,6 +20,7 @@ def ingest_summary(ws: Workspace, corpus: str) -> dict:
         "rejects_by_reason": report.rejects_by_reason,
         "raw_value_cells": report.raw_value_cells,
         "missing_columns": [f"{m.source}:{m.column}" for m in report.missing_columns],
+        "duplicate_streams": report.duplicate_streams,
     }
 
 

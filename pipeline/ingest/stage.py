@@ -13,7 +13,7 @@ import pyarrow as pa
 from contracts.corpus import CorpusMapping
 from contracts.ingest import FileAccount, IngestReport, MissingColumn
 from pipeline import checksums
-from pipeline.canonical import write_json
+from pipeline.canonical import digest, write_json
 from pipeline.errors import IngestError, StageError
 from pipeline.ingest.batch import OBSERVATIONS, REJECTS, BatchResult, BatchTask, ingest_batch, value_files
 from pipeline.ingest.tables import TABLES
@@ -71,8 +71,9 @@ def run_ingest(mapping: CorpusMapping, raw: Path, out: Path, resources: Resource
         shutil.rmtree(out / PARTS, ignore_errors=True)
 
 
-def _merge_observations(results: list[BatchResult], stream_ids: list[str], path: Path) -> int:
-    """k-way merge of the batches' stream-sorted rows into one file sorted by (stream id, ts), in bounded memory.
+def _merge_observations(results: list[BatchResult], stream_ids: list[str], path: Path) -> tuple[int, dict[str, str]]:
+    """k-way merge of the batches' stream-sorted rows into one file sorted by (stream id, ts), in bounded memory;
+    also each stream's content digest (xxh3-128 of its timestamps and values), which finds identical copies.
 
     Batches own disjoint streams, each batch's rows are sorted by stream id, so walking all streams in
     id order reads every batch file front to back: one open reader and one pending piece per batch."""
@@ -81,12 +82,16 @@ def _merge_observations(results: list[BatchResult], stream_ids: list[str], path:
     runs = sorted((sid, b, n) for b, result in enumerate(results) for sid, n in result.stream_counts)
     cursors = [_Cursor(Path(result.out) / OBSERVATIONS) for result in results]
     writer = RowGroupWriter(path, TABLES["observations"][0].remove(0).insert(0, pa.field("stream_id", pa.dictionary(pa.int32(), pa.string()))))
+    contents: dict[str, str] = {}
     try:
         for sid, b, n in runs:
             piece = cursors[b].take(n)
             codes = pa.DictionaryArray.from_arrays(pa.array(np.full(n, rank[sid], dtype=np.int32)), dictionary)
             writer.write(pa.table({"stream_id": codes, "ts": piece["ts"], "value": piece["value"]}))
-        return writer.close()
+            if n:
+                ts, values = (np.ascontiguousarray(piece[c].combine_chunks().to_numpy(zero_copy_only=False)) for c in ("ts", "value"))
+                contents[sid] = digest(ts.tobytes() + values.tobytes())
+        return writer.close(), contents
     except BaseException:
         writer.abort()
         raise
@@ -121,7 +126,11 @@ def merge(mapping: CorpusMapping, raw: Path, out: Path, results: list[BatchResul
     stream_ids = [row["stream_id"] for row in streams]
     if len(set(stream_ids)) != len(stream_ids):
         raise StageError(f"{mapping.name}: a stream is owned by two batches (a bug: please report it)")
-    observations = _merge_observations(results, stream_ids, out / "observations.parquet")
+    observations, contents = _merge_observations(results, stream_ids, out / "observations.parquet")
+    by_content: dict[str, list[str]] = {}
+    for sid, content in contents.items():
+        by_content.setdefault(content, []).append(sid)
+    duplicates = sorted(sorted(group) for group in by_content.values() if len(group) > 1)
 
     rejects = pl.concat([pl.from_arrow(read_part(Path(result.out) / REJECTS)) for result in results], how="vertical_relaxed")
     accounts = dict(sorted((rel, value) for result in results for rel, value in result.accounts.items()))
@@ -184,6 +193,7 @@ def merge(mapping: CorpusMapping, raw: Path, out: Path, results: list[BatchResul
         notes=sorted({note for result in results for note in result.notes}),
         rejected_members=sorted(members.values(), key=lambda m: (m["source"], m["member"])),
         synthetic=(raw / "SYNTHETIC.md").is_file(),
+        duplicate_streams=duplicates,
     )
     write_json(out / REPORT, report.model_dump(mode="json"))
     return report

@@ -142,6 +142,7 @@ def corpus_overview(ws: Workspace, corpus: str) -> dict[str, Any]:
         "quality": summary["quality"],
         "thresholds": summary["thresholds"],
         "weekly_coverage_p10_p50_p90": summary["weekly_coverage_p10_p50_p90"],
+        "duplicate_streams": summary.get("duplicate_streams", []),
     }
 
 

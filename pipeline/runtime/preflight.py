@@ -18,7 +18,7 @@ REVISIONS = ("revise_window", "revise_target", "probe_nearest", "prefer", "commi
 CHECKS = (
     "phase_count", "final_phase_is_commitment", "commit_options_identical", "required_fields_present",
     "gold_passes_own_checks", "golds_rederived", "timestamp_golds_via_exact_and_nearest", "quality_golds_vs_thresholds",
-    "evidence_ids_exist", "withheld_slot_not_in_first_message", *contract.CHECKS,
+    "evidence_ids_exist", "withheld_slot_not_in_first_message", *contract.CHECKS, "same_question_different_gold",
 )
 
 
@@ -96,11 +96,26 @@ def check_episode(episode: Episode, store: ToolStore, cfg: EpisodesConfig) -> li
     return sorted(set(failed))
 
 
+def ambiguous_questions(episodes: list[Episode]) -> set[str]:
+    """Episodes whose question, as the agent sees it (the first message and the replies to its clarifications), is
+    another episode's too while their golds differ: no agent could tell which gold is meant (design/VALIDITY.md §5)."""
+    asked: dict[tuple, list[Episode]] = {}
+    for episode in episodes:
+        asked.setdefault((episode.initial_message, tuple(w.reply for w in episode.withheld)), []).append(episode)
+    ambiguous = set()
+    for group in asked.values():
+        first = group[0].phases[0]
+        if any(not grading.passes(first.form, first.gold, other.phases[0].gold) for other in group[1:]):
+            ambiguous |= {e.id for e in group}
+    return ambiguous
+
+
 def preflight(episodes: list[Episode], store: ToolStore, cfg: EpisodesConfig) -> dict:
     """Issue counts by check, family and split; `issue_count` must be 0 for a release."""
     by_check, by_family, by_split, rows = Counter(), Counter(), Counter(), {}
+    ambiguous = ambiguous_questions(episodes)
     for episode in episodes:
-        failed = check_episode(episode, store, cfg)
+        failed = check_episode(episode, store, cfg) + (["same_question_different_gold"] if episode.id in ambiguous else [])
         if failed:
             rows[episode.id] = failed
             by_family[episode.family] += len(failed)

@@ -15,6 +15,7 @@ import pyarrow.parquet as pq
 
 from contracts.build import StoreConfig
 from pipeline.errors import StageError
+from pipeline.ingest.stage import read_report
 from pipeline.manifest import StageResult
 from pipeline.parallel import Background, Resources, run_ordered, tune_allocator
 from pipeline.parquet import RowGroupWriter, iter_part, read_part, read_rows, write_part, write_table
@@ -271,8 +272,13 @@ def build_store(ingest_dir: Path, out: Path, cfg: StoreConfig, resources: Resour
                 # Arrow tables arrive sorted by their key; insertion order is kept (preserve_insertion_order).
                 con.execute(f"CREATE {'TEMP ' if name == 'streams_in' else ''}TABLE {name} AS SELECT * FROM incoming")
                 con.unregister("incoming")
+            twins = [(sid, len(group) - 1) for group in read_report(ingest_dir).duplicate_streams for sid in group]
+            con.execute("CREATE TEMP TABLE twins_in (stream_id VARCHAR, content_twins INTEGER)")
+            if twins:
+                con.executemany("INSERT INTO twins_in VALUES (?, ?)", twins)
             con.execute(sql.STREAM_INDEX)
             con.execute("DROP TABLE streams_in")
+            con.execute("DROP TABLE twins_in")
             tables["streams"] = con.sql("SELECT * FROM streams ORDER BY stream_id").to_arrow_table()
             con.execute("CHECKPOINT")
         finally:

@@ -18,7 +18,8 @@ SELECT s.*,
        {_norm('s.location')} AS location_key, {_norm('s.label')} AS label_key,
        count(*) OVER (PARTITION BY s.site_id, s.point_class, coalesce(s.equipment, ''), coalesce(s.location, ''))
            AS ambiguity_count,
-       coalesce(c.n_obs, 0) AS n_obs, c.first_ts, c.last_ts, coalesce(c.n_obs, 0) > 0 AS tool_ready
-FROM streams_in s LEFT JOIN counts c USING (stream_id)
+       coalesce(c.n_obs, 0) AS n_obs, c.first_ts, c.last_ts, coalesce(c.n_obs, 0) > 0 AS tool_ready,
+       coalesce(t.content_twins, 0) AS content_twins
+FROM streams_in s LEFT JOIN counts c USING (stream_id) LEFT JOIN twins_in t USING (stream_id)
 ORDER BY s.stream_id
 """

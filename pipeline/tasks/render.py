@@ -5,10 +5,11 @@ from __future__ import annotations
 import re
 from datetime import UTC, datetime
 from typing import Any
+from zoneinfo import ZoneInfo
 
 from contracts.tasks import CallSet
 from pipeline.tools.access import words
-from pipeline.tools.timeutil import format_us
+from pipeline.tools.timeutil import TimestampError, format_us, parse_us
 
 WHOLE = re.compile(r"^\{([a-z_][a-z0-9_.]*)\}$")
 EACH = re.compile(r"^\{each:([a-z][a-z0-9_]*)\.([A-Za-z0-9_.\[\]]+)\}$")
@@ -138,3 +139,75 @@ def calls(callset: CallSet, slots: dict) -> list[dict]:
 
 def query(templates: list[str], index: int, slots: dict) -> str:
     return ANY.sub(lambda m: str(_lookup(slots, m.group(1), None)), templates[index])
+
+
+# ---------------------------------------------------------------- how dates and instants are said
+# One style per episode, drawn by hash (never from the gold): an ISO date or words, UTC or the corpus's local time.
+DATE_STYLES = ("%Y-%m-%d", "%d %B %Y", "%B %d, %Y", "%A %d %B %Y")  # as strptime reads them; written without leading zeros
+INSTANT_STYLES = ("iso_utc", "iso_local", "words_utc", "words_local")
+DATE_SLOTS = ("day", "week_start")
+INSTANT_SLOTS = ("timestamp_iso", "anchor_iso", "probe_iso")
+WORDS = re.compile(r"^(?P<date>.+?),? (?:at )?(?P<time>\d{1,2}:\d{2}(?::\d{2})?)(?: local time)? ?(?:UTC|\(UTC(?P<offset>[+-]\d{2}:\d{2})\))$")
+
+
+def say_instant(us: int, style: str, zone: str) -> str:
+    """An instant as a person writes it: ISO (Z or the local offset) or words (UTC or local with its offset)."""
+    moment = _date(us)
+    if style.endswith("local") and zone != "UTC":
+        moment = moment.astimezone(ZoneInfo(zone))
+    if style.startswith("iso"):
+        return format_us(us) if moment.utcoffset().total_seconds() == 0 and style == "iso_utc" else moment.isoformat(
+            timespec="seconds" if moment.microsecond == 0 else "microseconds")
+    clock = moment.strftime("%H:%M:%S" if moment.second or moment.microsecond else "%H:%M")
+    offset = moment.strftime("%z")
+    where = "UTC" if offset in ("+0000", "") else f"(UTC{offset[:3]}:{offset[3:]})"
+    return f"{moment.day} {moment.strftime('%B %Y')}, {clock} {where}"
+
+
+def display(slots: dict[str, Any], date_style: int, instant_style: int, zone: str) -> dict[str, Any]:
+    """The slots as texts say them (calls keep the ISO slots)."""
+    shown = dict(slots)
+    for key in DATE_SLOTS:
+        if key in slots:
+            day = datetime.strptime(slots[key], "%Y-%m-%d")
+            style = DATE_STYLES[date_style]
+            shown[key] = day.strftime(style if style.startswith("%Y") else style.replace("%d", str(day.day)))
+    for key in INSTANT_SLOTS:
+        if key in slots:
+            shown[key] = say_instant(parse_us(slots[key]), INSTANT_STYLES[instant_style], zone)
+    return shown
+
+
+def read_back(found: dict[str, str]) -> dict[str, str] | None:
+    """Slots read from a text (template inversion) in the canonical forms again: ISO dates and UTC ISO instants;
+    None when a date or instant slot does not read as one (the text split at the wrong place)."""
+    out = dict(found)
+    for key in DATE_SLOTS:
+        if key in out:
+            for style in DATE_STYLES:
+                try:
+                    out[key] = datetime.strptime(out[key].strip(), style).strftime("%Y-%m-%d")
+                    break
+                except ValueError:
+                    continue
+            else:
+                return None
+    for key in INSTANT_SLOTS:
+        if key in out:
+            text = out[key].strip()
+            try:
+                out[key] = format_us(parse_us(text))
+                continue
+            except TimestampError:
+                pass
+            match = WORDS.match(text)
+            if not match:
+                return None
+            clock = match["time"] if match["time"].count(":") == 2 else match["time"] + ":00"
+            try:
+                day = datetime.strptime(match["date"], "%d %B %Y").strftime("%Y-%m-%d")
+            except ValueError:
+                return None
+            hours = clock.split(":")
+            out[key] = format_us(parse_us(f"{day}T{int(hours[0]):02d}:{hours[1]}:{hours[2]}{match['offset'] or '+00:00'}"))
+    return out
