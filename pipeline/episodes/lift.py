@@ -103,11 +103,7 @@ def _distance(start: int, end: int, spans: list[tuple[int, int]]) -> int:
     return min(max(0, lo - end, start - hi) for lo, hi in spans)
 
 
-def _minute(probe: int, reading: int) -> int:
-    """A probe on a whole minute (as people name times), moved away from the reading it was placed from when rounding
-    would land on it: the outcome is read from the data at the rounded instant in any case."""
-    rounded = (probe + 30_000_000) // 60_000_000 * 60_000_000
-    return rounded if rounded != reading or probe == reading else rounded + (60_000_000 if probe > reading else -60_000_000)
+JITTERS = (0, 60_000_000, -60_000_000, 120_000_000, -120_000_000)  # commitment probes: 0, 1 or 2 minutes off a slot
 
 
 def _span(slots: dict) -> tuple[int, int]:
@@ -317,46 +313,40 @@ class Lifter:
                                     self.store.thresholds["gap_ratio_abstain_window"])
 
     def _probe_for(self, stream_id: str, outcome: str, choose: Chooser, low: int, high: int) -> int | None:
-        """A probe instant in [low, high) whose nearest reading gives the outcome, or None when there is none."""
-        arrays = self.store.arrays(stream_id)
-        ts = arrays.ts
+        """A probe instant in [low, high) whose nearest reading gives the outcome, or None when there is none.
+
+        Every probe is a slot of the stream's own cadence (a reading's time, or where a missing reading would have
+        been: the reading before a gap plus whole local steps), moved by a jitter of 0, 1 or 2 minutes drawn
+        independently of the outcome. So the probe's minute says nothing about the outcome: a reading there (or within
+        the acceptable offset) means answer, a missing reading re_clarify, a long run of them abstain."""
+        ts = self.store.arrays(stream_id).ts
         first, last = int(np.searchsorted(ts, low)), int(np.searchsorted(ts, high))
         ts = ts[max(0, first - 1):last + 1]
-        n = len(ts)
-        if n < 3:
+        step = int(self.store.quality[stream_id]["step_us"] or 0)
+        if len(ts) < 3 or step <= 0:
             return None
-        step = float(self.store.quality[stream_id]["step_us"] or 0)
-        gaps = np.diff(ts)
-        inside = (ts[:-1] >= low) & (ts[1:] < high)
-        acceptable = self.cfg.acceptable_offset_seconds * 1e6
+        jitter = JITTERS[choose.index("probe_jitter", len(JITTERS))]
         limit = step * self.store.thresholds["gap_ratio_abstain_window"]
+        acceptable = self.cfg.acceptable_offset_seconds * 1_000_000
         if outcome == "answer":
-            candidates = np.flatnonzero(inside[1:]) + 1
-            if len(candidates) == 0:
+            inside = np.flatnonzero((ts >= low) & (ts < high))
+            if len(inside) == 0:
                 return None
-            i = int(candidates[choose.index("commit_obs", len(candidates))])
-            if choose.fraction("exact") < 0.5:
-                return int(ts[i])
-            near = 1e6 + (min(acceptable, gaps[i] / 2) - 1e6) * choose.fraction("near")
-            return _minute(int(ts[i]) + int(near), int(ts[i]))
-        # a position drawn uniformly over the stretch of the gap that gives the outcome (never a fixed fraction of it)
-        if outcome == "re_clarify":
-            wide = np.flatnonzero(inside & (gaps > 2 * (acceptable + 120e6)))
-            if len(wide) == 0:
-                return None
-            j = int(wide[choose.index("imprecise_gap", len(wide))])
-            low_d, high_d = acceptable + 60e6, min(gaps[j] / 2, 0.95 * limit)
-        else:
-            long = np.flatnonzero(inside & (gaps > 2.2 * limit))
-            if len(long) == 0:
-                return None
-            j = int(long[choose.index("long_gap", len(long))])
-            low_d, high_d = 1.05 * limit, gaps[j] / 2
-        if high_d <= low_d:
+            return int(ts[int(inside[choose.index("commit_obs", len(inside))])]) + jitter
+        gaps = np.diff(ts)
+        # missing slots: the reading before a gap plus whole steps, whose nearest reading is too far (re_clarify) or
+        # more than the abstain gap ratio away (abstain)
+        lo_d, hi_d = (acceptable + 180_000_000, limit) if outcome == "re_clarify" else (limit + 180_000_000, float("inf"))
+        slots = []
+        for j in np.flatnonzero((gaps >= 2 * step) & (ts[:-1] >= low) & (ts[1:] < high)):
+            left, right = int(ts[j]), int(ts[j + 1])
+            for k in range(1, min(int((right - left) // step), 2000)):
+                slot = left + k * step
+                if lo_d <= min(slot - left, right - slot) <= hi_d:
+                    slots.append(slot)
+        if not slots:
             return None
-        distance = low_d + (high_d - low_d) * choose.fraction("commit_distance")
-        anchor = int(ts[j]) if choose.fraction("commit_side") < 0.5 else int(ts[j + 1])
-        return _minute(anchor + int(distance) * (1 if anchor == int(ts[j]) else -1), anchor)
+        return slots[choose.index("commit_slot", len(slots))] + jitter
 
     def _commit_timestamp(self, task: Task, stream_id: str, resolve: str, near: int, choose: Chooser, outputs):
         """A reading of the discussed stream to report, within reach of the instant discussed, in the time block."""
