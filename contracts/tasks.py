@@ -132,7 +132,7 @@ class FamiliesConfig(Frozen):
 
     seed: str = Field(description="Seed of every selection hash; change it to draw another benchmark.")
     targets: dict[Split, int] = Field(description="Default episodes per family per split.")
-    oversupply: float = Field(3.0, ge=1, description="The tasks stage selects targets x oversupply tasks per family and split; "
+    oversupply: float = Field(4.0, ge=1, description="The tasks stage selects targets x oversupply tasks per family and split; "
                                                      "the episodes stage keeps the first `targets` that lift (some commitment "
                                                      "outcomes are not found near every conversation).")
     splits: SplitRule
