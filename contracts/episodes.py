@@ -183,9 +183,19 @@ class Policy(Frozen):
     description: str
 
 
+class ArtifactProbe(Frozen):
+    """The text-only probe (design/VALIDITY.md §3): how well the commitment outcome is predicted from what the agent sees."""
+
+    folds: int = Field(5, ge=2, description="Cross-validation folds, grouped by task.")
+    margin: float = Field(0.05, ge=0, description="The probe passes when its accuracy is at most the majority share + margin.")
+    min_rows: int = Field(60, ge=1, description="Below this many rows with a commitment the probe reports insufficient_rows.")
+    tree_depth: int = Field(6, ge=1, description="Depth of the shallow decision tree.")
+
+
 class AuditConfig(Frozen):
     """The whole of configs/audit.toml: capabilities episodes declare, and the policies that test them."""
 
+    artifact_probe: ArtifactProbe = ArtifactProbe()
     capabilities: dict[str, list[str]] = Field(description="Capability -> obligations requiring it.")
     outcome_capabilities: dict[str, list[Outcome]] = Field(description="Capability -> commitment outcomes requiring it.")
     phase_capabilities: dict[str, list[str]] = Field(description="Capability -> phase types or commitment reasons requiring it.")

@@ -47,3 +47,14 @@ def pytest_sessionstart(session):
         reporter.write_line(f"random test order: replay with --randomly-seed={config.option.randomly_seed}")
     else:
         reporter.write_line("test order: as in the files (-p no:randomly)")
+
+
+@pytest.fixture(autouse=True)
+def _temporary_files_of_the_tests_own(tmp_path_factory, monkeypatch):
+    """Code under test that asks for a temporary folder (tempfile) gets a fresh one of this test's, under pytest's
+    base temp (beside the test's tmp path, which stays as the test made it), subprocesses too."""
+    import tempfile
+
+    folder = tmp_path_factory.mktemp("tempfile")
+    monkeypatch.setattr(tempfile, "tempdir", str(folder))
+    monkeypatch.setenv("TMPDIR", str(folder))

@@ -10,6 +10,7 @@ from contracts.episodes import AuditConfig, Episode, EpisodesConfig
 from contracts.runtime import TurnRecord
 from contracts.tasks import SPLITS, FamiliesConfig
 from pipeline.audit.policies import ShortcutPolicy
+from pipeline.audit.probe import artifact_probe
 from pipeline.episodes.stage import read_episodes
 from pipeline.manifest import StageResult, write_splits
 from pipeline.runtime.agents import Agent, OracleAgent
@@ -70,6 +71,7 @@ def run_audit(store_dir: Path, episodes_dir: Path, cfg: AuditConfig, families: F
     finally:
         store.close()
     counts = write_splits(out, released)
+    probe = artifact_probe(released, lifts, cfg.artifact_probe)
     outcomes = Counter(e.commitment_outcome for e in released)
     mix = {o: round(outcomes.get(o, 0) / max(1, len(released)), 4) for o in ("answer", "abstain", "re_clarify")}
     details = {
@@ -82,7 +84,9 @@ def run_audit(store_dir: Path, episodes_dir: Path, cfg: AuditConfig, families: F
             "oracle_accomplished_released": oracle_ok, "oracle_all_released": oracle_ok == len(released),
             "preflight_issue_count": checks["issue_count"],
             "commitment_mix_ok": all(v >= MIN_OUTCOME_SHARE for v in mix.values()),
+            "artifact_probe_ok": probe["status"] != "fail",
         },
+        "artifact_probe": probe,
         "policies": {p.name: {"lacks": p.lacks, "description": p.description} for p in cfg.policies},
     }
     return StageResult(outputs=[f"{s}.jsonl" for s in SPLITS], row_counts=counts, details=details)

@@ -17,6 +17,21 @@ FIELDS = [
 ]
 
 
+def _probe_lines(probe: dict | None) -> list[str]:
+    """The artifact probe in words: can the commitment outcome be told from the visible text alone?"""
+    if not probe:
+        return ["No artifact probe was run."]
+    if probe["status"] == "insufficient_rows":
+        return [f"Artifact probe: insufficient rows ({probe['rows']} with a commitment; it needs more to decide)."]
+    quarter = ", ".join(f"{k} {v}" for k, v in sorted(probe.get("by_quarter", {}).items()))
+    return [
+        f"Artifact probe (a text-only baseline: the visible conversation up to the commitment and its surface features, "
+        f"logistic regression and a shallow tree, {probe['rows']} rows, folds grouped by {probe['grouped_by']}): best "
+        f"{probe['model']} {probe['accuracy']} against a majority share of {probe['majority']} (threshold + {probe['margin']}): "
+        f"**{probe['status']}**. With folds grouped by calendar quarter (what transfers across time): {quarter}.",
+    ]
+
+
 def dataset_card(mapping: CorpusMapping, manifest: dict) -> str:
     counts = manifest["counts"]
     lines = [
@@ -54,6 +69,9 @@ def dataset_card(mapping: CorpusMapping, manifest: dict) -> str:
         "| family | episodes |", "|---|---|", *[f"| {k} | {v} |" for k, v in counts["family"].items()],
         "",
         "| commitment outcome | episodes |", "|---|---|", *[f"| {k} | {v} |" for k, v in counts["commitment_outcome"].items()],
+        "",
+        "## Validity checks",
+        *_probe_lines(manifest.get("artifact_probe")),
         "",
         "## Provenance",
         f"Raw data: {mapping.citation or mapping.title}. The raw files and their sha256 are listed in `release.json` "

@@ -57,6 +57,7 @@ def build_release(mapping: CorpusMapping, audit_dir: Path, episodes_dir: Path, u
         "corpus": mapping.name, "title": mapping.title, "license": mapping.license,
         "splits": counts["split"], "counts": counts, "files": files,
         "thresholds": upstream["store"]["details"].get("thresholds", {}),
+        "artifact_probe": upstream["audit"]["details"].get("artifact_probe"),
         "raw_inputs": dict(sorted(raw_sha256.items())),
         "stages": {stage: {"cache_key": m["cache_key"], "code_version": m["code_version"]} for stage, m in sorted(upstream.items())},
         "tool_registry_version": registry_version, "libraries": libraries,

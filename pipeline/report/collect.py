@@ -172,6 +172,7 @@ def benchmark_overview(ws: Workspace, corpus: str) -> dict[str, Any]:
         "completions_on_candidates": audit["completions_on_candidates"],
         "policies": audit["policies"],
         "controls": audit["controls"],
+        "artifact_probe": audit.get("artifact_probe"),
     }
 
 

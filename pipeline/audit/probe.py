@@ -1,0 +1,121 @@
+"""The artifact probe (design/VALIDITY.md §3; Gururangan et al. 2018, Poliak et al. 2018): a hypothesis-only
+baseline for the commitment.
+
+It sees what an agent sees before looking anything up (the user's messages up to the commitment, with their answer
+forms' sentences) and surface features of the question (timestamp format and precision, minute, hour, weekday,
+template ids, the commitment's week start, family), and predicts the commitment outcome. Logistic regression and a
+shallow decision tree (scikit-learn), cross-validated over all released rows with folds grouped by task. The rows
+pass when the better model's accuracy is at most the majority share + margin. Deterministic: one BLAS thread, fixed
+random_state, metrics rounded to 4 decimals.
+
+Beside the declared grouping by task, the same models are cross-validated with folds grouped by the calendar
+quarter of the commitment (`by_quarter`): what transfers across time, as from train to a test block. The two differ
+where quality is correlated in time (an outage spans weeks), which folds by task let the week start reveal.
+"""
+
+from __future__ import annotations
+
+import re
+from collections import Counter
+from datetime import UTC, datetime
+
+import numpy as np
+
+from contracts.episodes import ArtifactProbe, Episode, EpisodesConfig
+from pipeline.audit.reading import pattern
+from pipeline.runtime.simulator import asking
+from pipeline.tasks.grading import instant
+
+FEATURES = ("visible text (words and bigrams)", "timestamp format", "timestamp precision", "minute", "hour", "weekday",
+            "opening template", "commitment template", "week start", "family")
+ISO_DATE = re.compile(r"\d{4}-\d{2}-\d{2}")
+OFFSET = re.compile(r"[+-]\d{2}:\d{2}\b")
+SECONDS = re.compile(r"\b\d{1,2}:\d{2}:\d{2}\b")
+
+
+def visible_text(episode: Episode) -> str:
+    """The user's messages up to the commitment, as the agent receives them (the clarification replies included)."""
+    parts = [asking(episode.initial_message, episode.phases[0].form), *(w.reply for w in episode.withheld)]
+    parts += [asking(p.prompt, p.form) for p in episode.phases[1:]]
+    return " ".join(parts)
+
+
+def _template(templates: list[str], text: str) -> str:
+    return next((str(i) for i, t in enumerate(templates) if pattern(t).match(text) or pattern(t, True).match(text)), "none")
+
+
+def _commit_instant(episode: Episode) -> int | None:
+    for call in episode.phases[-1].canonical_calls:
+        for key in ("timestamp", "window_start"):
+            if key in call.arguments:
+                return instant(call.arguments[key])
+    return None
+
+
+def surface(episode: Episode, lifts: EpisodesConfig) -> dict[str, str]:
+    """Surface features of the question: how its times are written, when they are, which templates, the family."""
+    prompt = episode.phases[-1].prompt
+    features = {
+        "family": episode.family,
+        "format": ("iso" if ISO_DATE.search(prompt) else "words") + ("_offset" if OFFSET.search(prompt) else ""),
+        "precision": "seconds" if SECONDS.search(prompt) else "minutes_or_days",
+        "opening_template": f"{episode.family}:{_template(lifts.families[episode.family].initial, episode.initial_message)}",
+        "commit_template": _template([*lifts.commit_window_prompts, *lifts.commit_timestamp_prompts],
+                                     prompt.replace(lifts.commit_options, "{options}")),
+    }
+    at = _commit_instant(episode)
+    if at is not None:
+        moment = datetime.fromtimestamp(at / 1e6, UTC)
+        monday = moment.date().toordinal() - moment.weekday()
+        features.update(minute=str(moment.minute), hour=str(moment.hour), weekday=str(moment.weekday()), week_start=str(monday))
+    return features
+
+
+def _quarter(episode: Episode) -> str:
+    at = _commit_instant(episode)
+    if at is None:
+        return "none"
+    moment = datetime.fromtimestamp(at / 1e6, UTC)
+    return f"{moment.year}-Q{(moment.month - 1) // 3 + 1}"
+
+
+def _cross_validated(texts: list[str], surfaces: list[dict], labels: np.ndarray, groups: list[str], cfg: ArtifactProbe) -> dict:
+    from scipy.sparse import hstack
+    from sklearn.feature_extraction import DictVectorizer
+    from sklearn.feature_extraction.text import CountVectorizer
+    from sklearn.linear_model import LogisticRegression
+    from sklearn.model_selection import GroupKFold
+    from sklearn.tree import DecisionTreeClassifier
+
+    folds = min(cfg.folds, len(set(groups)))
+    accuracy = {}
+    for name, make in (("logistic_regression", lambda: LogisticRegression(max_iter=5000, random_state=0)),
+                       ("decision_tree", lambda: DecisionTreeClassifier(max_depth=cfg.tree_depth, random_state=0))):
+        predicted = np.empty(len(labels), dtype=object)
+        for train, test in GroupKFold(n_splits=folds).split(texts, labels, groups):
+            words, kinds = CountVectorizer(ngram_range=(1, 2)), DictVectorizer()
+            x_train = hstack([words.fit_transform([texts[i] for i in train]), kinds.fit_transform([surfaces[i] for i in train])]).tocsr()
+            x_test = hstack([words.transform([texts[i] for i in test]), kinds.transform([surfaces[i] for i in test])]).tocsr()
+            model = make().fit(x_train, labels[train])
+            predicted[test] = model.predict(x_test)
+        accuracy[name] = round(float(np.mean(predicted == labels)), 4)
+    return accuracy
+
+
+def artifact_probe(episodes: list[Episode], lifts: EpisodesConfig, cfg: ArtifactProbe) -> dict:
+    """The probe over the released rows: accuracy per model, the majority share, pass / fail / insufficient_rows."""
+    from threadpoolctl import threadpool_limits
+
+    rows = [e for e in episodes if e.phases[-1].type == "commitment"]
+    labels = np.array([e.commitment_outcome for e in rows], dtype=object)
+    majority = round(Counter(labels.tolist()).most_common(1)[0][1] / len(rows), 4) if rows else 0.0
+    result = {"rows": len(rows), "majority": majority, "margin": cfg.margin, "features": list(FEATURES), "grouped_by": "task"}
+    if len(rows) < cfg.min_rows or len(set(labels.tolist())) < 2:
+        return {**result, "status": "insufficient_rows", "accuracy": None, "model": None}
+    texts, surfaces = [visible_text(e) for e in rows], [surface(e, lifts) for e in rows]
+    with threadpool_limits(limits=1):
+        accuracy = _cross_validated(texts, surfaces, labels, [e.task_id for e in rows], cfg)
+        by_quarter = _cross_validated(texts, surfaces, labels, [_quarter(e) for e in rows], cfg)
+    model = max(sorted(accuracy), key=lambda k: accuracy[k])
+    return {**result, "status": "pass" if accuracy[model] <= majority + cfg.margin else "fail", "accuracy": accuracy[model],
+            "model": model, "accuracy_by_model": accuracy, "by_quarter": by_quarter}
