@@ -35,7 +35,7 @@ def form(names: list[str], answers: AnswersConfig, units: dict[str, str | None] 
          tolerances: dict[str, Tolerance] | None = None, params: dict[str, Any] | None = None) -> AnswerForm:
     """The form of a question asking for `names`. `units`: field -> unit code of the stream it is about (for
     fields whose catalogue unit is 'stream'); `tolerances`: a family's own, which override the catalogue's;
-    `params` fill {placeholders} in code meanings (e.g. acceptable_offset_seconds)."""
+    `params` fill the {names} written in code meanings (e.g. acceptable_offset_seconds)."""
     fields = []
     for name in names:
         spec = answers.fields[name]
