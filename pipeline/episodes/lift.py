@@ -339,11 +339,9 @@ class Lifter:
         lo_d, hi_d = (acceptable + 180_000_000, limit) if outcome == "re_clarify" else (limit + 180_000_000, float("inf"))
         slots = []
         for j in np.flatnonzero((gaps >= 2 * step) & (ts[:-1] >= low) & (ts[1:] < high)):
-            left, right = int(ts[j]), int(ts[j + 1])
-            for k in range(1, min(int((right - left) // step), 2000)):
-                slot = left + k * step
-                if lo_d <= min(slot - left, right - slot) <= hi_d:
-                    slots.append(slot)
+            k = np.arange(1, int(gaps[j] // step), dtype=np.int64) * step  # offsets of the missing slots
+            distance = np.minimum(k, int(gaps[j]) - k)
+            slots += (int(ts[j]) + k[(distance >= lo_d) & (distance <= hi_d)]).tolist()
         if not slots:
             return None
         return slots[choose.index("commit_slot", len(slots))] + jitter
@@ -403,7 +401,10 @@ class Lifter:
         if withheld and withheld[0].slot == "site":
             values += task.site_ids
         elif withheld:
-            values += [v for k, v in task.slots.items() if k.endswith("_iso") or k in ("day", "week_start", "month_name")]
+            timed = {k: v for k, v in task.slots.items() if k.endswith("_iso") or k in ("day", "week_start", "month_name")}
+            values += list(timed.values())  # and as every style would say them
+            values += [v for d in range(len(render.DATE_STYLES)) for i in range(len(render.INSTANT_STYLES))
+                       for v in render.display(timed, d, i, self.zone).values()]
         return any(str(v).lower() in lowered for v in values if v)
 
     def lift(self, task: Task) -> tuple[dict, dict]:
