@@ -163,6 +163,11 @@ class EpisodesConfig(Frozen):
     acceptable_offset_seconds: float = Field(gt=0)
     commit_within_days: int = Field(14, ge=0, description="The commitment's week (or reading) lies within this many days of what was discussed.")
     outcome_shares: dict[Outcome, float]
+    min_outcome_share: float = Field(0.15, ge=0, lt=0.34, description="Every commitment outcome is at least this share of a "
+                                     "corpus's episodes: over-quota rows fill places only while it holds, and the audit checks it.")
+    commit_week_cap: int = Field(2, ge=1, description="At most this many released commitments of one corpus share a calendar week "
+                                 "(Monday to Sunday, UTC) and an outcome, so that no row's outcome can be remembered from other rows "
+                                 "about the same week (design/VALIDITY.md section 3).")
     commit_options: str
     commit_window_prompts: list[str] = Field(min_length=4, description="Commitment on a week: {phrase}, {week_start}, ending with {options}.")
     commit_timestamp_prompts: list[str] = Field(min_length=4, description="Commitment on a reading: {phrase}, {probe_iso}, ending with {options}.")
@@ -175,27 +180,62 @@ class EpisodesConfig(Frozen):
     families: dict[str, FamilyLift]
 
 
+PolicyKind = Literal["shortcut", "canned_clarification", "surface_guess", "week_memory", "grid_rules"]
+# How each kind of policy is gated (design/VALIDITY.md section 4): a deterministic shortcut wins no released row (rows
+# it wins that claim what it lacks are excluded); a guesser is no better than the majority share + margin over the
+# released commitments; grid rules win at most a share of the released rows that need a nearest lookup.
+GATES: dict[str, Literal["exclude", "accuracy", "share"]] = {
+    "shortcut": "exclude", "canned_clarification": "exclude", "surface_guess": "accuracy", "week_memory": "accuracy",
+    "grid_rules": "share"}
+
+
 class Policy(Frozen):
-    """One shortcut policy: a solver lacking one capability."""
+    """One shortcut policy: a solver lacking one capability, or a cheap strategy standing in for it."""
 
     name: str
     lacks: str
+    kind: PolicyKind = Field("shortcut", description="shortcut: the template solver without `lacks`; canned_clarification: "
+                             "asks one question naming every slot kind; surface_guess / week_memory: commit by the majority "
+                             "outcome of rows with the same surface / week in the other splits, without looking quality up; "
+                             "grid_rules: nearest readings by exact lookups on the rounded grid.")
     description: str
+
+    @property
+    def gate(self) -> str:
+        return GATES[self.kind]
 
 
 class ArtifactProbe(Frozen):
     """The text-only probe (design/VALIDITY.md §3): how well the commitment outcome is predicted from what the agent sees."""
 
     folds: int = Field(5, ge=2, description="Cross-validation folds, grouped by task.")
-    margin: float = Field(0.05, ge=0, description="The probe passes when its accuracy is at most the majority share + margin.")
-    min_rows: int = Field(60, ge=1, description="Below this many rows with a commitment the probe reports insufficient_rows.")
     tree_depth: int = Field(6, ge=1, description="Depth of the shallow decision tree.")
+
+
+class Guessers(Frozen):
+    """How the guessers remember: both learn from the rows of the other splits (leave one split out)."""
+
+    reach_weeks: int = Field(4, ge=0, description="week_memory: a week not remembered takes the nearest remembered week "
+                             "this close, else the majority outcome.")
+    min_support: int = Field(3, ge=1, description="surface_guess: a surface seen fewer times backs off to a coarser one.")
+
+
+class Gates(Frozen):
+    """The statistical release gates (design/VALIDITY.md sections 3-4)."""
+
+    margin: float = Field(0.05, ge=0, description="The probe and the guessers pass at accuracy <= the majority share + margin.")
+    min_rows: int = Field(60, ge=1, description="Below this many released commitments the probe and the guessers report "
+                          "insufficient_rows instead of passing or failing.")
+    grid_rule_max_share: float = Field(0.40, ge=0, le=1, description="Grid rules win at most this share of the released rows "
+                                       "that need a nearest lookup.")
 
 
 class AuditConfig(Frozen):
     """The whole of configs/audit.toml: capabilities episodes declare, and the policies that test them."""
 
     artifact_probe: ArtifactProbe = ArtifactProbe()
+    gates: Gates = Gates()
+    guessers: Guessers = Guessers()
     capabilities: dict[str, list[str]] = Field(description="Capability -> obligations requiring it.")
     outcome_capabilities: dict[str, list[Outcome]] = Field(description="Capability -> commitment outcomes requiring it.")
     phase_capabilities: dict[str, list[str]] = Field(description="Capability -> phase types or commitment reasons requiring it.")

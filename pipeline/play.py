@@ -96,7 +96,8 @@ def _players(ws: Workspace, store: ToolStore, agent_name: str, options: dict | N
     from pipeline.config import load_audit_config, load_families
 
     cfg = load_audit_config(ws)
-    pool = policies(store, cfg, load_families(ws), load_episodes_config(ws))
+    gated = {p.name for p in cfg.policies if p.gate == "exclude"}  # guessers and grid rules are gated statistically
+    pool = [p for p in policies(store, cfg, load_families(ws), load_episodes_config(ws)) if p.name in gated]
     return lambda episode: [(p.name, p) for p in pool if p.lacks in required_capabilities(episode, cfg)]
 
 

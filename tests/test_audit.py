@@ -38,7 +38,8 @@ def test_audit_json_and_controls(real_artifacts):
         result = run_cli(real_artifacts, "audit", "--corpus", corpus, "--json")
         assert result.exit_code == 0, result.output
         report = json.loads(result.output)
-        assert all(n > 0 for n in report["completions_on_candidates"].values()), report["completions_on_candidates"]
+        wins = report["completions_on_candidates"]
+        assert all(wins[p.name] > 0 for p in AUDIT.policies if p.kind == "shortcut"), wins
         assert all(share >= 0.15 for share in report["commitment_mix"].values()), report["commitment_mix"]
         assert report["released"] == report["candidates"] - sum(report["excluded_by_policy"].values())
         controls = report["controls"]
@@ -66,7 +67,7 @@ SYMPTOMS = {
 }
 
 
-@pytest.mark.parametrize("policy_spec", AUDIT.policies, ids=lambda p: p.name)
+@pytest.mark.parametrize("policy_spec", [p for p in AUDIT.policies if p.kind == "shortcut"], ids=lambda p: p.name)
 def test_each_policy_fails_for_its_gap_and_wins_without_it(xai_store, candidates, policy_spec):
     policy = ShortcutPolicy(policy_spec.name, policy_spec.lacks, xai_store, FAMILIES, LIFTS)
     needing = [e for e in candidates if policy_spec.lacks in required_capabilities(e, AUDIT)]

@@ -11,7 +11,7 @@ from pipeline.workspace import Workspace
 from tests.helpers import REPO, run_cli
 
 WS = Workspace.from_root(REPO)
-LIFTS, PROBE = load_episodes_config(WS), load_audit_config(WS).artifact_probe
+LIFTS, PROBE, GATES = load_episodes_config(WS), load_audit_config(WS).artifact_probe, load_audit_config(WS).gates
 
 
 def released(artifacts, corpus="xai4heat"):
@@ -22,7 +22,8 @@ def test_audit_reports_the_probe(real_artifacts):
     result = run_cli(real_artifacts, "audit", "--corpus", "hhw", "--json")
     probe = json.loads(result.output)["artifact_probe"]
     assert {"accuracy", "majority", "model", "features", "status", "by_quarter"} <= set(probe)
-    assert probe["status"] in ("pass", "fail") and 0 < probe["majority"] < 1 and probe["rows"] >= PROBE.min_rows
+    assert probe["status"] == "pass" and 0 < probe["majority"] < 1 and probe["rows"] >= GATES.min_rows
+    assert probe["accuracy"] <= probe["majority"] + GATES.margin
     assert "week start" in probe["features"] and "visible text (words and bigrams)" in probe["features"]
     card = (real_artifacts / "hhw" / "release" / "README.md").read_text()
     assert "Artifact probe" in card and f"against a majority share of {probe['majority']}" in card
@@ -30,7 +31,7 @@ def test_audit_reports_the_probe(real_artifacts):
 
 def test_probe_is_deterministic(real_artifacts):
     rows = released(real_artifacts)
-    assert artifact_probe(rows, LIFTS, PROBE) == artifact_probe(list(reversed(rows)), LIFTS, PROBE)
+    assert artifact_probe(rows, LIFTS, PROBE, GATES) == artifact_probe(list(reversed(rows)), LIFTS, PROBE, GATES)
 
 
 def test_probe_finds_an_outcome_written_on_the_surface(real_artifacts):
@@ -41,10 +42,10 @@ def test_probe_finds_an_outcome_written_on_the_surface(real_artifacts):
         commit = episode.phases[-1]
         hint = {"answer": "Looks fine to me.", "abstain": "I doubt it.", "re_clarify": "Hmm, not sure."}[episode.commitment_outcome]
         leaky.append(episode.model_copy(update={"phases": [*episode.phases[:-1], commit.model_copy(update={"prompt": f"{hint} {commit.prompt}"})]}))
-    probe = artifact_probe(leaky, LIFTS, PROBE)
+    probe = artifact_probe(leaky, LIFTS, PROBE, GATES)
     assert probe["status"] == "fail" and probe["accuracy"] > 0.95
 
 
 def test_too_few_rows_are_insufficient(real_artifacts):
-    probe = artifact_probe(released(real_artifacts)[: PROBE.min_rows - 1], LIFTS, PROBE)
+    probe = artifact_probe(released(real_artifacts)[: GATES.min_rows - 1], LIFTS, PROBE, GATES)
     assert probe["status"] == "insufficient_rows" and probe["accuracy"] is None

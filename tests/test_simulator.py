@@ -162,3 +162,18 @@ def test_same_inputs_same_outputs():
         sim = UserSimulator(episode(), KEYWORDS)
         runs.append([(r.text, r.event) if (r := sim.respond(a)) else None for a in script])
     assert runs[0] == runs[1]
+
+
+def test_one_question_for_both_slots_releases_both_a_line_each():
+    """Only fixtures withhold two slots; one question naming both is then the right one, answered in one reply."""
+    both = episode().model_copy(update={"withheld": [
+        WithheldSlot(slot="site", value="substation L8", reply="It's substation L8."),
+        WithheldSlot(slot="time", value="2023-01-02", reply="I mean 2023-01-02 (UTC).")]})
+    sim = UserSimulator(both, KEYWORDS)
+    reply = sim.respond(AskUser(text="Which site or building is it? Which date and time (UTC)?"))
+    assert reply.event == "release" and reply.text == "It's substation L8.\nI mean 2023-01-02 (UTC)."
+    assert sim.pending_slots == []
+    score = score_episode(both, turns_of([AskUser(text="Which site, and which date?"), *GOLD_ANSWERS]), KEYWORDS)
+    assert score.accomplished and not score.issues
+    one = score_episode(episode(), turns_of([AskUser(text="Which site, and which date?"), *GOLD_ANSWERS]), KEYWORDS)
+    assert "off_target_clarification" in one.issues and not one.accomplished

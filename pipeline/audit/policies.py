@@ -13,12 +13,17 @@ from typing import Any
 
 from contracts.episodes import Episode, EpisodesConfig
 from contracts.tasks import FamiliesConfig
+from pipeline.audit.guessers import Guesser
+from pipeline.audit.probe import surface_features
 from pipeline.audit.reading import Catalog, day_window, month_window, read, split_list, week_window
 from pipeline.episodes.calls import _rename
 from pipeline.episodes.lift import BAND_OUTCOME, timestamp_commitment
 from pipeline.runtime.agents import Agent, Observation
 from pipeline.runtime.simulator import words_of
 from pipeline.tasks import gold, render
+from pipeline.tasks.grading import instant
+from pipeline.tasks.probes import grid_point
+from pipeline.tools import rounding
 from pipeline.tools.access import ToolStore
 from pipeline.tools.timeutil import format_us, parse_us
 
@@ -28,15 +33,21 @@ QUESTIONS = {"site": "Which site or building is it?", "time": "Which date and ti
 
 
 class ShortcutPolicy(Agent):
-    """A bounded rule-based solver; `lacks` names the one capability it does not have."""
+    """A bounded rule-based solver; `lacks` names the one capability it does not have. Its `kind` (configs/audit.toml)
+    may swap a capability for a cheap strategy: one canned question, a guessed commitment, grid lookups."""
 
-    def __init__(self, name: str, lacks: str, store: ToolStore, families: FamiliesConfig, lifts: EpisodesConfig) -> None:
-        self.name, self.lacks = name, lacks
+    def __init__(self, name: str, lacks: str, store: ToolStore, families: FamiliesConfig, lifts: EpisodesConfig,
+                 kind: str = "shortcut", guesser: Guesser | None = None, rule: tuple[int, str] | None = None) -> None:
+        self.name, self.lacks, self.kind, self.guesser, self.rule = name, lacks, kind, guesser, rule
         self.catalog, self.store = Catalog(store), store
         self.families, self.lifts = families, lifts
+        self.exact_only = lacks == "nearest" and kind == "shortcut"  # grid rules stand in for nearest lookups instead
 
     # ------------------------------------------------------------------ agent interface
-    def start(self, episode: Episode) -> None:  # only the id is used: a policy never reads gold or hidden text
+    def start(self, episode: Episode) -> None:  # only the id and split are used: a policy never reads gold or hidden text
+        self.split = episode.split  # a guesser remembers the other splits only
+        self.opening = ""
+        self.decision: str | None = None
         self.step: Step | None = None
         self.slots: dict[str, Any] = {}
         self.family: str | None = None
@@ -73,7 +84,7 @@ class ShortcutPolicy(Agent):
         commit = read([*self.lifts.commit_window_prompts, *self.lifts.commit_timestamp_prompts],
                       text.replace(self.lifts.commit_options, "{options}"))
         if commit is not None:
-            return self._commit(commit)
+            return self._commit(commit, text)
         if self.lacks == "revise":
             return self._answer(self.first_answer or {})
         return self._revision(text)
@@ -86,10 +97,27 @@ class ShortcutPolicy(Agent):
         names = {c["id"]: f"{prefix}{c['id']}" for c in calls}
         outputs = {}
         for call in calls:
-            result = yield {"kind": "call_tool", "name": call["tool"], "id": names[call["id"]],
-                            "arguments": _rename(call["arguments"], names)}
+            arguments = _rename(call["arguments"], names)
+            if self.kind == "grid_rules" and call["tool"] == "lookup_observation" and arguments.get("mode") == "nearest":
+                result = yield from self._grid_lookup(names[call["id"]], arguments)
+            else:
+                result = yield {"kind": "call_tool", "name": call["tool"], "id": names[call["id"]], "arguments": arguments}
             outputs[call["id"]] = result if isinstance(result, dict) else {}
         return outputs
+
+    def _grid_lookup(self, call_id: str, arguments: dict) -> Generator[dict, Any, dict]:
+        """A nearest lookup done by one exact lookup where the policy's grid rule puts the probe (rounded down, up or
+        to nearest on its grid); a reading found there is reported as the nearest, with its offset."""
+        probe = instant(arguments.get("timestamp"))
+        if probe is None or self.rule is None:
+            return {}
+        point = grid_point(probe, *self.rule)
+        result = yield {"kind": "call_tool", "name": "lookup_observation", "id": call_id,
+                        "arguments": {**arguments, "timestamp": format_us(point), "mode": "exact"}}
+        if not isinstance(result, dict) or not result.get("exact_match_found"):
+            return result if isinstance(result, dict) else {}
+        return {**result, "requested_timestamp": arguments["timestamp"], "mode": "nearest", "exact_match_found": point == probe,
+                "offset_seconds": rounding.seconds(point - probe), "fallback_reason": None if point == probe else "nearest_observation"}
 
     # ------------------------------------------------------------------ reading
     def _site_of(self, text: str) -> str | None:
@@ -103,12 +131,21 @@ class ShortcutPolicy(Agent):
     def _first(self, text: str) -> Step:
         matches = ((name, read(lift.initial, text)) for name, lift in sorted(self.lifts.families.items()))
         family, slots = next(((n, found) for n, found in matches if found is not None), (None, None))
+        self.opening = text
+        if self.kind == "canned_clarification":  # one question naming every kind of slot, whatever is missing
+            reply = yield {"kind": "ask_user", "text": " ".join(QUESTIONS[k] for k in sorted(QUESTIONS))}
+            for line in (reply or "").splitlines():
+                site = self._site_of(line)
+                if site is not None:
+                    (slots if slots is not None else {}).update(site_id=site)
+                elif family is not None:
+                    slots.update(self._time_of(family, line) or {})
         if family is None:
             yield from self._answer({})
             return
         self.family, self.slots = family, slots
         lift = self.lifts.families[family]
-        if lift.withhold != "none" and self.lacks != "clarify":
+        if lift.withhold != "none" and self.lacks != "clarify" and self.kind != "canned_clarification":
             reply = yield {"kind": "ask_user", "text": QUESTIONS[lift.withhold]}
             if lift.withhold == "site":
                 self.slots["site_id"] = self._site_of(reply or "")
@@ -171,7 +208,7 @@ class ShortcutPolicy(Agent):
             calls = render.calls(spec, slots)
         except render.RenderError:
             return {}
-        if self.lacks == "nearest":
+        if self.exact_only:
             calls = [{**c, "arguments": {**c["arguments"], "mode": "exact"}} if c["tool"] == "lookup_observation" else c for c in calls]
         known = set(streams) <= self.used
         if known and self.lacks != "carry_state":
@@ -240,7 +277,7 @@ class ShortcutPolicy(Agent):
         if len(streams) != 1:
             yield from self._answer({})
             return
-        mode = "exact" if self.lacks == "nearest" else "nearest"
+        mode = "exact" if self.exact_only else "nearest"
         out = yield from self._call([{"id": "p", "tool": "lookup_observation",
                                       "arguments": {"stream_id": streams[0], "timestamp": probe_iso, "mode": mode}}], f"s{self.steps_done}_")
         result = out["p"]
@@ -261,7 +298,7 @@ class ShortcutPolicy(Agent):
 
         yield from self._answer({"preferred": "first" if score(1) >= score(2) else "second"})
 
-    def _commit(self, slots: dict) -> Step:
+    def _commit(self, slots: dict, text: str) -> Step:
         streams = self.catalog.by_phrase(slots["phrase"])
         if len(streams) != 1:
             yield from self._answer({})
@@ -276,7 +313,7 @@ class ShortcutPolicy(Agent):
             if self.lacks == "abstain":
                 decision, reason = "answer", "healthy_quality"
         else:
-            mode = "exact" if self.lacks == "nearest" else "nearest"
+            mode = "exact" if self.exact_only else "nearest"
             out = yield from self._call([
                 {"id": "l", "tool": "lookup_observation", "arguments": {"stream_id": stream, "timestamp": slots["probe_iso"], "mode": mode}},
                 {"id": "q", "tool": "inspect_quality", "arguments": {"stream_id": stream}}], prefix)
@@ -288,6 +325,10 @@ class ShortcutPolicy(Agent):
                                                     self.store.thresholds["gap_ratio_abstain_window"])
             if self.lacks == "abstain":
                 decision, reason = "answer", "exact_timestamp" if offset == 0 else "nearest_but_acceptable"
+        if self.guesser is not None:  # looks up as told, then ignores what quality says: the outcome remembered alike
+            at = week_window(slots["week_start"])[0] if "week_start" in slots else instant(slots.get("probe_iso"))
+            features = surface_features(self.family or "", self.opening, text, at, self.lifts)
+            decision, reason = self.guesser.guess(self.split, self.family, features, at)
         self.used.add(stream)
-        self.reason = reason
+        self.reason, self.decision = reason, decision
         yield from self._answer({"decision": decision, "reason": reason})

@@ -21,10 +21,10 @@ from datetime import UTC, datetime
 
 import numpy as np
 
-from contracts.episodes import ArtifactProbe, Episode, EpisodesConfig
+from contracts.episodes import ArtifactProbe, Episode, EpisodesConfig, Gates
 from pipeline.audit.reading import pattern
+from pipeline.episodes.lift import commitment_instant, week_index
 from pipeline.runtime.simulator import asking
-from pipeline.tasks.grading import instant
 
 FEATURES = ("visible text (words and bigrams)", "timestamp format", "timestamp precision", "minute", "hour", "weekday",
             "opening template", "commitment template", "week start", "family")
@@ -45,30 +45,28 @@ def _template(templates: list[str], text: str) -> str:
 
 
 def _commit_instant(episode: Episode) -> int | None:
-    for call in episode.phases[-1].canonical_calls:
-        for key in ("timestamp", "window_start"):
-            if key in call.arguments:
-                return instant(call.arguments[key])
-    return None
+    return commitment_instant([c.model_dump() for c in episode.phases[-1].canonical_calls])
 
 
-def surface(episode: Episode, lifts: EpisodesConfig) -> dict[str, str]:
-    """Surface features of the question: how its times are written, when they are, which templates, the family."""
-    prompt = episode.phases[-1].prompt
+def surface_features(family: str, opening: str, prompt: str, at: int | None, lifts: EpisodesConfig) -> dict[str, str]:
+    """Surface features of a commitment question: how its times are written, when they are, which templates, the
+    family. From what an agent reads: the opening message, the commitment's prompt and the instant it names."""
     features = {
-        "family": episode.family,
+        "family": family,
         "format": ("iso" if ISO_DATE.search(prompt) else "words") + ("_offset" if OFFSET.search(prompt) else ""),
         "precision": "seconds" if SECONDS.search(prompt) else "minutes_or_days",
-        "opening_template": f"{episode.family}:{_template(lifts.families[episode.family].initial, episode.initial_message)}",
+        "opening_template": f"{family}:{_template(lifts.families[family].initial, opening)}" if family in lifts.families else "none",
         "commit_template": _template([*lifts.commit_window_prompts, *lifts.commit_timestamp_prompts],
                                      prompt.replace(lifts.commit_options, "{options}")),
     }
-    at = _commit_instant(episode)
     if at is not None:
         moment = datetime.fromtimestamp(at / 1e6, UTC)
-        monday = moment.date().toordinal() - moment.weekday()
-        features.update(minute=str(moment.minute), hour=str(moment.hour), weekday=str(moment.weekday()), week_start=str(monday))
+        features.update(minute=str(moment.minute), hour=str(moment.hour), weekday=str(moment.weekday()), week_start=str(week_index(at)))
     return features
+
+
+def surface(episode: Episode, lifts: EpisodesConfig) -> dict[str, str]:
+    return surface_features(episode.family, episode.initial_message, episode.phases[-1].prompt, _commit_instant(episode), lifts)
 
 
 def _quarter(episode: Episode) -> str:
@@ -102,20 +100,34 @@ def _cross_validated(texts: list[str], surfaces: list[dict], labels: np.ndarray,
     return accuracy
 
 
-def artifact_probe(episodes: list[Episode], lifts: EpisodesConfig, cfg: ArtifactProbe) -> dict:
+def majority_share(labels: list[str]) -> float:
+    """The share of the most frequent label (0 for none), rounded to 4 decimals."""
+    return round(Counter(labels).most_common(1)[0][1] / len(labels), 4) if labels else 0.0
+
+
+def accuracy_gate(accuracy: float | None, majority: float, rows: int, gates: Gates) -> str:
+    """pass / fail against the majority share + margin; insufficient_rows below min_rows (or with one outcome)."""
+    if accuracy is None or rows < gates.min_rows:
+        return "insufficient_rows"
+    return "pass" if accuracy <= majority + gates.margin else "fail"
+
+
+def artifact_probe(episodes: list[Episode], lifts: EpisodesConfig, cfg: ArtifactProbe, gates: Gates) -> dict:
     """The probe over the released rows: accuracy per model, the majority share, pass / fail / insufficient_rows."""
     from threadpoolctl import threadpool_limits
 
-    rows = [e for e in episodes if e.phases[-1].type == "commitment"]
+    rows = sorted((e for e in episodes if e.phases[-1].type == "commitment"), key=lambda e: e.id)  # order-free: fits see one order
     labels = np.array([e.commitment_outcome for e in rows], dtype=object)
-    majority = round(Counter(labels.tolist()).most_common(1)[0][1] / len(rows), 4) if rows else 0.0
-    result = {"rows": len(rows), "majority": majority, "margin": cfg.margin, "features": list(FEATURES), "grouped_by": "task"}
-    if len(rows) < cfg.min_rows or len(set(labels.tolist())) < 2:
-        return {**result, "status": "insufficient_rows", "accuracy": None, "model": None}
+    majority = majority_share(labels.tolist())
+    result = {"rule": "accuracy <= majority share + margin", "rows": len(rows), "majority": majority, "margin": gates.margin,
+              "features": list(FEATURES), "grouped_by": "task"}
+    if len(rows) < gates.min_rows or len(set(labels.tolist())) < 2:
+        return {**result, "status": "insufficient_rows", "accuracy": None, "model": None,
+                "note": f"{len(rows)} released commitments, fewer than {gates.min_rows}" if len(rows) < gates.min_rows else "one outcome only"}
     texts, surfaces = [visible_text(e) for e in rows], [surface(e, lifts) for e in rows]
     with threadpool_limits(limits=1):
         accuracy = _cross_validated(texts, surfaces, labels, [e.task_id for e in rows], cfg)
         by_quarter = _cross_validated(texts, surfaces, labels, [_quarter(e) for e in rows], cfg)
     model = max(sorted(accuracy), key=lambda k: accuracy[k])
-    return {**result, "status": "pass" if accuracy[model] <= majority + cfg.margin else "fail", "accuracy": accuracy[model],
+    return {**result, "status": accuracy_gate(accuracy[model], majority, len(rows), gates), "accuracy": accuracy[model],
             "model": model, "accuracy_by_model": accuracy, "by_quarter": by_quarter}

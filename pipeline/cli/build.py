@@ -39,6 +39,8 @@ def build(ctx: click.Context, corpora: tuple[str, ...], until: str | None, threa
     def show(outcome) -> None:
         if not as_json:
             click.echo(f"{outcome.corpus:<12} {outcome.stage:<10} {outcome.status:<7} {outcome.seconds:7.2f}s")
+        for note in outcome.manifest.details.get("notes", []):  # e.g. a gate without enough rows to decide
+            click.echo(f"{outcome.corpus:<12} {outcome.stage:<10} note: {note}", err=True)
 
     outcomes = run_build(cli.workspace(ctx), corpora, until=until, resources=resources, force=force, on_done=show, raw=raw,
                          on_skip=lambda note: click.echo(note, err=True))

@@ -103,11 +103,13 @@ def preflight(ctx: click.Context, corpus: str, as_json: bool) -> None:
 
 @click.command()
 @click.option("--corpus", required=True, help="Corpus name.")
-@click.option("--json", "as_json", is_flag=True, help="Print JSON (candidates, released, excluded_by_policy, completions_on_candidates, commitment_mix).")
+@click.option("--json", "as_json", is_flag=True, help="Print JSON (candidates, released, excluded_by_policy, completions_on_candidates, "
+              "commitment_mix, artifact_probe, policies with their gates, gates, notes).")
 @click.pass_context
 @cli.handle_errors
 def audit(ctx: click.Context, corpus: str, as_json: bool) -> None:
-    """The construction audit of a corpus: what each shortcut policy completed and what was dropped.
+    """The construction audit of a corpus: what each shortcut policy and cheap strategy won, what was dropped, and
+    the release gates (artifact probe, guessers, grid rules; docs/audit.md).
 
     \b
     Example:
@@ -119,12 +121,18 @@ def audit(ctx: click.Context, corpus: str, as_json: bool) -> None:
     if as_json:
         cli.echo_json(report)
         return
+    from pipeline.audit.gates import figures, gate_of
+
     click.echo(f"{corpus}: {report['candidates']} candidate episodes, {report['released']} released")
     for name, info in report["policies"].items():
-        click.echo(f"  {name:<16} lacks {info['lacks']:<12} wins on candidates {report['completions_on_candidates'][name]:>5}"
-                   f"   excluded {report['excluded_by_policy'][name]:>4}")
+        click.echo(f"  {name:<21} lacks {info['lacks']:<18} wins: candidates {info.get('won_candidates', 0):>4}, "
+                   f"released {info.get('won_released', 0):>4}   excluded {report['excluded_by_policy'][name]:>4}")
     click.echo("  commitment mix: " + ", ".join(f"{k} {v}" for k, v in report["commitment_mix"].items()))
     click.echo("  controls: " + ", ".join(f"{k} {v}" for k, v in report["controls"].items()))
+    for name, status in report.get("gates", {}).items():
+        click.echo(f"  gate {name:<21} {status:<17} {figures(gate_of(name, report))}")
+    for note in report.get("notes", []):
+        click.echo(f"  note: {note}")
 
 
 COMMANDS = (run, score, preflight, audit)

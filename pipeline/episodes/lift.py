@@ -26,7 +26,7 @@ from contracts.episodes import (
 from contracts.tasks import FamiliesConfig, Family, Task
 from pipeline.canonical import digest
 from pipeline.episodes.calls import as_calls, gold_of, revised, run
-from pipeline.store.compute import DAY, window_bounds
+from pipeline.store.compute import DAY, MONDAY, window_bounds
 from pipeline.tasks import forms, gold, render
 from pipeline.tasks.probes import grid_solvable
 from pipeline.tools.access import ToolStore
@@ -42,6 +42,20 @@ BAND_OUTCOME = {
     "long_gap": ("abstain", "long_gap"), "marginal": ("re_clarify", "marginal_quality"),
 }
 NEAREST_FIELDS = ["value", "observed_timestamp", "offset_seconds", "fallback_reason"]
+
+
+def week_index(us: int | np.ndarray) -> int | np.ndarray:
+    """The calendar week (Monday to Sunday, UTC) of an instant in epoch microseconds, as a count of weeks."""
+    return (us - MONDAY) // (7 * DAY)
+
+
+def commitment_instant(calls: list[dict]) -> int | None:
+    """The instant a commitment asks about (its reading's time or its week's start), from its canonical calls."""
+    for call in calls:
+        for key in ("timestamp", "window_start"):
+            if key in call["arguments"]:
+                return parse_us(call["arguments"][key])
+    return None
 
 
 def timestamp_commitment(offset_seconds: float, step_seconds: float | None, acceptable: float, abstain_ratio: float) -> tuple[str, str]:
@@ -72,7 +86,7 @@ class Chooser:
         return int(digest(f"{self.base}|{purpose}")[:12], 16) % n
 
 
-def _local_phrase(phrase: str, site_label: str) -> str:
+def local_phrase(phrase: str, site_label: str) -> str:
     for joint in (" at ", " in "):
         if phrase.endswith(f"{joint}{site_label}"):
             return phrase[: -len(joint + site_label)]
@@ -125,6 +139,7 @@ class Lifter:
         self.grid_minutes = families.grid_minutes
         nearest = [f.share_caps.get("grid_solvable") for f in families.families.values() if f.share_caps.get("grid_solvable")]
         self.grid_share = min(nearest) if nearest else 0.0  # revision probes keep the nearest family's grid share
+        self.full_weeks: set[tuple[int, str]] = set()  # (week index, outcome) pairs the episodes stage has filled
 
     # ------------------------------------------------------------------ phases
     def _say(self, templates: list[str], purpose: str, slots: dict, choose: Chooser) -> str:
@@ -194,7 +209,7 @@ class Lifter:
         other = self.store.streams[others[choose.index("other_stream", len(others))]]
         new = {**slots, "equipment": other["equipment"], "equipment_words": render.role_words(other["equipment_role"]),
                "phrase": render.point_phrase(other["label"])}
-        new["local_phrase"] = _local_phrase(new["phrase"], slots["site_label"])
+        new["local_phrase"] = local_phrase(new["phrase"], slots["site_label"])
         calls, names = revised(family.canonical, new, "p2_", set())
         golds = gold_of(family.canonical, names)
         merged = run(self.store, calls, outputs)
@@ -291,7 +306,8 @@ class Lifter:
             "AND window_start >= ? AND window_end <= ? ORDER BY window_start", [stream_id, low, high])
             if not spans or _distance(w["window_start"], w["window_end"], spans) <= self.cfg.commit_within_days * DAY]
         for outcome in self._target(choose):
-            fitting = [w for w in windows if BAND_OUTCOME[w["quality_band"]][0] == outcome]
+            fitting = [w for w in windows if BAND_OUTCOME[w["quality_band"]][0] == outcome
+                       and (int(week_index(w["window_start"])), outcome) not in self.full_weeks]
             if fitting:
                 window = fitting[choose.index("commit_window", len(fitting))]
                 break
@@ -329,10 +345,11 @@ class Lifter:
         limit = step * self.store.thresholds["gap_ratio_abstain_window"]
         acceptable = self.cfg.acceptable_offset_seconds * 1_000_000
         if outcome == "answer":
-            inside = np.flatnonzero((ts >= low) & (ts < high))
+            inside = ts[(ts >= low) & (ts < high)]
+            inside = inside[self._free(inside, outcome)]
             if len(inside) == 0:
                 return None
-            return int(ts[int(inside[choose.index("commit_obs", len(inside))])]) + jitter
+            return int(inside[choose.index("commit_obs", len(inside))]) + jitter
         gaps = np.diff(ts)
         # missing slots: the reading before a gap plus whole steps, whose nearest reading is too far (re_clarify) or
         # more than the abstain gap ratio away (abstain)
@@ -341,10 +358,16 @@ class Lifter:
         for j in np.flatnonzero((gaps >= 2 * step) & (ts[:-1] >= low) & (ts[1:] < high)):
             k = np.arange(1, int(gaps[j] // step), dtype=np.int64) * step  # offsets of the missing slots
             distance = np.minimum(k, int(gaps[j]) - k)
-            slots += (int(ts[j]) + k[(distance >= lo_d) & (distance <= hi_d)]).tolist()
+            found = int(ts[j]) + k[(distance >= lo_d) & (distance <= hi_d)]
+            slots += found[self._free(found, outcome)].tolist()
         if not slots:
             return None
         return slots[choose.index("commit_slot", len(slots))] + jitter
+
+    def _free(self, instants: np.ndarray, outcome: str) -> np.ndarray:
+        """Which instants lie in a week that still has room for a commitment with this outcome."""
+        full = [w for w, o in self.full_weeks if o == outcome]
+        return ~np.isin(week_index(instants), full) if full else np.ones(len(instants), dtype=bool)
 
     def _commit_timestamp(self, task: Task, stream_id: str, resolve: str, near: int, choose: Chooser, outputs):
         """A reading of the discussed stream to report, within reach of the instant discussed, in the time block."""
@@ -377,7 +400,7 @@ class Lifter:
         site = task.site_ids[0]
         slots["site_label"] = self.store.sites[site]["label"]
         if "phrase" in slots:
-            slots["local_phrase"] = _local_phrase(slots["phrase"], slots["site_label"])
+            slots["local_phrase"] = local_phrase(slots["phrase"], slots["site_label"])
         return slots
 
     def _withheld(self, task: Task, lift: FamilyLift, slots: dict, choose: Chooser) -> list[WithheldSlot]:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from contracts.corpus import CorpusMapping
 from contracts.tasks import SPLITS
+from pipeline.audit.gates import figures
 
 FIELDS = [
     ("id", "Episode id (task id + '.ep')."), ("split", "train, dev or test."), ("family", "Static task family."),
@@ -30,6 +31,16 @@ def _probe_lines(probe: dict | None) -> list[str]:
         f"{probe['model']} {probe['accuracy']} against a majority share of {probe['majority']} (threshold + {probe['margin']}): "
         f"**{probe['status']}**. With folds grouped by calendar quarter (what transfers across time): {quarter}.",
     ]
+
+
+def _gate_lines(gates: dict) -> list[str]:
+    """Every release gate (docs/audit.md): the probe, the shortcut policies, the guessers, the grid rules."""
+    if not gates:
+        return []
+    return ["Release gates (none failed; `insufficient_rows` and `unproven` could not be decided; see docs/audit.md):", "",
+            "| gate | rule | figures | status |", "|---|---|---|---|",
+            *[f"| {name} | {gate['rule']} | {figures(gate)} | {gate['status']} |"
+              for name, gate in gates.items()]]
 
 
 def dataset_card(mapping: CorpusMapping, manifest: dict) -> str:
@@ -72,6 +83,8 @@ def dataset_card(mapping: CorpusMapping, manifest: dict) -> str:
         "",
         "## Validity checks",
         *_probe_lines(manifest.get("artifact_probe")),
+        "",
+        *_gate_lines(manifest.get("gates") or {}),
         "",
         "## Provenance",
         f"Raw data: {mapping.citation or mapping.title}. The raw files and their sha256 are listed in `release.json` "

@@ -9,8 +9,10 @@ from pathlib import Path
 from contracts.corpus import CorpusMapping
 from contracts.episodes import Episode
 from contracts.tasks import SPLITS
+from pipeline.audit.gates import gate_of
 from pipeline.canonical import digest, digest_value, pretty_json, write_json, write_jsonl
 from pipeline.checksums import sha256_file
+from pipeline.errors import StageError
 from pipeline.manifest import StageResult
 from pipeline.release.card import croissant, dataset_card
 from pipeline.release.ground_truth import trajectory
@@ -29,8 +31,20 @@ def file_entry(path: Path) -> dict:
     return entry
 
 
+def _gate_summary(name: str, audit: dict) -> dict:
+    """One gate as release.json records it: status and the figures it was decided on."""
+    gate = gate_of(name, audit)
+    keep = ("status", "rule", "rows", "accuracy", "majority", "margin", "share", "max_share", "won", "excluded", "positive_control", "note")
+    return {k: gate[k] for k in keep if k in gate}
+
+
 def build_release(mapping: CorpusMapping, audit_dir: Path, episodes_dir: Path, upstream: dict[str, dict], out: Path,
                   registry_version: str, libraries: dict[str, str], raw_sha256: dict[str, str]) -> StageResult:
+    audit = upstream["audit"]["details"]
+    failed = [name for name, status in audit.get("gates", {}).items() if status == "fail"]
+    if failed:
+        raise StageError(f"{mapping.name}: the release gates failed ({', '.join(failed)}): see `telemetry-bench audit --corpus "
+                         f"{mapping.name}` and docs/audit.md; nothing was released")
     for split in SPLITS:
         shutil.copyfile(audit_dir / f"{split}.jsonl", out / f"{split}.jsonl")
     episodes = [Episode.model_validate_json(line) for split in SPLITS
@@ -57,7 +71,8 @@ def build_release(mapping: CorpusMapping, audit_dir: Path, episodes_dir: Path, u
         "corpus": mapping.name, "title": mapping.title, "license": mapping.license,
         "splits": counts["split"], "counts": counts, "files": files,
         "thresholds": upstream["store"]["details"].get("thresholds", {}),
-        "artifact_probe": upstream["audit"]["details"].get("artifact_probe"),
+        "artifact_probe": audit.get("artifact_probe"),
+        "gates": {name: _gate_summary(name, audit) for name in audit.get("gates", {})},
         "raw_inputs": dict(sorted(raw_sha256.items())),
         "stages": {stage: {"cache_key": m["cache_key"], "code_version": m["code_version"]} for stage, m in sorted(upstream.items())},
         "tool_registry_version": registry_version, "libraries": libraries,

@@ -11,6 +11,7 @@ from typing import Any
 
 from contracts.episodes import Episode
 from contracts.runtime import TraceHeader
+from pipeline.audit.gates import figures, gate_of
 from pipeline.config import load_episodes_config, load_mapping, select_corpora
 from pipeline.errors import StageError
 from pipeline.manifest import read_manifest
@@ -173,6 +174,8 @@ def benchmark_overview(ws: Workspace, corpus: str) -> dict[str, Any]:
         "policies": audit["policies"],
         "controls": audit["controls"],
         "artifact_probe": audit.get("artifact_probe"),
+        "gates": [{"name": name, "status": status, "figures": figures(gate_of(name, audit)), "rule": gate_of(name, audit)["rule"]}
+                  for name, status in audit.get("gates", {}).items()],
     }
 
 

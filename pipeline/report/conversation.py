@@ -16,7 +16,7 @@ from pipeline.play import Played
 from pipeline.release.ground_truth import render_action, trajectory
 from pipeline.runtime.agents import OracleAgent
 from pipeline.runtime.runner import run_episode
-from pipeline.runtime.simulator import Lexicon, asks_for, opening_message
+from pipeline.runtime.simulator import Lexicon, asked_slots, asks_for, opening_message
 from pipeline.tasks.grading import passes
 from pipeline.tools.access import ToolStore
 
@@ -159,8 +159,8 @@ def departure(episode: Episode, agent: list[TurnRecord], gold: list[TurnRecord],
             continue
         if kind == "ask_user":
             slot = next((s for s in pending if asks_for(action.get("text", ""), s, keywords)), None)
-            if slot is None:
-                return Departure(index, expected())
+            if slot is None or asked_slots(action.get("text", ""), keywords) - {w.slot for w in episode.withheld}:
+                return Departure(index, expected())  # nothing missing asked for, or something never withheld (off target)
             pending.remove(slot)
         elif kind == "call_tool":
             if pending or answered >= len(episode.phases):

@@ -110,10 +110,13 @@ class UserSimulator:
             return Reply(self.episode.stop_reply, "stop")
         if isinstance(action, AskUser):
             asked = asked_slots(action.text, self.keywords)
-            for index, slot in enumerate(self.episode.withheld):
+            replies = []
+            for index, slot in enumerate(self.episode.withheld):  # one question may ask for several: each is told, a line each
                 if not self.released[index] and slot.slot in asked:
                     self.released[index] = True
-                    return Reply(slot.reply, "release")
+                    replies.append(slot.reply)
+            if replies:
+                return Reply("\n".join(replies), "release")
             return Reply(self.episode.nudge_reply if self.pending_slots else self.episode.idle_reply,
                          "nudge" if self.pending_slots else "idle")
         if isinstance(action, Answer):

@@ -9,13 +9,24 @@ from __future__ import annotations
 MINUTE = 60_000_000
 
 
+ROUNDINGS = ("down", "up", "nearest")
+
+
+def grid_point(probe: int, minutes: int, rounding: str) -> int:
+    """The instant one grid rule looks up for a probe (epoch us): the probe rounded down, up or to nearest."""
+    g = minutes * MINUTE
+    offset = {"down": 0, "up": g - 1, "nearest": g // 2}[rounding]
+    return (probe + offset) // g * g
+
+
+def grid_rules(grid_minutes: list[int]) -> list[tuple[int, str]]:
+    """Every grid rule: (grid minutes, rounding)."""
+    return [(minutes, rounding) for minutes in grid_minutes for rounding in ROUNDINGS]
+
+
 def grid_points(probe: int, grid_minutes: list[int]) -> set[int]:
     """Every instant a grid rule looks up for a probe (epoch us)."""
-    points = set()
-    for minutes in grid_minutes:
-        g = minutes * MINUTE
-        points |= {probe // g * g, (probe + g - 1) // g * g, (probe + g // 2) // g * g}
-    return points
+    return {grid_point(probe, minutes, rounding) for minutes, rounding in grid_rules(grid_minutes)}
 
 
 def grid_solvable(probe: int, nearest: int, grid_minutes: list[int]) -> bool:

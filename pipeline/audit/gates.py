@@ -1,0 +1,21 @@
+"""The release gates in words, for the dataset card and the report (one wording for both)."""
+
+from __future__ import annotations
+
+
+def gate_of(name: str, audit: dict) -> dict:
+    """One gate's record in the audit stage's details: the artifact probe's, or a policy's."""
+    return audit["artifact_probe"] if name == "artifact_probe" else audit["policies"][name]["gate"]
+
+
+def figures(gate: dict) -> str:
+    """What a gate was decided on: accuracy against the majority share, a share against its bound, or rows won."""
+    if gate.get("status") in ("insufficient_rows", "unproven"):
+        return f"not gated: {gate.get('note', 'too few rows')}"
+    if "accuracy" in gate:
+        return f"accuracy {gate['accuracy']} vs majority share {gate['majority']} + {gate['margin']} over {gate['rows']} rows"
+    if "share" in gate:
+        return f"{gate['won']} of {gate['rows']} rows ({gate['share']}), at most {gate['max_share']}"
+    control = gate.get("positive_control") or {}
+    check = f"; positive control ({control['rule']}): {'held' if control.get('ok') else 'FAILED'}" if control else ""
+    return f"won {gate.get('won', 0)} of the released rows that need it, excluded {gate.get('excluded', 0)} candidates{check}"
