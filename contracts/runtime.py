@@ -12,7 +12,7 @@ from contracts.base import Frozen
 ProtocolIssue = Literal[
     "premature_tool", "unnecessary_clarification", "redundant_clarification", "off_target_clarification", "missing_clarification",
     "missing_phase_answer", "missing_rationale", "missing_evidence", "empty_turn", "parse_error", "tool_error",
-    "not_terminated", "parallel_calls",
+    "not_terminated", "parallel_calls", "agent_error",
 ]
 
 

@@ -43,16 +43,35 @@ def load_episodes(path: Path) -> list[Episode]:
 
 
 def make_agent(name: str, options: dict | None = None) -> Agent:
+    """A built-in agent by name, a user's Python agent (`module:factory`, options as keyword arguments) or, with the
+    option `command`, an agent process speaking the JSON-lines protocol (docs/agents.md)."""
+    if name == "cmd":
+        from pipeline.runtime.plugins import CommandAgent
+
+        settings = dict(options or {})
+        return CommandAgent(settings["command"], timeout=settings.get("turn_timeout") or 60.0)
+    if ":" in name:
+        from pipeline.runtime.plugins import load_python_agent
+
+        return load_python_agent(name, options)
     if name == "openai":
         from pipeline.runtime.openai_agent import OpenAIAgent, OpenAISettings
 
         settings = dict(options or {})
         if not settings.get("base_url") or not settings.get("model"):
             raise RunError("the openai agent needs --base-url and --model")
-        return OpenAIAgent(OpenAISettings(**settings))
+        return _runnable(OpenAIAgent(OpenAISettings(**settings)), name)
     if name not in AGENTS:
-        raise RunError(f"unknown agent {name!r}: agents are {', '.join(sorted([*AGENTS, 'controller', 'openai']))}")
-    return AGENTS[name]()
+        raise RunError(f"unknown agent {name!r}: agents are {', '.join(sorted([*AGENTS, 'controller', 'openai']))}, "
+                       "a Python agent as module:factory, or a process with --agent-cmd")
+    return _runnable(AGENTS[name](), name)
+
+
+def _runnable(agent: object, name: str) -> Agent:
+    """The runner's interface for an agent of the documented protocol (given the agent view only)."""
+    from pipeline.runtime.plugins import PythonAgent
+
+    return agent if isinstance(agent, Agent) else PythonAgent(agent, name)
 
 
 def run_agent(ws: Workspace, corpus: str, split: str, agent_name: str, repeat: int, out: Path, limit: int | None = None,
@@ -62,14 +81,15 @@ def run_agent(ws: Workspace, corpus: str, split: str, agent_name: str, repeat: i
     stage, path = episode_file(ws, corpus, split)
     episodes = load_episodes(path)[:limit] if limit else load_episodes(path)
     keywords = slot_keywords(load_episodes_config(ws))
-    header = TraceHeader(corpus=corpus, split=split, episode_set=stage, episode_set_hash=digest_file(path), agent=agent_name,
+    header = TraceHeader(corpus=corpus, split=split, episode_set=stage, episode_set_hash=digest_file(path), agent=agent_options["command"] if agent_name == "cmd" else agent_name,
                          repeat=repeat, settings={"limit": limit, **(agent_options or {})},
                          versions={"telemetry-bench": metadata.version("telemetry-bench")})
     lines = [canonical_bytes(header.model_dump(mode="json"))]
     store = ToolStore.for_corpus(ws, corpus)
     scores = []
+    agents: list[Agent] = []
     try:
-        players = _players(ws, store, agent_name, agent_options)
+        players = _players(ws, store, agent_name, agent_options, agents)
         for run in range(repeat):
             for episode in episodes:
                 per_player = []
@@ -83,14 +103,19 @@ def run_agent(ws: Workspace, corpus: str, split: str, agent_name: str, repeat: i
                 scores.append(_any_of(episode, per_player, run))
     finally:
         store.close()
+        for agent in agents:
+            if hasattr(agent, "close"):
+                agent.close()
     atomic_write_bytes(out, b"\n".join(lines) + b"\n")
     return summarize(scores)
 
 
-def _players(ws: Workspace, store: ToolStore, agent_name: str, options: dict | None = None):
+def _players(ws: Workspace, store: ToolStore, agent_name: str, options: dict | None = None, made: list | None = None):
     """(player name, agent) pairs for an episode: one agent, or the controller's applicable shortcut policies."""
     if agent_name != "controller":
         agent = make_agent(agent_name, options)
+        if made is not None:
+            made.append(agent)
         return lambda episode: [(None, agent)]
     from pipeline.audit.stage import policies, required_capabilities
     from pipeline.config import load_audit_config, load_families

@@ -4,6 +4,9 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from pydantic import TypeAdapter
+
+from contracts.agent_io import AgentInput
 from contracts.agent_view import AgentObservation
 from contracts.answers import AnswerForm, AnswersConfig
 from contracts.build import BuildConfig
@@ -11,7 +14,7 @@ from contracts.corpus import CorpusMapping
 from contracts.episodes import AuditConfig, Episode, EpisodesConfig
 from contracts.ingest import IngestReport
 from contracts.manifest import StageManifest
-from contracts.protocol import Answer, AskUser, CallTool, Plan
+from contracts.protocol import Action, Answer, AskUser, CallTool, Plan
 from contracts.runtime import EpisodeScore, TraceHeader, TurnRecord
 from contracts.tasks import FamiliesConfig, Task
 from pipeline.canonical import pretty_json
@@ -30,6 +33,8 @@ MODELS = {
 def expected_files() -> dict[str, str]:
     """Relative path under contracts/schemas -> file text."""
     files = {f"{name}.schema.json": pretty_json(model.model_json_schema()) for name, model in MODELS.items()}
+    files["agent_input.schema.json"] = pretty_json(TypeAdapter(AgentInput).json_schema())  # run --agent-cmd: runner -> agent
+    files["agent_output.schema.json"] = pretty_json(TypeAdapter(Action).json_schema())  # agent -> runner: one action
     for tool in registry.TOOLS:
         files[f"tools/{tool.name}.input.schema.json"] = pretty_json(tool.input_schema())
         files[f"tools/{tool.name}.output.schema.json"] = pretty_json(tool.output_schema())

@@ -1,13 +1,15 @@
 """Every command's --help carries an Example:, and every example runs (exit 0) on the shipped corpora.
 
-Each example runs in its own temporary folder: `/tmp/...` paths it names are mapped into that folder, and a
-relative `artifacts/...` path reads the session's freshly built artifacts. A file that one example reads and
+Each example runs in its own temporary folder: `/tmp/...` paths it names (as words, as KEY=/tmp/... values, or
+inside a quoted command) are mapped into that folder, a relative `artifacts/...` path reads the session's freshly
+built artifacts, and a relative `examples/...` path the shipped examples. A file that one example reads and
 another example writes (`--out`) comes from a fixture that runs the writing example in a folder of its own,
 never from a file an earlier test left behind.
 """
 
 from __future__ import annotations
 
+import re
 import shlex
 import shutil
 import subprocess
@@ -22,6 +24,7 @@ from pipeline.cli import main
 from tests.helpers import REPO
 
 FIXED = "/tmp/"  # the prefix of the fixed paths examples name for readers to copy
+FIXED_PATH = re.compile(r"(?<![\w/.])/tmp/[^\s'\"]+")  # one anywhere in a word: alone, after KEY=, inside a command
 
 
 def commands(group: click.Group, prefix: tuple[str, ...] = ()) -> list[tuple[tuple[str, ...], click.Command]]:
@@ -53,7 +56,7 @@ def written(example: str) -> set[str]:
 
 def read(example: str) -> set[str]:
     """The fixed paths an example names but does not write: its inputs."""
-    return {word for word in shlex.split(example) if word.startswith(FIXED)} - written(example)
+    return {path for word in shlex.split(example) for path in FIXED_PATH.findall(word)} - written(example)
 
 
 PRODUCERS = {path: example for example in EXAMPLES for path in written(example)}
@@ -61,15 +64,16 @@ PRODUCERS = {path: example for example in EXAMPLES for path in written(example)}
 
 def localized(example: str, folder: Path, artifacts: Path) -> list[str]:
     """The example's arguments with every fixed path mapped into `folder`, on the session's artifacts."""
-    words = [str(folder / word[len(FIXED):]) if word.startswith(FIXED) else word for word in shlex.split(example)[1:]]
+    words = [FIXED_PATH.sub(lambda m: str(folder / m.group(0)[len(FIXED):]), word) for word in shlex.split(example)[1:]]
     return ["--root", str(REPO), "--artifacts", str(artifacts), *words]
 
 
 def run_example(example: str, folder: Path, artifacts: Path) -> tuple[int, str]:
     """Run one example with `folder` as the current directory (relative artifacts/ paths read the built ones)."""
-    link = folder / "artifacts"
-    if not link.exists():
-        link.symlink_to(artifacts, target_is_directory=True)
+    for name, target in (("artifacts", artifacts), ("examples", REPO / "examples")):
+        link = folder / name
+        if not link.exists():
+            link.symlink_to(target, target_is_directory=True)
     args = localized(example, folder, artifacts)
     if "serve" in args:  # a stdio server: run it for real, with stdin closed so it ends
         exe = Path(sys.executable).with_name("telemetry-bench")

@@ -170,11 +170,12 @@ class Garbage(Agent):
 def test_runner_survives_garbage(episodes, xai_store):
     episode = pick(episodes, "day_mean_lookup")
     turns = play(Garbage(), episode, xai_store)
-    assert len(turns) == episode.turn_budget
+    assert len(turns) == 8  # the agent's own exception at turn 7 is recorded and ends the episode, not the run
+    assert turns[-1].issues == ["agent_error"] and turns[-1].raw == {"agent_error": "RuntimeError: agent crashed"}
     issues = {i for t in turns for i in t.issues}
     assert {"parse_error", "parallel_calls"} <= issues
     score = score_episode(episode, turns, KEYWORDS)
-    assert not score.accomplished and {"parse_error", "tool_error", "not_terminated"} <= set(score.issues)
+    assert not score.accomplished and {"parse_error", "tool_error", "not_terminated", "agent_error"} <= set(score.issues)
 
 
 def test_human_agent_reads_the_terminal(episodes, xai_store):

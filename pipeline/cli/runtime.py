@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import click
@@ -21,10 +22,26 @@ def _rates(summary: dict) -> None:
         click.echo("  rejected answer fields: " + ", ".join(f"{k} {v}" for k, v in summary["rejections"].items()))
 
 
+def _option_value(text: str) -> object:
+    """An --agent-option value: JSON when it parses (numbers, true, lists), else the text itself."""
+    try:
+        return json.loads(text)
+    except json.JSONDecodeError:
+        return text
+
+
 @click.command()
 @click.option("--corpus", required=True, help="Corpus name.")
 @click.option("--split", required=True, type=click.Choice(SPLITS), help="Which split to play.")
-@click.option("--agent", "agent_name", required=True, help="oracle, noop, human, controller (the audit's shortcut policies) or openai.")
+@click.option("--agent", "agent_name", help="oracle, noop, human, controller (the audit's shortcut policies), openai, or a "
+              "Python agent of your own as module:factory (imported from the current folder; docs/agents.md).")
+@click.option("--agent-option", "agent_options", multiple=True, metavar="KEY=VALUE",
+              help="module:factory agent: a keyword argument for the factory (repeatable; VALUE is JSON or text).")
+@click.option("--agent-cmd", help="An agent in its own process, in any language: the command that starts it. It reads JSON "
+              "lines on stdin (episode_start, observation, episode_end; contracts/schemas/agent_input.schema.json) and "
+              "writes one action per observation as a JSON line (agent_output.schema.json).")
+@click.option("--turn-timeout", type=click.FloatRange(min=0.1), default=60.0, show_default=True,
+              help="--agent-cmd: seconds a turn may take before the process counts as silent (agent_error).")
 @click.option("--base-url", help="openai agent: the endpoint, e.g. http://127.0.0.1:8000/v1.")
 @click.option("--model", help="openai agent: model name.")
 @click.option("--api-key-env", default="OPENAI_API_KEY", show_default=True, help="openai agent: variable holding the API key.")
@@ -36,18 +53,34 @@ def _rates(summary: dict) -> None:
 @click.option("--json", "as_json", is_flag=True, help="Print the score summary as JSON.")
 @click.pass_context
 @cli.handle_errors
-def run(ctx: click.Context, corpus: str, split: str, agent_name: str, base_url: str | None, model: str | None, api_key_env: str,
-        temperature: float, seed: int | None, repeat: int, limit: int | None, out: str, as_json: bool) -> None:
+def run(ctx: click.Context, corpus: str, split: str, agent_name: str | None, agent_options: tuple[str, ...], agent_cmd: str | None,
+        turn_timeout: float, base_url: str | None, model: str | None, api_key_env: str, temperature: float, seed: int | None,
+        repeat: int, limit: int | None, out: str, as_json: bool) -> None:
     """Play an agent on a split; write the trace; exit 0 whenever the run completed, whatever the score.
 
     \b
     Example:
       telemetry-bench run --corpus xai4heat --split test --agent oracle --out /tmp/t.jsonl
+      telemetry-bench run --corpus xai4heat --split test --agent examples.agents.replay:ReplayAgent --agent-option trace=/tmp/t.jsonl --out /tmp/py.jsonl
+      telemetry-bench run --corpus xai4heat --split test --agent-cmd "python3 examples/agents/replay_cmd.py /tmp/t.jsonl" --out /tmp/cmd.jsonl
     """
-    from pipeline.play import run_agent
+    from pipeline.play import RunError, run_agent
 
-    options = None
-    if agent_name == "openai":
+    if bool(agent_name) == bool(agent_cmd):
+        raise RunError("give exactly one of --agent NAME and --agent-cmd CMD")
+    options: dict | None = None
+    if agent_options and (not agent_name or ":" not in agent_name):
+        raise RunError("--agent-option is for a Python agent given as --agent module:factory")
+    if agent_cmd:
+        agent_name, options = "cmd", {"command": agent_cmd, "turn_timeout": turn_timeout}
+    elif ":" in agent_name:
+        options = {}
+        for item in agent_options:
+            key, sep, value = item.partition("=")
+            if not sep or not key.strip():
+                raise RunError(f"--agent-option {item!r}: write it as KEY=VALUE")
+            options[key.strip()] = _option_value(value)
+    elif agent_name == "openai":
         options = {"base_url": base_url, "model": model, "api_key_env": api_key_env, "temperature": temperature, "seed": seed}
     summary = run_agent(cli.workspace(ctx), corpus, split, agent_name, repeat, Path(out), limit, options)
     if as_json:

@@ -32,13 +32,22 @@ class Observation:
                                 messages=[ViewMessage(**m) for m in self.messages], answer_form=self.answer_form)
 
 
+class AgentFailure(Exception):
+    """The agent itself failed (its process crashed or stayed silent past the turn timeout): the runner records an
+    agent_error turn with this message and ends the episode."""
+
+
 class Agent(ABC):
-    """Base interface. `start` receives the episode (agents that play fair ignore all but its id); `act` returns an action."""
+    """The runner's interface. `start` receives the episode (agents that play fair ignore all but its id, and agents
+    brought by users go through pipeline.runtime.plugins, which gives them the agent view only); `act` returns an action."""
 
     name = "agent"
 
     def start(self, episode: Episode) -> None:  # noqa: B027 (an optional hook, empty by default)
         """Called before the first turn of an episode."""
+
+    def finish(self, end: Any) -> None:  # noqa: B027 (an optional hook, empty by default)
+        """Called after the last turn of an episode with its end record (contracts.runtime.EpisodeEnd)."""
 
     @abstractmethod
     def act(self, observation: Observation) -> Any:
@@ -58,12 +67,13 @@ class OracleAgent(Agent):
         return action.model_dump() if action is not None else {"kind": "answer", "text": "done", "fields": {}}
 
 
-class NoopAgent(Agent):
-    """Answers every turn with nothing useful: a floor every score must beat."""
+class NoopAgent:
+    """Answers every turn with nothing useful: a floor every score must beat. (Built-in agents other than the oracle
+    and the audit's policies take the same agent view as agents brought by users: pipeline.runtime.plugins.)"""
 
     name = "noop"
 
-    def act(self, observation: Observation) -> Any:
+    def act(self, observation: AgentObservation) -> Any:
         return {"kind": "answer", "text": "I don't know.", "fields": {}}
 
 
@@ -77,7 +87,7 @@ def form_text(form: AnswerForm) -> str:
     return "\n".join(lines) + "\n"
 
 
-class HumanAgent(Agent):
+class HumanAgent:
     """A person at the terminal: `ask TEXT`, `tool NAME {json}`, `answer {json} [text]`, `plan TEXT`."""
 
     name = "human"
@@ -86,12 +96,15 @@ class HumanAgent(Agent):
         self.stdin, self.stdout = stdin or sys.stdin, stdout or sys.stdout
         self._shown = 0
 
-    def act(self, observation: Observation) -> Any:
+    def start(self, episode: Any) -> None:
+        self._shown = 0
+
+    def act(self, observation: AgentObservation) -> Any:
         for message in observation.messages[self._shown:]:
-            if message["role"] != "agent":
-                self.stdout.write(f"[{message['role']}] {message.get('text') or json.dumps(message.get('result'), ensure_ascii=False)}\n")
-            if message.get("answer_form"):
-                self.stdout.write(form_text(message["answer_form"]))
+            if message.role != "agent":
+                self.stdout.write(f"[{message.role}] {message.text or json.dumps(message.result, ensure_ascii=False)}\n")
+            if message.answer_form:
+                self.stdout.write(form_text(message.answer_form))
         self._shown = len(observation.messages)
         self.stdout.write(f"turn {observation.turn + 1}/{observation.budget} > ")
         self.stdout.flush()
@@ -115,4 +128,4 @@ class HumanAgent(Agent):
         return {"unparsed": line.strip()}
 
 
-AGENTS: dict[str, Callable[[], Agent]] = {"oracle": OracleAgent, "noop": NoopAgent, "human": HumanAgent}
+AGENTS: dict[str, Callable[[], Any]] = {"oracle": OracleAgent, "noop": NoopAgent, "human": HumanAgent}

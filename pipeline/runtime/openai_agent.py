@@ -14,11 +14,10 @@ import os
 from dataclasses import dataclass
 from typing import Any
 
+from contracts.agent_view import AgentObservation
 from contracts.answers import AnswerForm
-from contracts.episodes import Episode
 from contracts.protocol import Answer, AskUser, Plan
 from pipeline.errors import TelemetryBenchError
-from pipeline.runtime.agents import Agent, Observation
 from pipeline.tools import registry
 
 SYSTEM = (
@@ -77,7 +76,10 @@ class OpenAISettings:
     timeout: float = 120.0
 
 
-class OpenAIAgent(Agent):
+class OpenAIAgent:
+    """The model behind an endpoint, as an agent of the documented protocol (docs/agents.md): it is given the agent
+    view only."""
+
     name = "openai"
 
     def __init__(self, settings: OpenAISettings) -> None:
@@ -91,27 +93,27 @@ class OpenAIAgent(Agent):
         self.client = openai.OpenAI(base_url=settings.base_url, api_key=key, max_retries=settings.max_retries,
                                     timeout=settings.timeout)
 
-    def start(self, episode: Episode) -> None:  # only the conversation is used, never the episode's gold
+    def start(self, episode: Any = None) -> None:  # an EpisodeStart: a new conversation begins
         self.messages: list[dict] = [{"role": "system", "content": SYSTEM}]
         self.seen = 0
         self.pending: list[str] = []
 
-    def _absorb(self, observation: Observation) -> None:
+    def _absorb(self, observation: AgentObservation) -> None:
         """New conversation turns become chat messages; every pending tool call gets its response."""
         new = observation.messages[self.seen:]
         self.seen = len(observation.messages)
         if not self.pending:
-            self.messages += [{"role": "user", "content": m["text"]} for m in new if m["role"] == "user"]
+            self.messages += [{"role": "user", "content": m.text} for m in new if m.role == "user"]
             return
-        results = [json.dumps(m["result"], ensure_ascii=False) if m["role"] == "tool" else m["text"]
-                   for m in new if m["role"] in ("tool", "user")]
+        results = [json.dumps(m.result, ensure_ascii=False) if m.role == "tool" else m.text
+                   for m in new if m.role in ("tool", "user")]
         for index, call_id in enumerate(self.pending):
             content = (results[0] if results else "ok") if index == 0 else "not executed: one function call per turn"
             self.messages.append({"role": "tool", "tool_call_id": call_id, "content": content})
         self.messages += [{"role": "user", "content": text} for text in results[1:]]
         self.pending = []
 
-    def act(self, observation: Observation) -> Any:
+    def act(self, observation: AgentObservation) -> Any:
         import openai
 
         self._absorb(observation)

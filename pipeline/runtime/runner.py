@@ -11,7 +11,8 @@ from pydantic import TypeAdapter, ValidationError
 from contracts.episodes import Episode
 from contracts.protocol import Action, CallTool
 from contracts.runtime import EpisodeEnd, TurnRecord
-from pipeline.runtime.agents import Agent, Observation
+from pipeline.runtime.agents import Agent, AgentFailure, Observation
+from pipeline.runtime.plugins import PythonAgent
 from pipeline.runtime.simulator import Lexicon, UserSimulator
 from pipeline.tools import registry
 from pipeline.tools.access import ToolStore
@@ -32,30 +33,39 @@ def _parse(raw: Any) -> tuple[Action | None, list[str]]:
         return None, [*issues, "parse_error"]
 
 
-def run_episode(agent: Agent, episode: Episode, store: ToolStore, keywords: Lexicon, run: int = 0,
-                player: str | None = None) -> Iterator[TurnRecord | EpisodeEnd]:
-    """Yield one record per agent turn, then the end record; stops on STOP or at the turn budget."""
-    sim = UserSimulator(episode, keywords)
-    observation = Observation(episode_id=episode.id, messages=[{"role": "user", "text": sim.opening(), "answer_form": sim.form}],
-                              budget=episode.turn_budget, answer_form=sim.form)
-    outputs: dict[str, Any] = {}
-    agent.start(episode)
-    turn = 0
-    while turn < episode.turn_budget and not sim.done:
-        observation.turn = turn
-        started = time.perf_counter()
-        try:
-            raw = agent.act(observation)
-        except Exception as exc:  # an agent's own failure is recorded, never fatal to the run
-            raw = {"agent_error": f"{type(exc).__name__}: {exc}"}
-        elapsed = (time.perf_counter() - started) * 1000
+class EpisodeSession:
+    """One episode in play, a turn at a time: the simulator, the read-only tools and the observation the agent sees.
+    `run_episode` drives it with an Agent; the gym API (pipeline.gym) lets a caller drive it action by action."""
+
+    def __init__(self, episode: Episode, store: ToolStore, keywords: Lexicon, run: int = 0, player: str | None = None) -> None:
+        self.episode, self.store, self.run, self.player = episode, store, run, player
+        self.sim = UserSimulator(episode, keywords)
+        self.observation = Observation(episode_id=episode.id, messages=[{"role": "user", "text": self.sim.opening(),
+                                                                         "answer_form": self.sim.form}],
+                                       budget=episode.turn_budget, answer_form=self.sim.form)
+        self.outputs: dict[str, Any] = {}
+        self.turn = 0
+        self.failed = False  # the agent itself failed (a crashed or silent process): the episode ends there
+
+    @property
+    def done(self) -> bool:
+        return self.failed or self.sim.done or self.turn >= self.episode.turn_budget
+
+    def step(self, raw: Any, elapsed_ms: float = 0.0) -> TurnRecord:
+        """Play one agent output (an action dict, a list of them, or anything else) and return its record."""
+        self.observation.turn = self.turn
         usage = None
         for item in raw if isinstance(raw, list) else [raw]:
             if isinstance(item, dict) and isinstance(item.get("usage"), dict):
                 usage = item.pop("usage")
-        action, issues = _parse(raw)
-        record: dict[str, Any] = {"episode_id": episode.id, "run": run, "player": player, "turn": turn, "issues": issues,
-                                  "elapsed_ms": round(elapsed, 3), "usage": usage}
+        if isinstance(raw, dict) and "agent_error" in raw:
+            self.failed = True
+            action, issues = None, ["agent_error"]
+        else:
+            action, issues = _parse(raw)
+        record: dict[str, Any] = {"episode_id": self.episode.id, "run": self.run, "player": self.player, "turn": self.turn,
+                                  "issues": issues, "elapsed_ms": round(elapsed_ms, 3), "usage": usage}
+        observation = self.observation
         if action is None:
             record.update(action=None, raw=raw)
             observation.messages.append({"role": "user", "text": "(your last output was not a valid action)"})
@@ -65,21 +75,46 @@ def run_episode(agent: Agent, episode: Episode, store: ToolStore, keywords: Lexi
                 record["raw"] = raw
             observation.messages.append({"role": "agent", "action": record["action"]})
             if isinstance(action, CallTool):
-                call_id = action.id if action.id and action.id not in outputs else f"c{len(outputs) + 1}"
-                while call_id in outputs:
+                call_id = action.id if action.id and action.id not in self.outputs else f"c{len(self.outputs) + 1}"
+                while call_id in self.outputs:
                     call_id = f"{call_id}_"
-                result = registry.call(store, action.name, action.arguments, outputs)
-                outputs[call_id] = result
+                result = registry.call(self.store, action.name, action.arguments, self.outputs)
+                self.outputs[call_id] = result
                 record.update(call_id=call_id, tool_result=result)
                 observation.messages.append({"role": "tool", "call_id": call_id, "result": result})
-            reply = sim.respond(action)
+            reply = self.sim.respond(action)
             if reply is not None:
                 record.update(reply=reply.text, event=reply.event)
                 message = {"role": "user", "text": reply.text}
                 if reply.form is not None:
                     message["answer_form"] = reply.form
                 observation.messages.append(message)
-                observation.answer_form = sim.form
-        yield TurnRecord(**record)
-        turn += 1
-    yield EpisodeEnd(episode_id=episode.id, run=run, player=player, turns=turn, stopped=sim.done)
+                observation.answer_form = self.sim.form
+        self.turn += 1
+        return TurnRecord(**record)
+
+    def end(self) -> EpisodeEnd:
+        return EpisodeEnd(episode_id=self.episode.id, run=self.run, player=self.player, turns=self.turn, stopped=self.sim.done)
+
+
+def run_episode(agent: Agent | Any, episode: Episode, store: ToolStore, keywords: Lexicon, run: int = 0,
+                player: str | None = None) -> Iterator[TurnRecord | EpisodeEnd]:
+    """Yield one record per agent turn, then the end record; stops on STOP, at the turn budget, or when the agent
+    itself fails (AgentFailure: a crashed or silent process), which is recorded as agent_error."""
+    if not isinstance(agent, Agent):  # an agent of the documented protocol: it is given the agent view only
+        agent = PythonAgent(agent, getattr(agent, "name", type(agent).__name__))
+    session = EpisodeSession(episode, store, keywords, run, player)
+    agent.start(episode)
+    while not session.done:
+        session.observation.turn = session.turn
+        started = time.perf_counter()
+        try:
+            raw = agent.act(session.observation)
+        except AgentFailure as exc:
+            raw = {"agent_error": str(exc)}
+        except Exception as exc:  # an agent's own failure is recorded and ends its episode, never the run
+            raw = {"agent_error": f"{type(exc).__name__}: {exc}"}
+        yield session.step(raw, (time.perf_counter() - started) * 1000)
+    end = session.end()
+    agent.finish(end)
+    yield end
