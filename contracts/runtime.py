@@ -12,7 +12,7 @@ from contracts.base import Frozen
 ProtocolIssue = Literal[
     "premature_tool", "unnecessary_clarification", "redundant_clarification", "off_target_clarification", "missing_clarification",
     "missing_phase_answer", "missing_rationale", "missing_evidence", "empty_turn", "parse_error", "tool_error",
-    "not_terminated", "parallel_calls", "agent_error",
+    "not_terminated", "parallel_calls", "agent_error", "infra_error",
 ]
 
 
@@ -56,6 +56,8 @@ class EpisodeEnd(Frozen):
     player: str | None = None
     turns: int
     stopped: bool
+    infra_error: str | None = Field(None, description="Set when what the agent stands on failed (a model endpoint after "
+                                    "retries): the episode run is left out of the scores and counted apart; `run --resume` plays it again.")
 
 
 class EpisodeScore(Frozen):

@@ -3,10 +3,13 @@
 from __future__ import annotations
 
 import json
+import os
+import threading
 from collections import defaultdict
+from concurrent.futures import ThreadPoolExecutor
 from importlib import metadata
 from pathlib import Path
-from typing import NamedTuple
+from typing import Any, NamedTuple
 
 from contracts.episodes import Episode
 from contracts.runtime import EpisodeEnd, EpisodeScore, TraceHeader, TurnRecord
@@ -57,10 +60,7 @@ def make_agent(name: str, options: dict | None = None) -> Agent:
     if name == "openai":
         from pipeline.runtime.openai_agent import OpenAIAgent, OpenAISettings
 
-        settings = dict(options or {})
-        if not settings.get("base_url") or not settings.get("model"):
-            raise RunError("the openai agent needs --base-url and --model")
-        return _runnable(OpenAIAgent(OpenAISettings(**settings)), name)
+        return _runnable(OpenAIAgent(OpenAISettings.resolve(**(options or {}))), name)
     if name not in AGENTS:
         raise RunError(f"unknown agent {name!r}: agents are {', '.join(sorted([*AGENTS, 'controller', 'openai']))}, "
                        "a Python agent as module:factory, or a process with --agent-cmd")
@@ -74,40 +74,178 @@ def _runnable(agent: object, name: str) -> Agent:
     return agent if isinstance(agent, Agent) else PythonAgent(agent, name)
 
 
+RUNTIME_SETTINGS = ("concurrency", "timeout", "max_retries", "turn_timeout")  # how a run runs, not what it plays
+
+
 def run_agent(ws: Workspace, corpus: str, split: str, agent_name: str, repeat: int, out: Path, limit: int | None = None,
-              agent_options: dict | None = None) -> dict:
-    """Play the agent on every episode of the split `repeat` times; write the trace; return its score summary."""
+              agent_options: dict | None = None, concurrency: int = 1, resume: bool = False) -> dict:
+    """Play the agent on every episode of the split `repeat` times; return the score summary of the trace.
+
+    The trace is appended and flushed episode by episode, in episode order whatever the concurrency (finished
+    episodes wait in a buffer for those before them), so an interrupted run leaves every finished episode behind.
+    `resume` keeps the finished episodes of an existing trace of the same settings (a half-written last line is
+    dropped, infra_error episodes are played again) and plays the rest; the trace ends as an uninterrupted run's."""
     select_corpora(ws, [corpus])
+    if concurrency > 1 and agent_name == "human":
+        raise RunError("--concurrency is for agents that need no person: play the human agent one episode at a time")
     stage, path = episode_file(ws, corpus, split)
     episodes = load_episodes(path)[:limit] if limit else load_episodes(path)
     keywords = slot_keywords(load_episodes_config(ws))
-    header = TraceHeader(corpus=corpus, split=split, episode_set=stage, episode_set_hash=digest_file(path), agent=agent_options["command"] if agent_name == "cmd" else agent_name,
-                         repeat=repeat, settings={"limit": limit, **(agent_options or {})},
+    options = dict(agent_options or {})
+    settings = {"limit": limit, **{k: v for k, v in options.items() if k not in RUNTIME_SETTINGS},
+                "runtime": {k: v for k, v in {**options, "concurrency": concurrency}.items() if k in RUNTIME_SETTINGS}}
+    header = TraceHeader(corpus=corpus, split=split, episode_set=stage, episode_set_hash=digest_file(path),
+                         agent=options["command"] if agent_name == "cmd" else agent_name, repeat=repeat, settings=settings,
                          versions={"telemetry-bench": metadata.version("telemetry-bench")})
-    lines = [canonical_bytes(header.model_dump(mode="json"))]
+    units = [(run, episode) for run in range(repeat) for episode in episodes]
+    kept = _resumable(out, header) if resume and out.exists() else {}
     store = ToolStore.for_corpus(ws, corpus)
-    scores = []
-    agents: list[Agent] = []
+    made: list[Agent] = []
+    local = threading.local()
+    guard = threading.Lock()
     try:
-        players = _players(ws, store, agent_name, agent_options, agents)
-        for run in range(repeat):
-            for episode in episodes:
-                per_player = []
-                for player, agent in players(episode):
-                    turns = []
-                    for record in run_episode(agent, episode, store, keywords, run, player):
-                        lines.append(canonical_bytes(record.model_dump(mode="json")))
-                        if isinstance(record, TurnRecord):
-                            turns.append(record)
-                    per_player.append(score_episode(episode, turns, keywords, run))
-                scores.append(_any_of(episode, per_player, run))
+        local.players = _players(ws, store, agent_name, agent_options, made)  # a plugin that cannot start fails here
+    except BaseException:
+        store.close()
+        raise
+    atomic_write_bytes(out, b"".join(line + b"\n" for line in [canonical_bytes(header.model_dump(mode="json")),
+                                                                 *(line for unit in _ordered(kept, units) for line in kept[unit])]))
+    todo = [(run, e) for run, e in units if (e.id, run) not in kept]
+
+    def play(run: int, episode: Episode) -> tuple[list[bytes], EpisodeScore, bool]:
+        if not hasattr(local, "players"):  # each worker its own agent: agents keep a conversation's state
+            with guard:
+                local.players = _players(ws, store, agent_name, agent_options, made)
+        lines, per_player, infra = [], [], False
+        for player, agent in local.players(episode):
+            turns = []
+            for record in run_episode(agent, episode, store, keywords, run, player):
+                lines.append(canonical_bytes(record.model_dump(mode="json")))
+                if isinstance(record, TurnRecord):
+                    turns.append(record)
+                elif record.infra_error:
+                    infra = True
+            per_player.append(score_episode(episode, turns, keywords, run))
+        return lines, _any_of(episode, per_player, run), infra
+
+    try:
+        with out.open("ab") as trace, _RunProgress(len(todo), f"{agent_name} on {corpus} {split}") as progress:
+            if concurrency == 1:
+                results = (play(run, episode) for run, episode in todo)
+                for lines, score, infra in results:
+                    _append(trace, lines)
+                    progress.done(score, infra)
+            else:
+                with ThreadPoolExecutor(max_workers=concurrency) as pool:
+                    futures = [pool.submit(play, run, episode) for run, episode in todo]
+                    for future in futures:  # in episode order: a finished episode waits for the ones before it
+                        lines, score, infra = future.result()
+                        _append(trace, lines)
+                        progress.done(score, infra)
     finally:
         store.close()
-        for agent in agents:
+        for agent in made:
             if hasattr(agent, "close"):
                 agent.close()
-    atomic_write_bytes(out, b"\n".join(lines) + b"\n")
-    return summarize(scores)
+    if kept:  # played-again episodes back in their places: the trace of an uninterrupted run
+        _reorder(out, units)
+    summary = score_traces(ws, [out])
+    summary.pop("rows")
+    return summary
+
+
+def _append(trace: Any, lines: list[bytes]) -> None:
+    trace.write(b"".join(line + b"\n" for line in lines))
+    trace.flush()
+    os.fsync(trace.fileno())
+
+
+def _ordered(kept: dict, units: list[tuple[int, Episode]]) -> list[tuple[str, int]]:
+    return [(e.id, run) for run, e in units if (e.id, run) in kept]
+
+
+def _unit_lines(lines: list[bytes]) -> dict[tuple[str, int], list[bytes]]:
+    """A trace's records grouped by (episode, run), in file order."""
+    grouped: dict[tuple[str, int], list[bytes]] = defaultdict(list)
+    for line in lines:
+        data = json.loads(line)
+        grouped[(data["episode_id"], data["run"])].append(line)
+    return grouped
+
+
+def _resumable(out: Path, header: TraceHeader) -> dict[tuple[str, int], list[bytes]]:
+    """The finished episode runs of an existing trace, by (episode, run); refuses one of other settings."""
+    data = out.read_bytes()
+    lines = data.split(b"\n")
+    if lines and lines[-1] != b"":  # the last line was being written when the run stopped
+        lines = lines[:-1]
+    lines = [line for line in lines if line]
+    if not lines:
+        return {}
+    try:
+        old = TraceHeader.model_validate_json(lines[0])
+    except ValueError as exc:
+        raise RunError(f"{out}: line 1 is not a trace header ({exc}); give another --out, or drop --resume to start over") from exc
+    mine, theirs = header.model_dump(exclude={"versions"}), old.model_dump(exclude={"versions"})
+    for settings in (mine["settings"], theirs["settings"]):
+        settings.pop("runtime", None)
+    if mine != theirs:
+        differ = sorted(k for k in mine if mine[k] != theirs.get(k))
+        if "settings" in differ:
+            differ = [f"settings.{k}" for k in sorted(set(mine["settings"]) | set(theirs["settings"]))
+                      if mine["settings"].get(k) != theirs["settings"].get(k)] + [d for d in differ if d != "settings"]
+        raise RunError(f"{out}: cannot resume a trace played with other settings ({', '.join(differ)}); "
+                       "give the same options, another --out, or drop --resume to start over")
+    records = []
+    for number, line in enumerate(lines[1:], start=2):
+        try:
+            records.append((json.loads(line), line))
+        except json.JSONDecodeError as exc:
+            raise RunError(f"{out}: line {number} is not JSON ({exc}); it was not written by `telemetry-bench run`") from exc
+    finished = {(d["episode_id"], d["run"]) for d, _ in records if d.get("type") == "end" and not d.get("infra_error")}
+    grouped = _unit_lines([line for d, line in records if (d.get("episode_id"), d.get("run")) in finished])
+    return dict(grouped)
+
+
+def _reorder(out: Path, units: list[tuple[int, Episode]]) -> None:
+    lines = [line for line in out.read_bytes().split(b"\n") if line]
+    grouped = _unit_lines(lines[1:])
+    order = [(e.id, run) for run, e in units]
+    body = [line for unit in order for line in grouped.get(unit, [])]
+    atomic_write_bytes(out, b"".join(line + b"\n" for line in [lines[0], *body]))
+
+
+class _RunProgress:
+    """A progress bar on a terminal (episodes done, accomplished so far, infrastructure errors); silent in CI logs."""
+
+    def __init__(self, total: int, description: str) -> None:
+        self.total, self.description = total, description
+        self.count = self.accomplished = self.errors = 0
+        self.bar: Any = None
+
+    def __enter__(self) -> _RunProgress:
+        from pipeline.progress import interactive
+
+        if interactive() and self.total:
+            from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+            self.bar = Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
+                                TextColumn("accomplished {task.fields[accomplished]}, errors {task.fields[errors]}"),
+                                TimeElapsedColumn(), transient=True)
+            self.bar.start()
+            self.task = self.bar.add_task(self.description, total=self.total, accomplished=0, errors=0)
+        return self
+
+    def done(self, score: EpisodeScore, infra: bool) -> None:
+        self.count += 1
+        self.accomplished += bool(score.accomplished) and not infra
+        self.errors += infra or "agent_error" in score.issues
+        if self.bar is not None:
+            self.bar.update(self.task, advance=1, accomplished=self.accomplished, errors=self.errors)
+
+    def __exit__(self, *exc: object) -> None:
+        if self.bar is not None:
+            self.bar.stop()
 
 
 def _players(ws: Workspace, store: ToolStore, agent_name: str, options: dict | None = None, made: list | None = None):
@@ -164,9 +302,11 @@ def trace_header(path: Path) -> TraceHeader:
 
 
 def read_trace(path: Path) -> tuple[TraceHeader, dict, set[int]]:
+    """The header, the turns by (episode, run) and player, and the runs; episode runs that ended in infra_error are
+    in `turns.infra` (a set of (episode, run)), left out of the scores."""
     lines = _trace_lines(path)
     header = _header(path, lines)
-    turns: dict[tuple[str, int], dict[str | None, list[TurnRecord]]] = defaultdict(lambda: defaultdict(list))
+    turns: _Turns = _Turns(lambda: defaultdict(list))
     runs: set[int] = set()
     for number, line in enumerate(lines[1:], start=2):
         try:
@@ -178,10 +318,23 @@ def read_trace(path: Path) -> tuple[TraceHeader, dict, set[int]]:
                 turns[(record.episode_id, record.run)][record.player].append(record)
                 runs.add(record.run)
             elif data.get("type") == "end":
-                runs.add(EpisodeEnd.model_validate(data).run)
+                end = EpisodeEnd.model_validate(data)
+                runs.add(end.run)
+                turns.ended.add((end.episode_id, end.run))
+                if end.infra_error:
+                    turns.infra.add((end.episode_id, end.run))
         except ValueError as exc:
             raise RunError(f"{path}: line {number}: not a trace record ({exc})") from exc
     return header, turns, runs
+
+
+class _Turns(defaultdict):
+    """Turns by (episode, run) and player, with the episode runs that ended, and those that ended in infra_error."""
+
+    def __init__(self, *args: Any) -> None:
+        super().__init__(*args)
+        self.ended: set[tuple[str, int]] = set()
+        self.infra: set[tuple[str, int]] = set()
 
 
 class Played(NamedTuple):
@@ -206,6 +359,8 @@ def played_episodes(ws: Workspace, path: Path) -> tuple[TraceHeader, list[Played
     episodes = load_episodes(episodes_path)
     for run in sorted(runs):
         for episode in episodes:
+            if (episode.id, run) in turns.infra:  # the endpoint failed, not the agent: not scored (counted apart)
+                continue
             if header.settings.get("limit") is None or (episode.id, run) in turns:
                 played = turns.get((episode.id, run)) or {None: []}
                 scored = [(player, t, score_episode(episode, t, keywords, run)) for player, t in played.items()]
@@ -215,9 +370,16 @@ def played_episodes(ws: Workspace, path: Path) -> tuple[TraceHeader, list[Played
 
 
 def score_traces(ws: Workspace, paths: list[Path]) -> dict:
-    """Score saved traces against the episodes they were played on."""
-    scores = [p.score for path in paths for p in played_episodes(ws, path)[1]]
+    """Score saved traces against the episodes they were played on. Episode runs that ended in infra_error are left
+    out and counted (`infra_errors`); runs without an end record are counted as `unfinished` (scored as played)."""
+    scores, infra, unfinished = [], 0, 0
+    for path in paths:
+        header, turns, _ = read_trace(path)
+        infra += len(turns.infra)
+        unfinished += sum(1 for unit in turns if unit not in turns.ended)
+        scores += [p.score for p in played_episodes(ws, path)[1]]
     summary = summarize(scores)
+    summary["infra_errors"], summary["unfinished"] = infra, unfinished
     summary["rows"] = [s.model_dump() for s in scores]
     return summary
 

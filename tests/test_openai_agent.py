@@ -3,8 +3,6 @@
 from __future__ import annotations
 
 import json
-import threading
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
 
@@ -13,6 +11,7 @@ from pipeline.runtime.gold_path import gold_actions
 from pipeline.runtime.openai_agent import OpenAIAgent, OpenAISettings, function_specs
 from pipeline.runtime.runner import run_episode
 from pipeline.runtime.scoring import score_episode
+from tests.fake_providers import JsonServer
 from tests.test_runtime import KEYWORDS
 
 
@@ -28,39 +27,16 @@ def completion(tool_calls=None, content=None, ids=None) -> dict:
             "usage": {"prompt_tokens": 11, "completion_tokens": 7, "total_tokens": 18}}
 
 
-class FakeServer:
+class FakeServer(JsonServer):
     """Serves scripted responses in order; each is (status, body). Records the request bodies."""
 
     def __init__(self, script: list[tuple[int, dict]]) -> None:
-        self.script, self.requests = list(script), []
-        outer = self
+        super().__init__()
+        self.script = list(script)
 
-        class Handler(BaseHTTPRequestHandler):
-            def do_POST(self):  # noqa: N802 (http.server's naming)
-                body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
-                outer.requests.append(body)
-                status, reply = outer.script.pop(0) if outer.script else (200, completion(content="out of script"))
-                data = json.dumps(reply).encode()
-                self.send_response(status)
-                self.send_header("Content-Type", "application/json")
-                self.send_header("Retry-After", "0")
-                self.send_header("Content-Length", str(len(data)))
-                self.end_headers()
-                self.wfile.write(data)
-
-            def log_message(self, *args):
-                pass
-
-        self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.thread = threading.Thread(target=self.httpd.serve_forever, daemon=True)
-
-    def __enter__(self):
-        self.thread.start()
-        return f"http://127.0.0.1:{self.httpd.server_address[1]}/v1"
-
-    def __exit__(self, *exc):
-        self.httpd.shutdown()
-        self.httpd.server_close()
+    def reply(self, body: dict) -> tuple[int, bytes]:
+        status, reply = self.script.pop(0) if self.script else (200, completion(content="out of script"))
+        return status, json.dumps(reply).encode()
 
 
 @pytest.fixture(scope="module")
@@ -137,9 +113,18 @@ def test_malformed_parallel_and_garbage_are_protocol_issues(setup, monkeypatch):
     assert not score.protocol and {"parse_error", "parallel_calls"} <= set(score.issues)
 
 
-def test_missing_key_is_a_clear_error(monkeypatch):
+def test_the_key_is_optional_and_the_endpoint_is_not(monkeypatch):
+    """Keyless local servers (vLLM, Ollama, llama.cpp) need no key; a missing endpoint or model is a clear error."""
     from pipeline.runtime.openai_agent import OpenAIAgentError
 
     monkeypatch.delenv("NO_SUCH_KEY", raising=False)
-    with pytest.raises(OpenAIAgentError, match="NO_SUCH_KEY"):
-        OpenAIAgent(OpenAISettings(base_url="http://127.0.0.1:9/v1", model="m", api_key_env="NO_SUCH_KEY"))
+    for name in ("OPENAI_BASE_URL", "OPENAI_MODEL"):
+        monkeypatch.delenv(name, raising=False)
+    agent = OpenAIAgent(OpenAISettings(base_url="http://127.0.0.1:9/v1", model="m", api_key_env="NO_SUCH_KEY"))
+    assert agent.client.api_key == "no-key"
+    with pytest.raises(OpenAIAgentError, match=r"needs --base-url \(or OPENAI_BASE_URL\) and --model \(or OPENAI_MODEL\)"):
+        OpenAISettings.resolve()
+    monkeypatch.setenv("OPENAI_BASE_URL", "http://env/v1")
+    monkeypatch.setenv("OPENAI_MODEL", "env-model")
+    assert OpenAISettings.resolve(model="flag-model").base_url == "http://env/v1"
+    assert OpenAISettings.resolve(model="flag-model").model == "flag-model"

@@ -13,6 +13,9 @@ from pipeline.cli import common as cli
 
 def _rates(summary: dict) -> None:
     click.echo(f"accomplished {summary['accomplished_rate']:.4f} over {summary['runs']} runs of {summary['episodes']} episodes")
+    if summary.get("infra_errors") or summary.get("unfinished"):
+        click.echo(f"  not scored: {summary.get('infra_errors', 0)} infra_error runs; unfinished (no end record): "
+                   f"{summary.get('unfinished', 0)}: resume the run with --resume")
     click.echo("  " + ", ".join(f"{p} {summary[p]:.4f}" for p in ("final", "evidence", "phase", "temporal", "task", "protocol")))
     for family, rate in summary["per_family"].items():
         click.echo(f"  {family:<28}{rate:.4f}")
@@ -42,9 +45,17 @@ def _option_value(text: str) -> object:
               "writes one action per observation as a JSON line (agent_output.schema.json).")
 @click.option("--turn-timeout", type=click.FloatRange(min=0.1), default=60.0, show_default=True,
               help="--agent-cmd: seconds a turn may take before the process counts as silent (agent_error).")
-@click.option("--base-url", help="openai agent: the endpoint, e.g. http://127.0.0.1:8000/v1.")
-@click.option("--model", help="openai agent: model name.")
-@click.option("--api-key-env", default="OPENAI_API_KEY", show_default=True, help="openai agent: variable holding the API key.")
+@click.option("--base-url", help="openai agent: the endpoint, e.g. http://127.0.0.1:8000/v1 (default: $OPENAI_BASE_URL).")
+@click.option("--model", help="openai agent: model name (default: $OPENAI_MODEL).")
+@click.option("--api-key-env", default="OPENAI_API_KEY", show_default=True,
+              help="openai agent: the variable holding the API key; optional (keyless local servers need none).")
+@click.option("--timeout", type=click.FloatRange(min=0.1), default=120.0, show_default=True, help="openai agent: seconds per request.")
+@click.option("--max-retries", type=click.IntRange(0, 20), default=4, show_default=True,
+              help="openai agent: retries of a failed request (backoff) before the episode is infra_error.")
+@click.option("--concurrency", type=click.IntRange(1, 256), default=1, show_default=True,
+              help="Episodes played at once (one agent each); the trace stays in episode order.")
+@click.option("--resume", is_flag=True, help="Keep the finished episodes of the --out trace (same settings) and play the rest; "
+              "infra_error episodes are played again.")
 @click.option("--temperature", type=float, default=0.0, show_default=True, help="openai agent: sampling temperature.")
 @click.option("--seed", type=int, help="openai agent: sampling seed, passed through.")
 @click.option("--repeat", default=1, show_default=True, type=click.IntRange(1, 100), help="Runs per episode (pass^k).")
@@ -54,9 +65,12 @@ def _option_value(text: str) -> object:
 @click.pass_context
 @cli.handle_errors
 def run(ctx: click.Context, corpus: str, split: str, agent_name: str | None, agent_options: tuple[str, ...], agent_cmd: str | None,
-        turn_timeout: float, base_url: str | None, model: str | None, api_key_env: str, temperature: float, seed: int | None,
-        repeat: int, limit: int | None, out: str, as_json: bool) -> None:
-    """Play an agent on a split; write the trace; exit 0 whenever the run completed, whatever the score.
+        turn_timeout: float, base_url: str | None, model: str | None, api_key_env: str, timeout: float, max_retries: int,
+        concurrency: int, resume: bool, temperature: float, seed: int | None, repeat: int, limit: int | None, out: str,
+        as_json: bool) -> None:
+    """Play an agent on a split; write the trace, episode by episode; exit 0 whenever the run completed, whatever the
+    score, and 1 when episodes hit infrastructure errors (infra_error: a model endpoint failing after retries; they
+    are left out of the scores, and --resume plays them again).
 
     \b
     Example:
@@ -81,13 +95,20 @@ def run(ctx: click.Context, corpus: str, split: str, agent_name: str | None, age
                 raise RunError(f"--agent-option {item!r}: write it as KEY=VALUE")
             options[key.strip()] = _option_value(value)
     elif agent_name == "openai":
-        options = {"base_url": base_url, "model": model, "api_key_env": api_key_env, "temperature": temperature, "seed": seed}
-    summary = run_agent(cli.workspace(ctx), corpus, split, agent_name, repeat, Path(out), limit, options)
+        from pipeline.runtime.openai_agent import OpenAISettings
+
+        resolved = OpenAISettings.resolve(base_url=base_url, model=model, api_key_env=api_key_env)  # flags, then environment
+        options = {"base_url": resolved.base_url, "model": resolved.model, "api_key_env": api_key_env, "temperature": temperature,
+                   "seed": seed, "timeout": timeout, "max_retries": max_retries}
+    summary = run_agent(cli.workspace(ctx), corpus, split, agent_name, repeat, Path(out), limit, options, concurrency, resume)
     if as_json:
         cli.echo_json(summary)
     else:
         click.echo(f"trace written to {out}")
         _rates(summary)
+    if summary["infra_errors"]:
+        raise RunError(f"{summary['infra_errors']} episode runs hit infrastructure errors (infra_error in {out}; left out of "
+                       f"the scores): fix the endpoint, then rerun the same command with --resume")
 
 
 @click.command()

@@ -37,6 +37,12 @@ class AgentFailure(Exception):
     agent_error turn with this message and ends the episode."""
 
 
+class InfraFailure(AgentFailure):
+    """What the agent stands on failed, not the agent (a model endpoint answering 5xx, refusing, timing out, or
+    replying with something that is not a completion, after retries): the episode ends as infra_error, is left out
+    of the scores and counted apart, and `run` exits non-zero; `run --resume` plays it again."""
+
+
 class Agent(ABC):
     """The runner's interface. `start` receives the episode (agents that play fair ignore all but its id, and agents
     brought by users go through pipeline.runtime.plugins, which gives them the agent view only); `act` returns an action."""

@@ -4,7 +4,13 @@ The telemetry tools are offered as functions with their registry schemas, beside
 functions (ask_user, answer, plan) with the schemas of contracts/protocol.py. One function call a
 turn is played; several are returned as a list (the runner records parallel_calls and plays the
 first); arguments that are not JSON, or a reply without a function call, do not parse (parse_error).
-Rate limits and server errors are retried with exponential backoff by the official `openai` client.
+Rate limits and server errors are retried with exponential backoff by the official `openai` client; a transport
+failure that persists (5xx, refused, timeout, a body that is not a completion) is an InfraFailure: the episode ends
+as infra_error, is left out of the scores, and `run` exits non-zero (its trace can be resumed).
+
+Providers differ (docs/runtime.md has a recipe for each): tool-call ids in any format (vLLM's chatcmpl-tool-...),
+arguments given as a JSON object rather than a string, and tool calls without an id (one is given, and written back
+into the conversation so that the model can reference it) are all taken.
 """
 
 from __future__ import annotations
@@ -18,6 +24,7 @@ from contracts.agent_view import AgentObservation
 from contracts.answers import AnswerForm
 from contracts.protocol import Answer, AskUser, Plan
 from pipeline.errors import TelemetryBenchError
+from pipeline.runtime.agents import InfraFailure
 from pipeline.tools import registry
 
 SYSTEM = (
@@ -75,6 +82,28 @@ class OpenAISettings:
     max_retries: int = 4
     timeout: float = 120.0
 
+    @classmethod
+    def resolve(cls, base_url: str | None = None, model: str | None = None, api_key_env: str | None = None,
+                **options: Any) -> OpenAISettings:
+        """Flags first, then OPENAI_BASE_URL and OPENAI_MODEL, then defaults; a missing endpoint or model is an error."""
+        base_url = base_url or os.environ.get("OPENAI_BASE_URL")
+        model = model or os.environ.get("OPENAI_MODEL")
+        if not base_url or not model:
+            missing = " and ".join(n for n, v in (("--base-url (or OPENAI_BASE_URL)", base_url), ("--model (or OPENAI_MODEL)", model)) if not v)
+            raise OpenAIAgentError(f"the openai agent needs {missing}")
+        given = {k: v for k, v in options.items() if v is not None}
+        return cls(base_url=base_url, model=model, api_key_env=api_key_env or "OPENAI_API_KEY", **given)
+
+
+
+
+def _usage(response: Any) -> dict | None:
+    usage = getattr(response, "usage", None)
+    if usage is None:
+        return None
+    counts = usage.model_dump(include={"prompt_tokens", "completion_tokens", "total_tokens"})
+    return {k: v for k, v in counts.items() if isinstance(v, int)} or None
+
 
 class OpenAIAgent:
     """The model behind an endpoint, as an agent of the documented protocol (docs/agents.md): it is given the agent
@@ -85,10 +114,7 @@ class OpenAIAgent:
     def __init__(self, settings: OpenAISettings) -> None:
         import openai
 
-        key = os.environ.get(settings.api_key_env)
-        if not key:
-            raise OpenAIAgentError(f"environment variable {settings.api_key_env} is empty: set it to the endpoint's API key "
-                                   "(or name another variable with --api-key-env)")
+        key = os.environ.get(settings.api_key_env) or "no-key"  # keyless local servers (vLLM, Ollama, llama.cpp) ignore it
         self.settings = settings
         self.client = openai.OpenAI(base_url=settings.base_url, api_key=key, max_retries=settings.max_retries,
                                     timeout=settings.timeout)
@@ -97,6 +123,7 @@ class OpenAIAgent:
         self.messages: list[dict] = [{"role": "system", "content": SYSTEM}]
         self.seen = 0
         self.pending: list[str] = []
+        self.turn = 0
 
     def _absorb(self, observation: AgentObservation) -> None:
         """New conversation turns become chat messages; every pending tool call gets its response."""
@@ -123,13 +150,21 @@ class OpenAIAgent:
             options["temperature"] = self.settings.temperature
         if self.settings.seed is not None:
             options["seed"] = self.settings.seed
+        self.turn += 1
         try:
             response = self.client.chat.completions.create(**options)
-        except openai.APIError as exc:
-            return {"agent_error": f"{type(exc).__name__}: {exc}"}
-        message = response.choices[0].message
-        usage = response.usage.model_dump(include={"prompt_tokens", "completion_tokens", "total_tokens"}) if response.usage else None
+            message = response.choices[0].message
+        except openai.APIError as exc:  # after the client's retries: the endpoint, not the model
+            raise InfraFailure(f"{type(exc).__name__}: {str(exc)[:300]} ({self.settings.base_url})") from exc
+        except (AttributeError, IndexError, TypeError, ValueError) as exc:  # a 200 whose body is not a completion
+            raise InfraFailure(f"the endpoint's reply is not a chat completion ({type(exc).__name__}: {str(exc)[:200]})") from exc
+        usage = _usage(response)
         calls = list(message.tool_calls or [])
+        for index, call in enumerate(calls):
+            if not getattr(call, "id", None):  # some servers give no id: give one, and say it back in the conversation
+                call.id = f"call_{self.turn}_{index}"
+            if isinstance(call.function.arguments, dict):  # some give an object: taken, and said back as JSON text
+                call.function.arguments = json.dumps(call.function.arguments)
         self.messages.append(message.model_dump(exclude_none=True, include={"role", "content", "tool_calls"}))
         if not calls:
             return {"unparsed": message.content or "", "usage": usage} if usage else {"unparsed": message.content or ""}

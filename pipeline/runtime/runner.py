@@ -11,7 +11,7 @@ from pydantic import TypeAdapter, ValidationError
 from contracts.episodes import Episode
 from contracts.protocol import Action, CallTool
 from contracts.runtime import EpisodeEnd, TurnRecord
-from pipeline.runtime.agents import Agent, AgentFailure, Observation
+from pipeline.runtime.agents import Agent, AgentFailure, InfraFailure, Observation
 from pipeline.runtime.plugins import PythonAgent
 from pipeline.runtime.simulator import Lexicon, UserSimulator
 from pipeline.tools import registry
@@ -46,6 +46,7 @@ class EpisodeSession:
         self.outputs: dict[str, Any] = {}
         self.turn = 0
         self.failed = False  # the agent itself failed (a crashed or silent process): the episode ends there
+        self.infra_error: str | None = None  # what the agent stands on failed (a model endpoint): the episode does not count
 
     @property
     def done(self) -> bool:
@@ -61,6 +62,9 @@ class EpisodeSession:
         if isinstance(raw, dict) and "agent_error" in raw:
             self.failed = True
             action, issues = None, ["agent_error"]
+        elif isinstance(raw, dict) and "infra_error" in raw:
+            self.failed, self.infra_error = True, str(raw["infra_error"])
+            action, issues = None, ["infra_error"]
         else:
             action, issues = _parse(raw)
         record: dict[str, Any] = {"episode_id": self.episode.id, "run": self.run, "player": self.player, "turn": self.turn,
@@ -94,7 +98,8 @@ class EpisodeSession:
         return TurnRecord(**record)
 
     def end(self) -> EpisodeEnd:
-        return EpisodeEnd(episode_id=self.episode.id, run=self.run, player=self.player, turns=self.turn, stopped=self.sim.done)
+        return EpisodeEnd(episode_id=self.episode.id, run=self.run, player=self.player, turns=self.turn, stopped=self.sim.done,
+                          infra_error=self.infra_error)
 
 
 def run_episode(agent: Agent | Any, episode: Episode, store: ToolStore, keywords: Lexicon, run: int = 0,
@@ -110,6 +115,8 @@ def run_episode(agent: Agent | Any, episode: Episode, store: ToolStore, keywords
         started = time.perf_counter()
         try:
             raw = agent.act(session.observation)
+        except InfraFailure as exc:
+            raw = {"infra_error": str(exc)}
         except AgentFailure as exc:
             raw = {"agent_error": str(exc)}
         except Exception as exc:  # an agent's own failure is recorded and ends its episode, never the run

@@ -6,7 +6,8 @@ import re
 from collections.abc import Mapping
 from typing import Any
 
-REFERENCE = re.compile(r"^\$(?P<call>[A-Za-z_][A-Za-z0-9_]*)(?P<path>(?:\.[A-Za-z_][A-Za-z0-9_]*|\[\d+\])*)$")
+# A call id as providers write them: c1, call_abc, chatcmpl-tool-1f2e (vLLM), toolu_01A (Anthropic via OpenRouter), ...
+REFERENCE = re.compile(r"^\$(?P<call>[A-Za-z0-9_][A-Za-z0-9_:\-]*)(?P<path>(?:\.[A-Za-z_][A-Za-z0-9_]*|\[\d+\])*)$")
 STEP = re.compile(r"\.([A-Za-z_][A-Za-z0-9_]*)|\[(\d+)\]")
 
 
