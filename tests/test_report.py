@@ -182,6 +182,24 @@ def test_report_opens_in_headless_chromium(report, tmp_path):
             page.screenshot(path=str(tmp_path / "report-episodes.png"))
             page.goto(report.as_uri() + f"#ep-{CONTROLLER_EPISODE}")
             assert page.locator(f"details[id='ep-{CONTROLLER_EPISODE}']").get_attribute("open") is not None
+            # the anchored episode's header is below the sticky filter bar, not under it
+            header = page.locator(f"details[id='ep-{CONTROLLER_EPISODE}'] > summary").bounding_box()
+            bar = page.locator(".filters").bounding_box()
+            assert header and bar and header["y"] >= bar["y"] + bar["height"] - 1, (header, bar)
+            page.goto(report.as_uri())
+            # log axes read as numbers, never as TeX left literal
+            texts = page.eval_on_selector_all("figure.plot svg text", "els => els.map(e => e.textContent)")
+            assert not [t for t in texts if "mathdefault" in t or "$" in t]
+            assert any("(log scale)" in t for t in texts), "the report should hold a log-scale plot to check"
+            # no label is cut: every text of a plot lies inside its figure
+            outside = page.evaluate("""() => Array.from(document.querySelectorAll('figure.plot')).flatMap(fig => {
+                const box = fig.getBoundingClientRect();
+                return Array.from(fig.querySelectorAll('svg text')).filter(t => {
+                    const r = t.getBoundingClientRect();
+                    return r.width > 0 && (r.left < box.left - 1 || r.right > box.right + 1 || r.top < box.top - 1 || r.bottom > box.bottom + 1);
+                }).map(t => fig.id + ': ' + t.textContent);
+            })""")
+            assert not outside, outside
             page.goto(report.as_uri())
             page.screenshot(path=str(tmp_path / "report.png"), full_page=False)
         finally:

@@ -16,6 +16,7 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402  (after the backend is chosen)
 import numpy as np  # noqa: E402
 from matplotlib.colors import LinearSegmentedColormap  # noqa: E402
+from matplotlib.ticker import FuncFormatter, NullFormatter  # noqa: E402
 
 STYLE = {
     "text.parse_math": False,  # labels carry user text (agent names, site labels): a "$" is a dollar, never TeX
@@ -36,7 +37,7 @@ def _svg(fig: plt.Figure, plot_id: str) -> str:
     """The figure as an <svg> element to inline in HTML: ids made unique to this plot, no XML prolog or RDF metadata."""
     buffer = io.StringIO()
     with plt.rc_context({"svg.hashsalt": plot_id}):
-        fig.savefig(buffer, format="svg", metadata={"Date": None, "Creator": None}, bbox_inches="tight")
+        fig.savefig(buffer, format="svg", metadata={"Date": None, "Creator": None}, bbox_inches="tight", pad_inches=0.2)
     plt.close(fig)
     text = buffer.getvalue()
     svg = METADATA.sub("", text[text.index("<svg"):])
@@ -46,6 +47,13 @@ def _svg(fig: plt.Figure, plot_id: str) -> str:
     # Fixed pixel sizes would overflow narrow screens: scale with the page instead.
     return SIZE.sub(lambda m: f'<svg{m[1]} width="{m[2]}pt" height="{m[3]}pt" style="max-width:100%;height:auto" role="img" '
                               f'aria-labelledby="plot-{plot_id}-caption"', svg, count=1)
+
+
+def _plain_numbers(axis: matplotlib.axis.Axis) -> None:
+    """Log-axis ticks as plain numbers (1, 10, 1,000): the default formatter writes TeX, which stays literal text when
+    math parsing is off (as it is here, for user text)."""
+    axis.set_major_formatter(FuncFormatter(lambda v, _: f"{v:,.0f}" if v >= 1 else f"{v:g}"))
+    axis.set_minor_formatter(NullFormatter())
 
 
 def _figure(height: float) -> tuple[plt.Figure, plt.Axes]:
@@ -65,6 +73,7 @@ def barh(plot_id: str, title: str, counts: dict[str, float], xlabel: str, log: b
         positive = [v for v in values if v > 0]
         if log and positive and max(positive) > 100 * min(positive):  # log only where counts span orders of magnitude
             ax.set_xscale("log")
+            _plain_numbers(ax.xaxis)
             xlabel += " (log scale)"
         ax.set_xlabel(xlabel)
         ax.set_title(title, loc="left")

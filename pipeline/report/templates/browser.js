@@ -16,6 +16,10 @@
     });
     count.textContent = shown + " of " + items.length + " episodes";
   }
+  var bar = document.querySelector(".filters");
+  function keepBelowBar() {  // anchored episodes scroll to just below the sticky filter bar, however tall it wraps
+    document.documentElement.style.setProperty("--sticky", (bar ? bar.offsetHeight : 0) + "px");
+  }
   function openFromHash() {
     var id;
     try { id = decodeURIComponent(location.hash.slice(1)); } catch (e) { return; }  // a malformed hash names nothing
@@ -31,6 +35,8 @@
   family.addEventListener("change", apply);
   corpus.addEventListener("change", apply);
   window.addEventListener("hashchange", openFromHash);
+  window.addEventListener("resize", keepBelowBar);
+  keepBelowBar();
   apply();
   openFromHash();
 }());
