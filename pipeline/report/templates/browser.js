@@ -18,7 +18,8 @@
   }
   var bar = document.querySelector(".filters");
   function keepBelowBar() {  // anchored episodes scroll to just below the sticky filter bar, however tall it wraps
-    document.documentElement.style.setProperty("--sticky", (bar ? bar.offsetHeight : 0) + "px");
+    var margin = ((bar ? bar.offsetHeight : 0) + 8) + "px";
+    items.forEach(function (el) { el.style.scrollMarginTop = margin; });
   }
   function openFromHash() {
     var id;
