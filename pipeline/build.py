@@ -149,8 +149,9 @@ def _release_run(ctx: Context, out: Path) -> StageResult:
 
     upstream = {stage: require_manifest(ctx.stage_dir(stage), stage).model_dump(mode="json") for stage in RELEASE_UPSTREAM}
     report = json.loads((ctx.stage_dir("ingest") / "report.json").read_text(encoding="utf-8"))
+    slots = {slot: spec.phrases for slot, spec in load_episodes_config(ctx.ws).slots.items()}
     return build_release(ctx.mapping, ctx.stage_dir("audit"), ctx.stage_dir("episodes"), upstream, out, registry_version(),
-                         library_versions(), report["raw_sha256"])
+                         library_versions(), report["raw_sha256"], ctx.stage_dir("store"), slots)
 
 
 @dataclass(frozen=True)

@@ -21,6 +21,7 @@ from pipeline.errors import TelemetryBenchError
 from pipeline.play import load_episodes, read_trace
 from pipeline.release.ground_truth import render_action
 from pipeline.release.gt_validate import load
+from pipeline.release.playable import Release
 from pipeline.runtime.scoring import score_episode
 from pipeline.runtime.simulator import slot_keywords
 from pipeline.tasks.grading import instant
@@ -181,13 +182,20 @@ def failure_modes(gt_calls, gt, agent_calls, agent, trajectory, score, finished:
     return modes
 
 
-def evaluate(ws: Workspace, gt_path: Path, trace_path: Path) -> dict:
+def evaluate(ws: Workspace, gt_path: Path | None, trace_path: Path, release: Release | None = None) -> dict:
+    """The three levels of every episode run of a trace. With `release` (a release folder on its own), its episodes,
+    simulator phrases and tool store, and by default its ground_truth/<split>.jsonl."""
     header, turns, runs = read_trace(trace_path)
-    episodes_path = ws.stage_dir(header.corpus, header.episode_set) / f"{header.split}.jsonl"
+    if release is not None:
+        episodes_path, keywords, store = release.episodes_path(header.split), release.keywords(), release.store()
+        gt_path = gt_path or release.folder / "ground_truth" / f"{header.split}.jsonl"
+    else:
+        if gt_path is None:
+            raise EvaluationError("give --ground-truth FILE, or --release DIR to use the release's own trajectories")
+        episodes_path = ws.stage_dir(header.corpus, header.episode_set) / f"{header.split}.jsonl"
+        keywords, store = slot_keywords(load_episodes_config(ws)), ToolStore.for_corpus(ws, header.corpus)
     episodes = {e.id: e for e in load_episodes(episodes_path)}
     trajectories = {t.get("episode_id"): t for t in load(gt_path)}
-    keywords = slot_keywords(load_episodes_config(ws))
-    store = ToolStore.for_corpus(ws, header.corpus)
     rows = []
     try:
         for (episode_id, run), played in sorted(turns.items()):

@@ -9,7 +9,7 @@ from collections import defaultdict
 from concurrent.futures import ThreadPoolExecutor
 from importlib import metadata
 from pathlib import Path
-from typing import Any, NamedTuple
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 from contracts.episodes import Episode
 from contracts.runtime import EpisodeEnd, EpisodeScore, TraceHeader, TurnRecord
@@ -24,6 +24,9 @@ from pipeline.runtime.scoring import score_episode, summarize
 from pipeline.runtime.simulator import slot_keywords
 from pipeline.tools.access import ToolStore
 from pipeline.workspace import Workspace
+
+if TYPE_CHECKING:
+    from pipeline.release.playable import Release
 
 
 class RunError(TelemetryBenchError):
@@ -77,20 +80,27 @@ def _runnable(agent: object, name: str) -> Agent:
 RUNTIME_SETTINGS = ("concurrency", "timeout", "max_retries", "turn_timeout")  # how a run runs, not what it plays
 
 
-def run_agent(ws: Workspace, corpus: str, split: str, agent_name: str, repeat: int, out: Path, limit: int | None = None,
-              agent_options: dict | None = None, concurrency: int = 1, resume: bool = False) -> dict:
+def run_agent(ws: Workspace, corpus: str | None, split: str, agent_name: str, repeat: int, out: Path, limit: int | None = None,
+              agent_options: dict | None = None, concurrency: int = 1, resume: bool = False, release: Release | None = None) -> dict:
     """Play the agent on every episode of the split `repeat` times; return the score summary of the trace.
 
     The trace is appended and flushed episode by episode, in episode order whatever the concurrency (finished
     episodes wait in a buffer for those before them), so an interrupted run leaves every finished episode behind.
     `resume` keeps the finished episodes of an existing trace of the same settings (a half-written last line is
     dropped, infra_error episodes are played again) and plays the rest; the trace ends as an uninterrupted run's."""
-    select_corpora(ws, [corpus])
     if concurrency > 1 and agent_name == "human":
         raise RunError("--concurrency is for agents that need no person: play the human agent one episode at a time")
-    stage, path = episode_file(ws, corpus, split)
+    if release is not None:  # a release folder on its own: its episodes, simulator phrases and tool store
+        if corpus and corpus != release.corpus:
+            raise RunError(f"--corpus {corpus} but the release in {release.folder} is of {release.corpus}: drop --corpus")
+        if agent_name == "controller":
+            raise RunError("the controller plays the audit's policies, which need the project's configs: give --root instead of --release")
+        corpus, stage, path, keywords = release.corpus, "release", release.episodes_path(split), release.keywords()
+    else:
+        select_corpora(ws, [corpus])
+        stage, path = episode_file(ws, corpus, split)
+        keywords = slot_keywords(load_episodes_config(ws))
     episodes = load_episodes(path)[:limit] if limit else load_episodes(path)
-    keywords = slot_keywords(load_episodes_config(ws))
     options = dict(agent_options or {})
     settings = {"limit": limit, **{k: v for k, v in options.items() if k not in RUNTIME_SETTINGS},
                 "runtime": {k: v for k, v in {**options, "concurrency": concurrency}.items() if k in RUNTIME_SETTINGS}}
@@ -99,7 +109,7 @@ def run_agent(ws: Workspace, corpus: str, split: str, agent_name: str, repeat: i
                          versions={"telemetry-bench": metadata.version("telemetry-bench")})
     units = [(run, episode) for run in range(repeat) for episode in episodes]
     kept = _resumable(out, header) if resume and out.exists() else {}
-    store = ToolStore.for_corpus(ws, corpus)
+    store = release.store() if release is not None else ToolStore.for_corpus(ws, corpus)
     made: list[Agent] = []
     local = threading.local()
     guard = threading.Lock()
@@ -149,7 +159,7 @@ def run_agent(ws: Workspace, corpus: str, split: str, agent_name: str, repeat: i
                 agent.close()
     if kept:  # played-again episodes back in their places: the trace of an uninterrupted run
         _reorder(out, units)
-    summary = score_traces(ws, [out])
+    summary = score_traces(ws, [out], release)
     summary.pop("rows")
     return summary
 
@@ -347,14 +357,21 @@ class Played(NamedTuple):
     score: EpisodeScore
 
 
-def played_episodes(ws: Workspace, path: Path) -> tuple[TraceHeader, list[Played]]:
-    """A saved trace scored against the episodes it was played on (the episode file's hash must match)."""
+def played_episodes(ws: Workspace, path: Path, release: Release | None = None) -> tuple[TraceHeader, list[Played]]:
+    """A saved trace scored against the episodes it was played on (the episode file's hash must match). A trace played
+    on a release folder is scored on that folder (`release`), else on the project's built release."""
     header, turns, runs = read_trace(path)
-    episodes_path = ws.stage_dir(header.corpus, header.episode_set) / f"{header.split}.jsonl"
+    if header.episode_set == "release":
+        from pipeline.release.playable import Release
+
+        release = release or Release(ws.stage_dir(header.corpus, "release"))
+        episodes_path, keywords = release.episodes_path(header.split), release.keywords()
+    else:
+        episodes_path, keywords = ws.stage_dir(header.corpus, header.episode_set) / f"{header.split}.jsonl", None
     if not episodes_path.is_file() or digest_file(episodes_path) != header.episode_set_hash:
         raise RunError(f"{path}: played on an episode set that {episodes_path} no longer is (hash differs); "
                        "re-run the agent on the current build")
-    keywords = slot_keywords(load_episodes_config(ws))
+    keywords = keywords or slot_keywords(load_episodes_config(ws))
     out = []
     episodes = load_episodes(episodes_path)
     for run in sorted(runs):
@@ -369,7 +386,7 @@ def played_episodes(ws: Workspace, path: Path) -> tuple[TraceHeader, list[Played
     return header, out
 
 
-def score_traces(ws: Workspace, paths: list[Path]) -> dict:
+def score_traces(ws: Workspace, paths: list[Path], release: Release | None = None) -> dict:
     """Score saved traces against the episodes they were played on. Episode runs that ended in infra_error are left
     out and counted (`infra_errors`); runs without an end record are counted as `unfinished` (scored as played)."""
     scores, infra, unfinished = [], 0, 0
@@ -377,7 +394,7 @@ def score_traces(ws: Workspace, paths: list[Path]) -> dict:
         header, turns, _ = read_trace(path)
         infra += len(turns.infra)
         unfinished += sum(1 for unit in turns if unit not in turns.ended)
-        scores += [p.score for p in played_episodes(ws, path)[1]]
+        scores += [p.score for p in played_episodes(ws, path, release)[1]]
     summary = summarize(scores)
     summary["infra_errors"], summary["unfinished"] = infra, unfinished
     summary["rows"] = [s.model_dump() for s in scores]

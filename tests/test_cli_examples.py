@@ -49,9 +49,9 @@ EXAMPLES = [e for _, c in ALL for e in examples(c)] + examples(main)
 
 
 def written(example: str) -> set[str]:
-    """The fixed paths an example writes (the value of each --out)."""
+    """The fixed paths an example writes (the value of each --out, and the folder of each --cache-dir)."""
     words = shlex.split(example)
-    return {value for flag, value in zip(words, words[1:], strict=False) if flag == "--out" and value.startswith(FIXED)}
+    return {value for flag, value in zip(words, words[1:], strict=False) if flag in ("--out", "--cache-dir") and value.startswith(FIXED)}
 
 
 def read(example: str) -> set[str]:

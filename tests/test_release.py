@@ -10,6 +10,7 @@ from click.testing import CliRunner
 
 from pipeline.cli import main
 from pipeline.release.verify import replay, verify_release
+from pipeline.store.build import KEYS
 from tests.helpers import REPO, make_workspace, real_lines, xai_config
 
 
@@ -27,7 +28,9 @@ def verify_cli(folder):
 def test_release_contents(release):
     manifest = json.loads((release / "release.json").read_text())
     assert set(manifest["files"]) == {"train.jsonl", "dev.jsonl", "test.jsonl", "provenance.jsonl", "README.md", "croissant.json",
-                                      "ground_truth/train.jsonl", "ground_truth/dev.jsonl", "ground_truth/test.jsonl"}
+                                      "ground_truth/train.jsonl", "ground_truth/dev.jsonl", "ground_truth/test.jsonl",
+                                      "simulator.json", *(f"store/{table}.parquet" for table in KEYS)}
+    assert sum(manifest["files"][name]["bytes"] for name in manifest["files"]) < 25_000_000  # a release stays small
     assert sum(manifest["splits"].values()) == sum(manifest["counts"]["family"].values())
     assert manifest["tool_registry_version"] and manifest["raw_inputs"] and manifest["thresholds"]
     assert set(manifest["stages"]) == {"ingest", "store", "tasks", "episodes", "audit"}

@@ -31,6 +31,7 @@ CALLS = [
     ("resolve_point", {"site": "L8", "point_class": "Leaving_Hot_Water_Temperature_Sensor", "equipment": "secondary loop"}),
     ("lookup_observation", {"stream_id": "L8__t_sup_sec", "timestamp": "2023-02-01T10:20:00Z", "mode": "nearest"}),
     ("lookup_observation", {"stream_id": "no_such_stream", "timestamp": "2023-02-01T10:20:00Z"}),
+    ("lookup_observation", {"stream_id": "$c1.stream_id", "timestamp": "2023-02-01T10:20:00Z", "mode": "nearest"}),
 ]
 
 
@@ -51,10 +52,15 @@ def test_mcp_server_matches_in_process_results(ws):
         assert listed.input_schema == declared.input_schema()
         assert listed.description == declared.description
     store = ToolStore.for_corpus(ws, "xai4heat")
-    for (name, arguments), result in zip(CALLS, results, strict=True):
-        expected = registry.call(store, name, arguments)
+    outputs = {}  # references work across the calls of one connection: results are c1, c2, ...
+    for number, ((name, arguments), result) in enumerate(zip(CALLS, results, strict=True), start=1):
+        expected = registry.call(store, name, arguments, outputs)
+        outputs[f"c{number}"] = expected
+        assert result.meta == {"call_id": f"c{number}"} and f"${'{'}c{number}{'}'}" not in result.content[1].text
+        assert f'"$c{number}.<field>"' in result.content[1].text
         assert json.loads(result.content[0].text) == expected
         assert result.is_error == bool(expected.get("error"))
         if not result.is_error:
             assert result.structured_content == expected
+    assert json.loads(results[3].content[0].text) == json.loads(results[1].content[0].text)  # "$c1.stream_id" resolved
     store.close()

@@ -8,6 +8,7 @@ import click
 
 from contracts.tasks import SPLITS
 from pipeline.cli import common as cli
+from pipeline.cli.runtime import release_options
 
 
 @click.group()
@@ -56,21 +57,25 @@ def validate_gt(files: tuple[str, ...]) -> None:
 
 
 @click.command()
-@click.option("--ground-truth", "ground_truth", required=True, type=click.Path(exists=True, dir_okay=False), help="Trajectories (JSONL).")
+@click.option("--ground-truth", "ground_truth", type=click.Path(exists=True, dir_okay=False),
+              help="Trajectories (JSONL); with --release, the release's ground_truth/<split>.jsonl by default.")
 @click.option("--trace", required=True, type=click.Path(exists=True, dir_okay=False), help="A trace from `telemetry-bench run`.")
 @click.option("--json", "as_json", is_flag=True, help="Print every row's three levels, failure modes and the summary as JSON.")
+@release_options
 @click.pass_context
 @cli.handle_errors
-def evaluate(ctx: click.Context, ground_truth: str, trace: str, as_json: bool) -> None:
+def evaluate(ctx: click.Context, release: str | None, cache_dir: str | None, ground_truth: str | None, trace: str, as_json: bool) -> None:
     """Three-level evaluation of a trace against ground-truth trajectories (outcome 50%, process 30%, planning 20%).
 
     \b
     Example:
       telemetry-bench evaluate --ground-truth artifacts/xai4heat/release/ground_truth/test.jsonl --trace /tmp/t.jsonl
+      telemetry-bench evaluate --release artifacts/xai4heat/release --cache-dir /tmp/cache --trace /tmp/r.jsonl
     """
+    from pipeline.cli.runtime import _release
     from pipeline.evaluation import evaluate as run_evaluation
 
-    report = run_evaluation(cli.workspace(ctx), Path(ground_truth), Path(trace))
+    report = run_evaluation(cli.workspace(ctx), Path(ground_truth) if ground_truth else None, Path(trace), _release(release, cache_dir))
     if as_json:
         cli.echo_json(report)
         return

@@ -33,8 +33,32 @@ def _option_value(text: str) -> object:
         return text
 
 
+def _release(release: str | None, cache_dir: str | None):
+    """A release folder played on its own (episodes, simulator phrases, tool store loaded into the cache)."""
+    if release is None:
+        return None
+    from pipeline.release.playable import Release
+
+    return Release(Path(release), Path(cache_dir) if cache_dir else None)
+
+
+RELEASE_OPTIONS = [
+    click.option("--release", "release", type=click.Path(file_okay=False, exists=True),
+                 help="Play a release folder on its own (artifacts/<corpus>/release/ or a copy, e.g. from a dataset hub); "
+                      "no project, configs or build needed. The folder is only read."),
+    click.option("--cache-dir", type=click.Path(file_okay=False),
+                 help="--release: where the tool store is loaded from the release's Parquet tables (default: the user cache folder)."),
+]
+
+
+def release_options(command):
+    for option in reversed(RELEASE_OPTIONS):
+        command = option(command)
+    return command
+
+
 @click.command()
-@click.option("--corpus", required=True, help="Corpus name.")
+@click.option("--corpus", help="Corpus name (with --release: the release's own).")
 @click.option("--split", required=True, type=click.Choice(SPLITS), help="Which split to play.")
 @click.option("--agent", "agent_name", help="oracle, noop, human, controller (the audit's shortcut policies), openai, or a "
               "Python agent of your own as module:factory (imported from the current folder; docs/agents.md).")
@@ -62,9 +86,10 @@ def _option_value(text: str) -> object:
 @click.option("--limit", type=click.IntRange(1), help="Play only the first N episodes.")
 @click.option("--out", type=click.Path(dir_okay=False), default="trace.jsonl", show_default=True, help="Trace file (JSONL).")
 @click.option("--json", "as_json", is_flag=True, help="Print the score summary as JSON.")
+@release_options
 @click.pass_context
 @cli.handle_errors
-def run(ctx: click.Context, corpus: str, split: str, agent_name: str | None, agent_options: tuple[str, ...], agent_cmd: str | None,
+def run(ctx: click.Context, release: str | None, cache_dir: str | None, corpus: str | None, split: str, agent_name: str | None, agent_options: tuple[str, ...], agent_cmd: str | None,
         turn_timeout: float, base_url: str | None, model: str | None, api_key_env: str, timeout: float, max_retries: int,
         concurrency: int, resume: bool, temperature: float, seed: int | None, repeat: int, limit: int | None, out: str,
         as_json: bool) -> None:
@@ -75,6 +100,7 @@ def run(ctx: click.Context, corpus: str, split: str, agent_name: str | None, age
     \b
     Example:
       telemetry-bench run --corpus xai4heat --split test --agent oracle --out /tmp/t.jsonl
+      telemetry-bench run --release artifacts/xai4heat/release --cache-dir /tmp/cache --split test --agent oracle --out /tmp/r.jsonl
       telemetry-bench run --corpus xai4heat --split test --agent examples.agents.replay:ReplayAgent --agent-option trace=/tmp/t.jsonl --out /tmp/py.jsonl
       telemetry-bench run --corpus xai4heat --split test --agent-cmd "python3 examples/agents/replay_cmd.py /tmp/t.jsonl" --out /tmp/cmd.jsonl
     """
@@ -82,6 +108,8 @@ def run(ctx: click.Context, corpus: str, split: str, agent_name: str | None, age
 
     if bool(agent_name) == bool(agent_cmd):
         raise RunError("give exactly one of --agent NAME and --agent-cmd CMD")
+    if not corpus and not release:
+        raise RunError("give --corpus NAME (a built project) or --release DIR (a release folder on its own)")
     options: dict | None = None
     if agent_options and (not agent_name or ":" not in agent_name):
         raise RunError("--agent-option is for a Python agent given as --agent module:factory")
@@ -100,7 +128,8 @@ def run(ctx: click.Context, corpus: str, split: str, agent_name: str | None, age
         resolved = OpenAISettings.resolve(base_url=base_url, model=model, api_key_env=api_key_env)  # flags, then environment
         options = {"base_url": resolved.base_url, "model": resolved.model, "api_key_env": api_key_env, "temperature": temperature,
                    "seed": seed, "timeout": timeout, "max_retries": max_retries}
-    summary = run_agent(cli.workspace(ctx), corpus, split, agent_name, repeat, Path(out), limit, options, concurrency, resume)
+    summary = run_agent(cli.workspace(ctx), corpus, split, agent_name, repeat, Path(out), limit, options, concurrency, resume,
+                        _release(release, cache_dir))
     if as_json:
         cli.echo_json(summary)
     else:
@@ -114,9 +143,11 @@ def run(ctx: click.Context, corpus: str, split: str, agent_name: str | None, age
 @click.command()
 @click.argument("traces", nargs=-1, required=True, type=click.Path(dir_okay=False))
 @click.option("--json", "as_json", is_flag=True, help="Print JSON (accomplished_rate, part scores, per-family rates, rows).")
+@click.option("--release", "release", type=click.Path(file_okay=False, exists=True),
+              help="Score traces played with --release on that release folder.")
 @click.pass_context
 @cli.handle_errors
-def score(ctx: click.Context, traces: tuple[str, ...], as_json: bool) -> None:
+def score(ctx: click.Context, traces: tuple[str, ...], as_json: bool, release: str | None) -> None:
     """Score saved traces against their episodes; the same trace always gives the same scores.
 
     \b
@@ -125,7 +156,7 @@ def score(ctx: click.Context, traces: tuple[str, ...], as_json: bool) -> None:
     """
     from pipeline.play import score_traces
 
-    summary = score_traces(cli.workspace(ctx), [Path(t) for t in traces])
+    summary = score_traces(cli.workspace(ctx), [Path(t) for t in traces], _release(release, None))
     if as_json:
         cli.echo_json(summary)
     else:

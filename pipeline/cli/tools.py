@@ -5,6 +5,7 @@ from __future__ import annotations
 import click
 
 from pipeline.cli import common as cli
+from pipeline.cli.runtime import release_options
 
 
 @click.command()
@@ -53,20 +54,32 @@ def tools(ctx: click.Context, corpus: str | None, as_json: bool) -> None:
 
 
 @click.command()
-@click.option("--corpus", required=True, help="Corpus whose tool store the server exposes.")
+@click.option("--corpus", help="Corpus whose tool store the server exposes (with --root, or run from the project folder).")
+@release_options
 @click.pass_context
 @cli.handle_errors
-def serve(ctx: click.Context, corpus: str) -> None:
-    """Serve the corpus's tools over MCP on stdio (read-only), for any MCP client; it ends when stdin closes.
+def serve(ctx: click.Context, corpus: str | None, release: str | None, cache_dir: str | None) -> None:
+    """Serve the corpus's tools over MCP on stdio (read-only), for any MCP client; it ends when stdin closes. Works
+    from any folder: give --corpus with --root (or TELEMETRY_BENCH_ROOT), or --release DIR (docs/tools.md has a
+    configuration for MCP hosts). Results are numbered c1, c2, ... per connection; a later argument may reference
+    one as "$c1.stream_id".
 
     \b
     Example:
       telemetry-bench serve --corpus xai4heat
+      telemetry-bench serve --release artifacts/xai4heat/release --cache-dir /tmp/cache
     """
+    from pipeline.cli.runtime import _release
     from pipeline.tools.api import open_tools
     from pipeline.tools.server import serve_stdio
 
-    serve_stdio(open_tools(cli.workspace(ctx), corpus), corpus)
+    chosen = _release(release, cache_dir)
+    if chosen is not None:
+        serve_stdio(chosen.store(), chosen.corpus)
+    elif corpus:
+        serve_stdio(open_tools(cli.workspace(ctx), corpus), corpus)
+    else:
+        raise click.UsageError("give --corpus NAME (with --root DIR from another folder) or --release DIR")
 
 
 @click.command()

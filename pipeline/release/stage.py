@@ -16,6 +16,7 @@ from pipeline.errors import StageError
 from pipeline.manifest import StageResult
 from pipeline.release.card import croissant, dataset_card
 from pipeline.release.ground_truth import trajectory
+from pipeline.store.build import KEYS
 
 RELEASE_MANIFEST = "release.json"
 
@@ -38,8 +39,13 @@ def _gate_summary(name: str, audit: dict) -> dict:
     return {k: gate[k] for k in keep if k in gate}
 
 
+STORE_TABLES = "store"  # the tool store's tables as Parquet: a release plays on its own (pipeline/release/playable.py)
+SIMULATOR = "simulator.json"  # what the user simulator needs beside the episodes: the phrases that ask for each slot
+
+
 def build_release(mapping: CorpusMapping, audit_dir: Path, episodes_dir: Path, upstream: dict[str, dict], out: Path,
-                  registry_version: str, libraries: dict[str, str], raw_sha256: dict[str, str]) -> StageResult:
+                  registry_version: str, libraries: dict[str, str], raw_sha256: dict[str, str], store_dir: Path | None = None,
+                  slot_phrases: dict[str, list[str]] | None = None) -> StageResult:
     audit = upstream["audit"]["details"]
     failed = [name for name, status in audit.get("gates", {}).items() if status == "fail"]
     if failed:
@@ -65,8 +71,17 @@ def build_release(mapping: CorpusMapping, audit_dir: Path, episodes_dir: Path, u
     for split in SPLITS:
         rows = [trajectory(e) for e in episodes if e.split == split]
         write_jsonl(out / "ground_truth" / f"{split}.jsonl", rows)
+    playable = []
+    if store_dir is not None:
+        (out / STORE_TABLES).mkdir()
+        for table in sorted(KEYS):
+            shutil.copyfile(store_dir / f"{table}.parquet", out / STORE_TABLES / f"{table}.parquet")
+            playable.append(f"{STORE_TABLES}/{table}.parquet")
+    if slot_phrases is not None:
+        write_json(out / SIMULATOR, {"slots": {slot: sorted(phrases) for slot, phrases in sorted(slot_phrases.items())}})
+        playable.append(SIMULATOR)
     files = {name: file_entry(out / name) for name in [*(f"{s}.jsonl" for s in SPLITS), "provenance.jsonl",
-                                                        *(f"ground_truth/{s}.jsonl" for s in SPLITS)]}
+                                                        *(f"ground_truth/{s}.jsonl" for s in SPLITS), *playable]}
     manifest = {
         "corpus": mapping.name, "title": mapping.title, "license": mapping.license,
         "splits": counts["split"], "counts": counts, "files": files,

@@ -20,7 +20,12 @@ Lexicon = dict[str, list[tuple[str, ...]]]  # slot -> the phrases (word tuples) 
 
 def slot_keywords(cfg: EpisodesConfig) -> Lexicon:
     """Each slot's lexicon from configs/episodes.toml: the phrases that ask for its value, as word tuples."""
-    return {slot: sorted({tuple(_folded(words(p))) for p in spec.phrases}) for slot, spec in cfg.slots.items()}
+    return lexicon({slot: spec.phrases for slot, spec in cfg.slots.items()})
+
+
+def lexicon(phrases: dict[str, list[str]]) -> Lexicon:
+    """Slot -> the phrases that ask for it, as folded word tuples (a release carries the phrases: simulator.json)."""
+    return {slot: sorted({tuple(_folded(words(p))) for p in texts}) for slot, texts in phrases.items()}
 
 
 def _folded(tokens: list[str]) -> list[str]:

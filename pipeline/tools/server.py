@@ -29,17 +29,23 @@ def build_server(store: ToolStore, corpus: str) -> Server:
     async def on_list_tools(ctx: Any, params: Any) -> types.ListToolsResult:
         return types.ListToolsResult(tools=tools)
 
+    outputs: dict[str, Any] = {}  # this connection's results, c1, c2, ...: later arguments may reference "$c1.stream_id"
+
     async def on_call_tool(ctx: Any, params: types.CallToolRequestParams) -> types.CallToolResult:
-        result = registry.call(store, params.name, params.arguments or {})
+        call_id = f"c{len(outputs) + 1}"
+        result = registry.call(store, params.name, params.arguments or {}, outputs)
+        outputs[call_id] = result
         text = json.dumps(result, sort_keys=True, ensure_ascii=False)
+        said = [types.TextContent(text=text), types.TextContent(text=f"(result {call_id}: a later argument may be \"${call_id}.<field>\")")]
         if result.get("error") is True:
             # Errors are results the agent reads and acts on (is_error), not protocol failures.
-            return types.CallToolResult(content=[types.TextContent(text=text)], is_error=True)
-        return types.CallToolResult(content=[types.TextContent(text=text)], structured_content=result)
+            return types.CallToolResult(content=said, is_error=True, _meta={"call_id": call_id})
+        return types.CallToolResult(content=said, structured_content=result, _meta={"call_id": call_id})
 
     return Server(
         f"telemetry-bench-{corpus}", version=__version__,
-        instructions=f"Read-only telemetry tools over the {corpus} tool store. Timestamps are ISO 8601 with an offset or Z.",
+        instructions=f"Read-only telemetry tools over the {corpus} tool store. Timestamps are ISO 8601 with an offset or Z. "
+                     "Results are numbered c1, c2, ... in this connection; an argument may reference one as $c1.stream_id.",
         on_list_tools=on_list_tools, on_call_tool=on_call_tool,
     )
 
