@@ -60,7 +60,7 @@ class TelemetryEnv:
         return episode_start(self._session().episode)
 
     def reset(self, episode_id: str | None = None) -> AgentObservation:
-        """Begin an episode (the first one not yet played when no id is given); returns the first observation."""
+        """Begin an episode (the split's first when no id is given); returns the first observation."""
         if episode_id is None:
             episode_id = next(iter(self.episodes))
         if episode_id not in self.episodes:

@@ -118,8 +118,12 @@ def run_agent(ws: Workspace, corpus: str | None, split: str, agent_name: str, re
     except BaseException:
         store.close()
         raise
-    atomic_write_bytes(out, b"".join(line + b"\n" for line in [canonical_bytes(header.model_dump(mode="json")),
-                                                                 *(line for unit in _ordered(kept, units) for line in kept[unit])]))
+    try:
+        atomic_write_bytes(out, b"".join(line + b"\n" for line in [canonical_bytes(header.model_dump(mode="json")),
+                                                                     *(line for unit in _ordered(kept, units) for line in kept[unit])]))
+    except OSError as exc:
+        store.close()
+        raise RunError(f"{out}: cannot write the trace ({exc.strerror or exc}); give another --out") from exc
     todo = [(run, e) for run, e in units if (e.id, run) not in kept]
 
     def play(run: int, episode: Episode) -> tuple[list[bytes], EpisodeScore, bool]:
@@ -139,7 +143,7 @@ def run_agent(ws: Workspace, corpus: str | None, split: str, agent_name: str, re
         return lines, _any_of(episode, per_player, run), infra
 
     try:
-        with out.open("ab") as trace, _RunProgress(len(todo), f"{agent_name} on {corpus} {split}") as progress:
+        with out.open("ab") as trace, _RunProgress(0 if agent_name == "human" else len(todo), f"{agent_name} on {corpus} {split}") as progress:
             if concurrency == 1:
                 results = (play(run, episode) for run, episode in todo)
                 for lines, score, infra in results:
@@ -148,10 +152,15 @@ def run_agent(ws: Workspace, corpus: str | None, split: str, agent_name: str, re
             else:
                 with ThreadPoolExecutor(max_workers=concurrency) as pool:
                     futures = [pool.submit(play, run, episode) for run, episode in todo]
-                    for future in futures:  # in episode order: a finished episode waits for the ones before it
-                        lines, score, infra = future.result()
-                        _append(trace, lines)
-                        progress.done(score, infra)
+                    try:
+                        for future in futures:  # in episode order: a finished episode waits for the ones before it
+                            lines, score, infra = future.result()
+                            _append(trace, lines)
+                            progress.done(score, infra)
+                    except BaseException:  # a fatal error or Ctrl-C: no new episode starts; --resume plays the rest
+                        for future in futures:
+                            future.cancel()
+                        raise
     finally:
         store.close()
         for agent in made:
@@ -209,9 +218,12 @@ def _resumable(out: Path, header: TraceHeader) -> dict[tuple[str, int], list[byt
     records = []
     for number, line in enumerate(lines[1:], start=2):
         try:
-            records.append((json.loads(line), line))
-        except json.JSONDecodeError as exc:
+            data = json.loads(line)
+        except (json.JSONDecodeError, UnicodeDecodeError) as exc:
             raise RunError(f"{out}: line {number} is not JSON ({exc}); it was not written by `telemetry-bench run`") from exc
+        if not isinstance(data, dict) or "episode_id" not in data or "run" not in data:
+            raise RunError(f"{out}: line {number} is not a trace record; it was not written by `telemetry-bench run`")
+        records.append((data, line))
     finished = {(d["episode_id"], d["run"]) for d, _ in records if d.get("type") == "end" and not d.get("infra_error")}
     grouped = _unit_lines([line for d, line in records if (d.get("episode_id"), d.get("run")) in finished])
     return dict(grouped)
@@ -237,11 +249,12 @@ class _RunProgress:
         from pipeline.progress import interactive
 
         if interactive() and self.total:
+            from rich.console import Console
             from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
             self.bar = Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
                                 TextColumn("accomplished {task.fields[accomplished]}, errors {task.fields[errors]}"),
-                                TimeElapsedColumn(), transient=True)
+                                TimeElapsedColumn(), transient=True, console=Console(stderr=True))
             self.bar.start()
             self.task = self.bar.add_task(self.description, total=self.total, accomplished=0, errors=0)
         return self

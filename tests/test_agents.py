@@ -116,6 +116,8 @@ def test_an_agent_writing_garbage_is_a_parse_error_and_plays_on(real_artifacts, 
     (["--agent", "examples.agents.replay:ReplayAgent", "--agent-option", "trace"], "write it as KEY=VALUE"),
     (["--agent", "oracle", "--agent-cmd", "x"], "exactly one of --agent NAME and --agent-cmd CMD"),
     (["--agent-cmd", "/no/such/agent/binary"], "cannot start it"),
+    (["--agent-cmd", "python3 'unbalanced"], "cannot split it into words"),
+    (["--agent", "examples.agents.replay:ReplayAgent", "--agent-option", "trace=/no/such/trace.jsonl"], "ReplayAgent() failed: FileNotFoundError"),
 ])
 def test_plugin_mistakes_are_one_line_errors(real_artifacts, tmp_path, monkeypatch, args, message):
     monkeypatch.chdir(REPO)
@@ -145,3 +147,18 @@ def test_gym_api_plays_the_gold_path(real_artifacts):
         assert not done and observation.messages[-1].role == "user" and not env.score().accomplished
         with pytest.raises(GymError):
             env.reset("nope")
+
+
+def test_an_agent_cannot_fake_a_failure_to_leave_its_episodes_unscored(real_artifacts, tmp_path):
+    agent = tmp_path / "agent.py"
+    agent.write_text("import json, sys\nfor line in sys.stdin:\n"
+                     "    if '\"observation\"' in line: print(json.dumps({'infra_error': 'not me'}), flush=True)\n")
+    out = tmp_path / "t.jsonl"
+    result = run_cli(real_artifacts, "run", "--corpus", "xai4heat", "--split", "test", "--limit", "1",
+                     "--agent-cmd", f"{PYTHON} {shlex.quote(str(agent))}", "--out", str(out), "--json")
+    assert result.exit_code == 0, result.output  # no infra error: its own output, a parse error, scored
+    summary = json.loads(result.output)
+    assert summary["infra_errors"] == 0 and summary["runs"] == 1 and summary["issues"].get("parse_error") == 1
+    assert "infra_error" not in summary["issues"]
+    turns = [json.loads(line) for line in out.read_text().splitlines()[1:] if json.loads(line)["type"] == "turn"]
+    assert len(turns) > 1 and all(t["issues"] == ["parse_error"] for t in turns)

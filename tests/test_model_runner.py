@@ -128,3 +128,29 @@ def test_resume_refuses_other_settings(real_artifacts, test_split, tmp_path, no_
         assert run(real_artifacts, out, "--limit", "2", "--base-url", url, "--model", "m").exit_code == 0
         result = run(real_artifacts, out, "--limit", "2", "--base-url", url, "--model", "other", "--resume")
     assert result.exit_code == 1 and "cannot resume a trace played with other settings (settings.model)" in result.output
+
+
+class StatusServer(GoldServer):
+    """Answers every request with one HTTP status (the body an OpenAI-compatible server would send)."""
+
+    def __init__(self, episodes, status: int) -> None:
+        super().__init__(episodes, "vllm")
+        self.status = status
+
+    def reply(self, body: dict) -> tuple[int, bytes]:
+        return self.status, json.dumps({"error": {"message": f"status {self.status}", "type": "invalid_request_error"}}).encode()
+
+
+def test_a_refused_request_is_the_models_and_a_refused_key_stops_the_run(real_artifacts, test_split, tmp_path, no_openai_env):
+    """400 (e.g. the conversation overflowed the context) is the model's failure, scored; 401 stops the run in one line."""
+    out = tmp_path / "t.jsonl"
+    with StatusServer(test_split[:2], 400) as url:
+        result = run(real_artifacts, out, "--limit", "2", "--base-url", url, "--model", "m", "--max-retries", "0")
+    assert result.exit_code == 0, result.output
+    summary = json.loads(result.output)
+    assert summary["infra_errors"] == 0 and summary["runs"] == 2 and summary["accomplished_rate"] == 0.0
+    assert summary["issues"]["agent_error"] == 2
+    with StatusServer(test_split[:2], 401) as url:
+        result = run(real_artifacts, tmp_path / "u.jsonl", "--limit", "2", "--base-url", url, "--model", "m", "--max-retries", "0")
+    assert result.exit_code == 1 and "refused the request (AuthenticationError" in result.output
+    assert "Traceback" not in result.output and len(result.output.strip().splitlines()) == 1

@@ -74,7 +74,7 @@ def test_a_damaged_table_is_refused_before_the_store_is_loaded(real_artifacts, t
     table.write_bytes(table.read_bytes()[:-10] + b"0123456789")
     result = cli(tmp_path, "run", "--release", str(folder), "--cache-dir", str(tmp_path / "cache"), "--split", "test",
                  "--agent", "oracle", "--out", str(tmp_path / "t.jsonl"))
-    assert result.exit_code == 1 and "sites.parquet: does not match release.json" in result.output
+    assert result.exit_code == 1 and "sites.parquet: does not match release.json" in result.output, result.output
     assert not list((tmp_path / "cache").rglob("store.duckdb"))
 
 

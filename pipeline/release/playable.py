@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import tempfile
 from dataclasses import dataclass
 from pathlib import Path
@@ -23,6 +24,8 @@ from pipeline.release.stage import RELEASE_MANIFEST, SIMULATOR, STORE_TABLES
 from pipeline.runtime.simulator import Lexicon, lexicon
 from pipeline.store.build import KEYS, STORE_FILE
 from pipeline.tools.access import ToolStore
+
+NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]*$")  # what may become a folder name in the cache
 
 
 class ReleaseError(TelemetryBenchError):
@@ -48,8 +51,15 @@ class Release:
         if not path.is_file():
             raise ReleaseError(f"{self.folder}: no {RELEASE_MANIFEST}; give --release the folder of a release "
                                "(artifacts/<corpus>/release/ or its copy)")
-        self.manifest = json.loads(path.read_text(encoding="utf-8"))
-        missing = [name for name in self.manifest["files"] if name.startswith(f"{STORE_TABLES}/") or name == SIMULATOR]
+        try:
+            self.manifest = json.loads(path.read_text(encoding="utf-8"))
+            files, corpus, version = self.manifest["files"], self.manifest["corpus"], self.manifest["release_version"]
+        except (ValueError, KeyError, TypeError) as exc:
+            raise ReleaseError(f"{path}: not a release manifest ({type(exc).__name__}: {exc}); download the release again") from exc
+        if not (isinstance(corpus, str) and NAME.match(corpus) and isinstance(version, str) and NAME.match(version)):
+            raise ReleaseError(f"{path}: corpus {corpus!r} or release_version {version!r} is not a plain name; download the release again")
+        self._checked: set[str] = set()
+        missing = [name for name in files if name.startswith(f"{STORE_TABLES}/") or name == SIMULATOR]
         if len(missing) < len(KEYS) + 1:
             raise ReleaseError(f"{self.folder}: this release carries no tool store ({STORE_TABLES}/*.parquet, {SIMULATOR}); "
                                "it was built before releases could be played on their own: rebuild it with `telemetry-bench build`")
@@ -59,13 +69,26 @@ class Release:
     def corpus(self) -> str:
         return self.manifest["corpus"]
 
+    def checked(self, name: str) -> Path:
+        """A file of the release, once its sha256 is checked against release.json (a damaged copy is refused)."""
+        path = self.folder / name
+        if name not in self._checked:
+            entry = self.manifest["files"].get(name)
+            if entry is None or not path.is_file():
+                raise ReleaseError(f"{path}: missing from the release; download it again")
+            if sha256_file(path) != entry["sha256"]:
+                raise ReleaseError(f"{path}: does not match {RELEASE_MANIFEST} (sha256); the copy is damaged: download the "
+                                   "release again (`telemetry-bench verify --release DIR` lists what differs)")
+            self._checked.add(name)
+        return path
+
     def episodes_path(self, split: str) -> Path:
         if split not in SPLITS:
             raise ReleaseError(f"unknown split {split!r}: use one of {', '.join(SPLITS)}")
-        return self.folder / f"{split}.jsonl"
+        return self.checked(f"{split}.jsonl")
 
     def keywords(self) -> Lexicon:
-        return lexicon(json.loads((self.folder / SIMULATOR).read_text(encoding="utf-8"))["slots"])
+        return lexicon(json.loads(self.checked(SIMULATOR).read_text(encoding="utf-8"))["slots"])
 
     def store_path(self) -> Path:
         """The DuckDB store of this release in the cache, loaded from the Parquet tables on first use."""
@@ -73,10 +96,7 @@ class Release:
         if target.is_file():
             return target
         for table in KEYS:
-            name = f"{STORE_TABLES}/{table}.parquet"
-            if sha256_file(self.folder / name) != self.manifest["files"][name]["sha256"]:
-                raise ReleaseError(f"{self.folder / name}: does not match {RELEASE_MANIFEST} (sha256); the copy is damaged: "
-                                   "download the release again (`telemetry-bench verify --release DIR` lists what differs)")
+            self.checked(f"{STORE_TABLES}/{table}.parquet")
         try:
             target.parent.mkdir(parents=True, exist_ok=True)
             handle, tmp = tempfile.mkstemp(dir=target.parent, prefix=".store-", suffix=".duckdb")

@@ -12,6 +12,7 @@ from typing import Any, TextIO
 from contracts.agent_view import AgentObservation, ViewMessage
 from contracts.answers import AnswerForm
 from contracts.episodes import Episode
+from pipeline.errors import TelemetryBenchError
 from pipeline.runtime.gold_path import gold_actions
 
 
@@ -41,6 +42,10 @@ class InfraFailure(AgentFailure):
     """What the agent stands on failed, not the agent (a model endpoint answering 5xx, refusing, timing out, or
     replying with something that is not a completion, after retries): the episode ends as infra_error, is left out
     of the scores and counted apart, and `run` exits non-zero; `run --resume` plays it again."""
+
+
+class FatalAgentError(TelemetryBenchError):
+    """The agent cannot play at all (a refused API key, an unknown model): the run stops with this one-line message."""
 
 
 class Agent(ABC):

@@ -24,7 +24,7 @@ from contracts.agent_view import AgentObservation
 from contracts.answers import AnswerForm
 from contracts.protocol import Answer, AskUser, Plan
 from pipeline.errors import TelemetryBenchError
-from pipeline.runtime.agents import InfraFailure
+from pipeline.runtime.agents import AgentFailure, FatalAgentError, InfraFailure
 from pipeline.tools import registry
 
 SYSTEM = (
@@ -124,6 +124,7 @@ class OpenAIAgent:
         self.seen = 0
         self.pending: list[str] = []
         self.turn = 0
+        self.ids: set[str] = set()
 
     def _absorb(self, observation: AgentObservation) -> None:
         """New conversation turns become chat messages; every pending tool call gets its response."""
@@ -154,15 +155,27 @@ class OpenAIAgent:
         try:
             response = self.client.chat.completions.create(**options)
             message = response.choices[0].message
-        except openai.APIError as exc:  # after the client's retries: the endpoint, not the model
+        except (openai.APIConnectionError, openai.InternalServerError, openai.RateLimitError) as exc:
+            # after the client's retries: the endpoint failed, not the model (connection, timeout, 5xx, rate limit)
+            raise InfraFailure(f"{type(exc).__name__}: {str(exc)[:300]} ({self.settings.base_url})") from exc
+        except (openai.AuthenticationError, openai.PermissionDeniedError, openai.NotFoundError) as exc:
+            raise FatalAgentError(f"{self.settings.base_url} refused the request ({type(exc).__name__}: {str(exc)[:200]}): "
+                                  "check --api-key-env, --model and --base-url") from exc
+        except openai.APIStatusError as exc:
+            if exc.status_code >= 500:
+                raise InfraFailure(f"{type(exc).__name__}: {str(exc)[:300]} ({self.settings.base_url})") from exc
+            # 400, 413, 422, ...: the request the model's conversation made was refused (e.g. its context overflowed)
+            raise AgentFailure(f"{type(exc).__name__} {exc.status_code}: {str(exc)[:300]}") from exc
+        except openai.APIError as exc:  # a reply that is not a completion (APIResponseValidationError, ...)
             raise InfraFailure(f"{type(exc).__name__}: {str(exc)[:300]} ({self.settings.base_url})") from exc
         except (AttributeError, IndexError, TypeError, ValueError) as exc:  # a 200 whose body is not a completion
             raise InfraFailure(f"the endpoint's reply is not a chat completion ({type(exc).__name__}: {str(exc)[:200]})") from exc
         usage = _usage(response)
         calls = list(message.tool_calls or [])
         for index, call in enumerate(calls):
-            if not getattr(call, "id", None):  # some servers give no id: give one, and say it back in the conversation
-                call.id = f"call_{self.turn}_{index}"
+            if not getattr(call, "id", None) or call.id in self.ids:  # none, or one given before (some servers number
+                call.id = f"call_{self.turn}_{index}"                 # per reply): a fresh one, said back in the conversation
+            self.ids.add(call.id)
             if isinstance(call.function.arguments, dict):  # some give an object: taken, and said back as JSON text
                 call.function.arguments = json.dumps(call.function.arguments)
         self.messages.append(message.model_dump(exclude_none=True, include={"role", "content", "tool_calls"}))

@@ -15,13 +15,17 @@ from __future__ import annotations
 
 import contextlib
 import importlib
+import inspect
 import json
 import os
 import queue
 import shlex
+import shutil
+import signal
 import subprocess
 import sys
 import threading
+import time
 from collections import deque
 from typing import Any
 
@@ -94,13 +98,21 @@ def load_python_agent(spec: str, options: dict[str, Any] | None = None) -> Pytho
         module = importlib.import_module(module_name)
     except ImportError as exc:
         raise PluginError(f"--agent {spec!r}: cannot import {module_name!r} from the current folder or the environment ({exc})") from exc
+    except Exception as exc:  # the user's module itself fails to load (SyntaxError, an error at import time)
+        raise PluginError(f"--agent {spec!r}: importing {module_name!r} failed: {type(exc).__name__}: {exc}") from exc
     factory = getattr(module, factory_name, None)
     if not callable(factory):
         raise PluginError(f"--agent {spec!r}: module {module_name!r} has no callable {factory_name!r}")
     try:
-        plugin = factory(**(options or {}))
+        inspect.signature(factory).bind(**(options or {}))
     except TypeError as exc:
         raise PluginError(f"--agent {spec!r}: {factory_name}() does not take the options given ({exc}); pass them as --agent-option KEY=VALUE") from exc
+    except ValueError:
+        pass  # no signature to check (a builtin): the call says
+    try:
+        plugin = factory(**(options or {}))
+    except Exception as exc:
+        raise PluginError(f"--agent {spec!r}: {factory_name}() failed: {type(exc).__name__}: {exc}") from exc
     if not callable(getattr(plugin, "act", None)):
         raise PluginError(f"--agent {spec!r}: {factory_name}() returned {type(plugin).__name__}, which has no act(observation) method")
     return PythonAgent(plugin, spec)
@@ -116,9 +128,14 @@ class CommandAgent(Agent):
 
     def __init__(self, command: str, timeout: float = 60.0, stderr_lines: int = 20) -> None:
         self.command, self.timeout, self.name = command, timeout, f"cmd:{command}"
-        self.argv = shlex.split(command)
+        try:
+            self.argv = shlex.split(command)
+        except ValueError as exc:
+            raise PluginError(f"--agent-cmd {command!r}: cannot split it into words ({exc}); check its quotes") from exc
         if not self.argv:
             raise PluginError("--agent-cmd is empty: give the command that starts the agent, e.g. --agent-cmd 'python my_agent.py'")
+        if shutil.which(self.argv[0]) is None:
+            raise PluginError(f"--agent-cmd {command!r}: cannot start it ({self.argv[0]!r} is not an executable on PATH or a path)")
         self.process: subprocess.Popen | None = None
         self.lines: queue.Queue = queue.Queue()
         self.stderr: deque[str] = deque(maxlen=stderr_lines)
@@ -127,13 +144,15 @@ class CommandAgent(Agent):
     def _spawn(self) -> None:
         try:
             self.process = subprocess.Popen(self.argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                                            text=True, encoding="utf-8", bufsize=1)
+                                            text=True, encoding="utf-8", errors="replace", bufsize=1,
+                                            start_new_session=True)  # its own process group: wrappers' children go too
         except OSError as exc:
             raise PluginError(f"--agent-cmd {self.command!r}: cannot start it ({exc})") from exc
         self.lines = queue.Queue()
         self.stderr.clear()
         threading.Thread(target=self._pump, args=(self.process.stdout, self.lines), daemon=True).start()
-        threading.Thread(target=self._drain, args=(self.process.stderr, self.stderr), daemon=True).start()
+        self.drain = threading.Thread(target=self._drain, args=(self.process.stderr, self.stderr), daemon=True)
+        self.drain.start()
 
     @staticmethod
     def _pump(stream: Any, lines: queue.Queue) -> None:
@@ -150,12 +169,25 @@ class CommandAgent(Agent):
         return self.process is not None and self.process.poll() is None
 
     def _tail(self) -> str:
-        text = " | ".join(line for line in self.stderr if line.strip())
+        if getattr(self, "drain", None) is not None:
+            self.drain.join(timeout=1)  # what it wrote before it died
+        text = " | ".join(line for line in tuple(self.stderr) if line.strip())
         return f"; stderr: {text[-600:]}" if text else "; no stderr"
 
     def _failure(self, what: str) -> AgentFailure:
         self._stop()
         return AgentFailure(f"agent process {what}{self._tail()}")
+
+    def _skip_stale(self) -> None:
+        """Lines written since the last reply (a banner, a reply to episode_end) are not the next action."""
+        while True:
+            try:
+                line = self.lines.get_nowait()
+            except queue.Empty:
+                return
+            if line is None:  # the end of its output: keep it for the reader
+                self.lines.put(None)
+                return
 
     def _send(self, message: BaseModel) -> None:
         if not self._alive():
@@ -170,7 +202,10 @@ class CommandAgent(Agent):
         if self.process is None:
             return
         if self.process.poll() is None:
-            self.process.kill()
+            try:
+                os.killpg(self.process.pid, signal.SIGKILL)  # the whole group: `uv run`, shell wrappers, their children
+            except OSError:
+                self.process.kill()
         with contextlib.suppress(subprocess.TimeoutExpired):
             self.process.wait(timeout=5)
 
@@ -185,14 +220,21 @@ class CommandAgent(Agent):
         if self.pending_start:  # sent with the first observation, so that a failure is recorded as a turn
             self.pending_start = False
             self._send(self.started)
+        self._skip_stale()
         self._send(ObservationMessage(**observation.view().model_dump()))
-        try:
-            line = self.lines.get(timeout=self.timeout)
-        except queue.Empty:
-            raise self._failure(f"sent no action within {self.timeout:g} s (--turn-timeout)") from None
-        if line is None:
-            self.process.wait()
-            raise self._failure(f"exited with code {self.process.returncode}")
+        deadline = time.monotonic() + self.timeout
+        line = ""
+        while not line.strip():  # blank lines are not actions
+            try:
+                line = self.lines.get(timeout=max(0.0, deadline - time.monotonic()))
+            except queue.Empty:
+                raise self._failure(f"sent no action within {self.timeout:g} s (--turn-timeout)") from None
+            if line is None:
+                try:
+                    self.process.wait(timeout=5)
+                except subprocess.TimeoutExpired:
+                    raise self._failure("closed its output but kept running") from None
+                raise self._failure(f"exited with code {self.process.returncode}")
         try:
             return json.loads(line)
         except json.JSONDecodeError:

@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
 from typing import Any
 
 from pydantic import TypeAdapter, ValidationError
@@ -11,13 +12,22 @@ from pydantic import TypeAdapter, ValidationError
 from contracts.episodes import Episode
 from contracts.protocol import Action, CallTool
 from contracts.runtime import EpisodeEnd, TurnRecord
-from pipeline.runtime.agents import Agent, AgentFailure, InfraFailure, Observation
+from pipeline.runtime.agents import Agent, AgentFailure, FatalAgentError, InfraFailure, Observation
 from pipeline.runtime.plugins import PythonAgent
 from pipeline.runtime.simulator import Lexicon, UserSimulator
 from pipeline.tools import registry
 from pipeline.tools.access import ToolStore
 
 ACTION = TypeAdapter(Action)
+
+
+@dataclass(frozen=True)
+class Fault:
+    """A failure the runner saw (never read from the agent's output, which cannot fake one): `agent_error` (the agent
+    raised, crashed or stayed silent) or `infra_error` (what it stands on failed, e.g. a model endpoint)."""
+
+    kind: str
+    message: str
 
 
 def _parse(raw: Any) -> tuple[Action | None, list[str]]:
@@ -59,12 +69,11 @@ class EpisodeSession:
         for item in raw if isinstance(raw, list) else [raw]:
             if isinstance(item, dict) and isinstance(item.get("usage"), dict):
                 usage = item.pop("usage")
-        if isinstance(raw, dict) and "agent_error" in raw:
+        if isinstance(raw, Fault):
             self.failed = True
-            action, issues = None, ["agent_error"]
-        elif isinstance(raw, dict) and "infra_error" in raw:
-            self.failed, self.infra_error = True, str(raw["infra_error"])
-            action, issues = None, ["infra_error"]
+            if raw.kind == "infra_error":
+                self.infra_error = raw.message
+            action, issues, raw = None, [raw.kind], {raw.kind: raw.message}
         else:
             action, issues = _parse(raw)
         record: dict[str, Any] = {"episode_id": self.episode.id, "run": self.run, "player": self.player, "turn": self.turn,
@@ -109,19 +118,29 @@ def run_episode(agent: Agent | Any, episode: Episode, store: ToolStore, keywords
     if not isinstance(agent, Agent):  # an agent of the documented protocol: it is given the agent view only
         agent = PythonAgent(agent, getattr(agent, "name", type(agent).__name__))
     session = EpisodeSession(episode, store, keywords, run, player)
-    agent.start(episode)
+    started = time.perf_counter()
+    fault = _guarded(agent.start, episode)
+    if isinstance(fault, Fault):  # the agent could not begin the episode (its process would not start, its start() raised)
+        yield session.step(fault, (time.perf_counter() - started) * 1000)
     while not session.done:
         session.observation.turn = session.turn
         started = time.perf_counter()
-        try:
-            raw = agent.act(session.observation)
-        except InfraFailure as exc:
-            raw = {"infra_error": str(exc)}
-        except AgentFailure as exc:
-            raw = {"agent_error": str(exc)}
-        except Exception as exc:  # an agent's own failure is recorded and ends its episode, never the run
-            raw = {"agent_error": f"{type(exc).__name__}: {exc}"}
+        raw = _guarded(agent.act, session.observation)
         yield session.step(raw, (time.perf_counter() - started) * 1000)
     end = session.end()
-    agent.finish(end)
+    _guarded(agent.finish, end)  # a failure to say goodbye changes nothing that was played
     yield end
+
+
+def _guarded(hook: Callable[[Any], Any], argument: Any) -> Any:
+    """An agent hook's return value, or its failure as a Fault (a fatal error, e.g. a refused key, stops the run)."""
+    try:
+        return hook(argument)
+    except FatalAgentError:
+        raise
+    except InfraFailure as exc:
+        return Fault("infra_error", str(exc))
+    except AgentFailure as exc:
+        return Fault("agent_error", str(exc))
+    except Exception as exc:  # an agent's own failure is recorded and ends its episode, never the run
+        return Fault("agent_error", f"{type(exc).__name__}: {exc}")
