@@ -373,6 +373,11 @@ class Played(NamedTuple):
 def played_episodes(ws: Workspace, path: Path, release: Release | None = None) -> tuple[TraceHeader, list[Played]]:
     """A saved trace scored against the episodes it was played on (the episode file's hash must match). A trace played
     on a release folder is scored on that folder (`release`), else on the project's built release."""
+    header, played, _ = _played(ws, path, release)
+    return header, played
+
+
+def _played(ws: Workspace, path: Path, release: Release | None) -> tuple[TraceHeader, list[Played], _Turns]:
     header, turns, runs = read_trace(path)
     if header.episode_set == "release":
         from pipeline.release.playable import Release
@@ -396,7 +401,7 @@ def played_episodes(ws: Workspace, path: Path, release: Release | None = None) -
                 scored = [(player, t, score_episode(episode, t, keywords, run)) for player, t in played.items()]
                 player, chosen, score = max(scored, key=lambda p: _rank(p[2]))
                 out.append(Played(episode, run, player, chosen, score))
-    return header, out
+    return header, out, turns
 
 
 def score_traces(ws: Workspace, paths: list[Path], release: Release | None = None) -> dict:
@@ -404,10 +409,10 @@ def score_traces(ws: Workspace, paths: list[Path], release: Release | None = Non
     out and counted (`infra_errors`); runs without an end record are counted as `unfinished` (scored as played)."""
     scores, infra, unfinished = [], 0, 0
     for path in paths:
-        header, turns, _ = read_trace(path)
+        _, played, turns = _played(ws, path, release)  # the trace is read once
         infra += len(turns.infra)
         unfinished += sum(1 for unit in turns if unit not in turns.ended)
-        scores += [p.score for p in played_episodes(ws, path, release)[1]]
+        scores += [p.score for p in played]
     summary = summarize(scores)
     summary["infra_errors"], summary["unfinished"] = infra, unfinished
     summary["rows"] = [s.model_dump() for s in scores]

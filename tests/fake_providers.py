@@ -13,6 +13,7 @@ from __future__ import annotations
 import hashlib
 import json
 import threading
+from abc import ABC, abstractmethod
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 from pipeline.runtime.gold_path import gold_actions
@@ -40,7 +41,7 @@ def _rewrite(value, ids: dict[str, str]):
     return value
 
 
-class JsonServer:
+class JsonServer(ABC):
     """A local HTTP server answering each POSTed JSON body with `reply(body) -> (status, bytes)`."""
 
     def __init__(self) -> None:
@@ -65,8 +66,9 @@ class JsonServer:
         self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
         self.thread = threading.Thread(target=self.httpd.serve_forever, daemon=True)
 
+    @abstractmethod
     def reply(self, body: dict) -> tuple[int, bytes]:
-        raise NotImplementedError
+        """The HTTP status and body answering one request."""
 
     def __enter__(self) -> str:
         self.thread.start()
