@@ -215,7 +215,11 @@ class CorpusMapping(Frozen):
     held_out_sites: list[str] = Field(default=[], description="Site ids whose tasks go to the test split only.")
     raw_env: str | None = Field(None, description="Environment variable that may name the raw folder (data too large to ship).")
     license: str = Field("see SOURCE.md", description="License of the raw data, as the dataset card states it.")
-    citation: str = Field("", description="How to credit the raw data (dataset card).")
+    citation: str = Field("", description="How to credit the raw data (dataset card, Croissant citeAs).")
+    license_id: str = Field("", pattern=r"^$|^[A-Za-z0-9][A-Za-z0-9.+-]*$",
+                            description="SPDX identifier of the raw data's license, e.g. CC-BY-4.0 (the card's license_name).")
+    license_url: str = Field("", pattern=r"^$|^https?://\S+$",
+                             description="Where the license text is, as an http(s) URL (the card's license_link, Croissant's license).")
 
     @model_validator(mode="after")
     def _site_source(self) -> CorpusMapping:

@@ -100,26 +100,28 @@ class FollowUp(Frozen):
 class Episode(Frozen):
     """One multi-turn episode lifted from a static task."""
 
-    id: str
-    corpus: str
-    split: Split
-    family: str
-    task_id: str
-    site_ids: list[str]
+    id: str = Field(description="Episode id: the static task id + '.ep'.")
+    corpus: str = Field(description="The corpus the episode was compiled from.")
+    split: Split = Field(description="train, dev or test (held-out sites are test only).")
+    family: str = Field(description="The static task family (configs/families.toml).")
+    task_id: str = Field(description="The static task the episode was lifted from.")
+    site_ids: list[str] = Field(description="The sites the episode touches.")
     interaction_mode: str = Field(description="The ordered obligations joined by '+', e.g. clarify_site+answer+revise_window+commit+evidence.")
-    obligations: list[Obligation]
+    obligations: list[Obligation] = Field(description="The obligations in order, as a list.")
     initial_message: str = Field(description="Phase 0's prompt: the first user turn, withheld slot left out.")
     hidden_instruction: str = Field(description="The full request, never shown to the agent.")
-    withheld: list[WithheldSlot]
-    phases: list[Phase] = Field(description="1 + revisions; the last is the commitment.")
-    follow_ups: list[FollowUp]
+    withheld: list[WithheldSlot] = Field(description="Slots left out of the initial message, with the simulator's fixed replies.")
+    phases: list[Phase] = Field(description="1 + revisions; the last is the commitment. Each: prompt, gold, answer form "
+                                            "(fields, units, codes, tolerances) and the tool calls that reach the gold.")
+    follow_ups: list[FollowUp] = Field(description="Rationale and evidence questions after the last phase, with golds.")
     stop_reply: str = Field(description="The simulator's last turn, after the last follow-up.")
     nudge_reply: str = Field(description="The simulator's reply to a question that does not ask for the withheld slot.")
     idle_reply: str = Field(description="The simulator's reply to any question once nothing is withheld.")
-    commitment_outcome: Outcome
-    evidence_stream_ids: list[str]
-    turn_budget: int
-    difficulty: dict[str, int]
+    commitment_outcome: Outcome = Field(description="The gold commitment: answer, abstain or re_clarify.")
+    evidence_stream_ids: list[str] = Field(description="The streams the answers must cite.")
+    turn_budget: int = Field(description="The most agent turns the episode allows.")
+    difficulty: dict[str, int] = Field(description="Difficulty proxies: counts of phases, tool calls, graph hops, "
+                                                   "aggregations, temporal normalizations and ambiguity candidates.")
     provenance_ref: str = Field(description="Key of this episode's provenance in provenance.jsonl beside the split files.")
 
 

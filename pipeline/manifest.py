@@ -24,7 +24,8 @@ PACKAGE_ROOT = Path(__file__).resolve().parents[1]
 CORE_MODULES = (
     "__init__", "canonical", "checksums", "config", "errors", "manifest", "parallel", "parquet", "progress", "workspace",
 )
-LIBRARIES = ("duckdb", "numpy", "polars", "pyarrow", "pydantic", "pyoxigraph", "scikit-learn", "xxhash")
+LIBRARIES = ("duckdb", "huggingface_hub", "mlcroissant", "numpy", "polars", "pyarrow", "pydantic", "pyoxigraph", "scikit-learn",
+             "xxhash")
 
 
 def library_versions() -> dict[str, str]:

@@ -37,7 +37,8 @@ def test_release_contents(release):
     card = (release / "README.md").read_text()
     assert card.startswith("---\n") and "## Limitations" in card and "CC-BY-4.0" in card
     croissant = json.loads((release / "croissant.json").read_text())
-    assert croissant["@type"] == "sc:Dataset" and len(croissant["distribution"]) == 3
+    assert croissant["@type"] == "sc:Dataset"
+    assert {f["@id"] for f in croissant["distribution"]} == set(manifest["files"]) - {"README.md", "croissant.json"}
     assert verify_release(release) == []
     result = verify_cli(release)
     assert result.exit_code == 0 and "intact" in result.output

@@ -1,21 +1,46 @@
-"""The dataset card (README.md, Hugging Face style) and Croissant metadata (croissant.json) of a release."""
+"""The dataset card of a release (README.md): its YAML header made with huggingface_hub, its body from the manifest."""
 
 from __future__ import annotations
 
+from huggingface_hub import DatasetCard, DatasetCardData
+
 from contracts.corpus import CorpusMapping
+from contracts.episodes import Episode
 from contracts.tasks import SPLITS
 from pipeline.audit.gates import figures
 
-FIELDS = [
-    ("id", "Episode id (task id + '.ep')."), ("split", "train, dev or test."), ("family", "Static task family."),
-    ("task_id", "The static task the episode was lifted from."), ("site_ids", "Sites the episode touches."),
-    ("interaction_mode", "Ordered obligations joined by '+'."), ("obligations", "The obligations as a list."),
-    ("initial_message", "The first user turn (withheld slot left out)."), ("hidden_instruction", "The full request, never shown to agents."),
-    ("withheld", "Withheld slots with their fixed replies."), ("phases", "Typed phases with prompts, golds, answer forms (fields, units, codes, tolerances) and tool calls."),
-    ("follow_ups", "Rationale and evidence questions with golds."), ("commitment_outcome", "answer, abstain or re_clarify."),
-    ("evidence_stream_ids", "Streams the answers must cite."), ("turn_budget", "Maximum agent turns."),
-    ("difficulty", "Difficulty proxies."), ("provenance_ref", "Key into provenance.jsonl."),
-]
+SIZE_CATEGORIES = ((1_000, "n<1K"), (10_000, "1K<n<10K"), (100_000, "10K<n<100K"), (1_000_000, "100K<n<1M"),
+                   (10_000_000, "1M<n<10M"), (100_000_000, "10M<n<100M"))
+CONFIGS = {"episodes": "{split}.jsonl", "ground_truth": "ground_truth/{split}.jsonl"}  # the card's configs, first the default
+
+
+def size_category(rows: int) -> str:
+    """The Hugging Face size category of a dataset with this many rows."""
+    return next((name for bound, name in SIZE_CATEGORIES if rows < bound), "n>100M")
+
+
+def license_name(mapping: CorpusMapping) -> str:
+    """The card's license_name: the raw data's SPDX id in lower case, or a name for the corpus's own terms."""
+    return mapping.license_id.lower() if mapping.license_id else f"{mapping.name}-data-license"
+
+
+def card_data(mapping: CorpusMapping, manifest: dict) -> DatasetCardData:
+    """The card's YAML header, in the keys the Hugging Face Hub reads: `license: other` with the raw data's license by
+    name and link (the episodes are derived data and carry its terms), one config per file kind with a file per split."""
+    configs = [{"config_name": name, **({"default": True} if i == 0 else {}),
+                "data_files": [{"split": s, "path": pattern.format(split=s)} for s in SPLITS]}
+               for i, (name, pattern) in enumerate(CONFIGS.items())]
+    return DatasetCardData(
+        pretty_name=f"telemetry-bench {mapping.name}", language=["en"], license="other",
+        license_name=license_name(mapping), license_link=mapping.license_url or "README.md",
+        size_categories=[size_category(sum(manifest["splits"].values()))],
+        task_categories=["question-answering"], tags=["agents", "tool-use", "telemetry", "time-series", "multi-turn"],
+        configs=configs,
+    )
+
+def field_meanings() -> list[tuple[str, str]]:
+    """Every field of an episode line and what it means: from the episode contract, the one home of both."""
+    return [(name, info.description or "") for name, info in Episode.model_fields.items()]
 
 
 def _probe_lines(probe: dict | None) -> list[str]:
@@ -46,16 +71,6 @@ def _gate_lines(gates: dict) -> list[str]:
 def dataset_card(mapping: CorpusMapping, manifest: dict) -> str:
     counts = manifest["counts"]
     lines = [
-        "---",
-        f"pretty_name: telemetry-bench {mapping.name}",
-        "license: other",
-        f"license_details: \"{mapping.license}\"",
-        "task_categories:\n  - question-answering",
-        "tags:\n  - agents\n  - tool-use\n  - telemetry\n  - time-series\n  - multi-turn",
-        "configs:\n  - config_name: default\n    data_files:\n"
-        + "".join(f"      - split: {s}\n        path: {s}.jsonl\n" for s in SPLITS).rstrip(),
-        "---",
-        "",
         f"# telemetry-bench: {mapping.name}",
         "",
         "## Summary",
@@ -66,10 +81,12 @@ def dataset_card(mapping: CorpusMapping, manifest: dict) -> str:
         "## Structure",
         "One JSON object per line (canonical JSON: sorted keys, compact), one file per split, plus `provenance.jsonl` "
         "(origin of each episode), `ground_truth/<split>.jsonl` (each episode as a ground-truth trajectory: planning steps, "
-        "execution steps, an execution DAG ending in Finish, final_out), `release.json` (hashes and counts) and `croissant.json`.",
+        "execution steps, an execution DAG ending in Finish, final_out), `store/*.parquet` (the tool store's tables) and "
+        "`simulator.json` (the user simulator's phrases), with which `telemetry-bench run --release <this folder>` plays "
+        "the episodes, `release.json` (hashes and counts) and `croissant.json` (Croissant metadata, one record set per split).",
         "",
         "| field | meaning |", "|---|---|",
-        *[f"| {name} | {meaning} |" for name, meaning in FIELDS],
+        *[f"| {name} | {meaning} |" for name, meaning in field_meanings()],
         "",
         "## Splits",
         "| split | episodes |", "|---|---|",
@@ -92,7 +109,8 @@ def dataset_card(mapping: CorpusMapping, manifest: dict) -> str:
         "registry version and library versions. Rebuild and compare with `telemetry-bench verify`.",
         "",
         "## License",
-        f"Raw data: {mapping.license}. The episodes are derived from it and carry its terms.",
+        f"Raw data: {mapping.license}" + (f" ({mapping.license_url})" if mapping.license_url else "")
+        + ". The episodes are derived from it and carry its terms.",
         "",
         "## Limitations",
         "Read-only questions over historical telemetry only: no control actions, no safety-critical decisions. "
@@ -100,36 +118,6 @@ def dataset_card(mapping: CorpusMapping, manifest: dict) -> str:
         "corpus quantiles, not engineering limits. Windows are UTC calendar windows.",
         "",
     ]
-    return "\n".join(lines)
+    card = DatasetCard(f"---\n{card_data(mapping, manifest).to_yaml()}\n---\n\n" + "\n".join(lines))
+    return str(card)
 
-
-def croissant(mapping: CorpusMapping, manifest: dict) -> dict:
-    files = [
-        {"@type": "cr:FileObject", "@id": name, "name": name, "contentUrl": name, "encodingFormat": "application/jsonlines",
-         "sha256": info["sha256"]}
-        for name, info in sorted(manifest["files"].items()) if name in ("train.jsonl", "dev.jsonl", "test.jsonl")
-    ]
-    return {
-        "@context": {"@language": "en", "@vocab": "https://schema.org/", "cr": "http://mlcommons.org/croissant/",
-                     "sc": "https://schema.org/", "dct": "http://purl.org/dc/terms/", "data": {"@id": "cr:data", "@type": "@json"},
-                     "dataType": {"@id": "cr:dataType", "@type": "@vocab"}, "field": "cr:field", "fileObject": "cr:fileObject",
-                     "recordSet": "cr:recordSet", "source": "cr:source", "extract": "cr:extract", "column": "cr:column",
-                     "conformsTo": "dct:conformsTo"},
-        "@type": "sc:Dataset",
-        "conformsTo": "http://mlcommons.org/croissant/1.0",
-        "name": f"telemetry-bench-{mapping.name}",
-        "description": f"Multi-turn tool-using agent episodes compiled from {mapping.title}.",
-        "license": mapping.license,
-        "citeAs": mapping.citation or mapping.title,
-        "version": manifest["release_version"],
-        "distribution": files,
-        "recordSet": [{
-            "@type": "cr:RecordSet", "@id": "episodes", "name": "episodes",
-            "field": [
-                {"@type": "cr:Field", "@id": f"episodes/{name}", "name": name, "description": meaning,
-                 "dataType": "sc:Text",
-                 "source": {"fileObject": {"@id": files[0]["@id"] if files else ""}, "extract": {"column": name}}}
-                for name, meaning in FIELDS
-            ],
-        }],
-    }

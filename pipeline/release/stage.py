@@ -14,7 +14,8 @@ from pipeline.canonical import digest, digest_value, pretty_json, write_json, wr
 from pipeline.checksums import sha256_file
 from pipeline.errors import StageError
 from pipeline.manifest import StageResult
-from pipeline.release.card import croissant, dataset_card
+from pipeline.release.card import dataset_card
+from pipeline.release.croissant import croissant
 from pipeline.release.ground_truth import trajectory
 from pipeline.store.build import KEYS
 
@@ -94,7 +95,7 @@ def build_release(mapping: CorpusMapping, audit_dir: Path, episodes_dir: Path, u
     }
     manifest["release_version"] = digest_value([files[n]["xxh3"] for n in sorted(files)])[:16]
     (out / "README.md").write_text(dataset_card(mapping, manifest), encoding="utf-8")
-    (out / "croissant.json").write_text(pretty_json(croissant(mapping, manifest)), encoding="utf-8")
+    (out / "croissant.json").write_text(pretty_json(croissant(mapping, manifest, sorted({k for e in episodes for k in e.difficulty}))), encoding="utf-8")
     for extra in ("README.md", "croissant.json"):
         manifest["files"][extra] = file_entry(out / extra)
     write_json(out / RELEASE_MANIFEST, manifest)
