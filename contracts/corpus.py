@@ -67,8 +67,11 @@ class PointSpec(Frozen):
 class BrickMetadata(Frozen):
     """Sites, equipment and points read from Brick/RDF Turtle graphs."""
 
-    kind: Literal["brick"]
-    files: str = Field(description="Glob of Turtle files, relative to the corpus folder.")
+    kind: Literal["brick"] = Field(description="Brick/RDF Turtle graphs give sites, equipment and points.")
+    files: str = Field(description="Glob of Turtle files, relative to the folder `location` names.")
+    location: Literal["raw", "config"] = Field(
+        "raw", description="Where `files` is: 'raw' (relative to the corpus folder: upstream metadata) or 'config' "
+                           "(relative to configs/corpora/<name>/: metadata you wrote; its hash joins the corpus identity).")
     site_classes: list[str] = Field(
         default=["https://w3id.org/rec#Building", "https://brickschema.org/schema/Brick#Building"],
         description="Full IRIs of the classes whose instances are sites.",
@@ -85,25 +88,30 @@ class BrickMetadata(Frozen):
 class TableMetadata(Frozen):
     """Stream metadata from a CSV table, one row per stream key."""
 
-    kind: Literal["table"]
-    file: str = Field(description="CSV path relative to the corpus folder.")
+    kind: Literal["table"] = Field(description="A CSV table gives the points, one row per stream key.")
+    file: str = Field(description="CSV path relative to the folder `location` names.")
+    location: Literal["raw", "config"] = Field(
+        "raw", description="Where `file` is: 'raw' (relative to the corpus folder: upstream metadata) or 'config' "
+                           "(relative to configs/corpora/<name>/: metadata you wrote; its hash joins the corpus identity).")
     key_column: str = Field(description="Column holding the stream key (wide column name or long stream value).")
-    point_class_column: str
-    label_column: str
-    unit_column: str | None = None
-    equipment_column: str | None = None
-    equipment_type_column: str | None = None
-    location_column: str | None = None
-    unmapped_columns: Literal["error", "reject"] = "error"
+    point_class_column: str = Field(description="Column holding each stream's Brick point class (TODO is refused: fill it in).")
+    label_column: str = Field(description="Column holding each stream's human label.")
+    unit_column: str | None = Field(None, description="Column holding the QUDT unit local name, e.g. DEG_C (empty: none).")
+    equipment_column: str | None = Field(None, description="Column holding the equipment key within the site (empty: none).")
+    equipment_type_column: str | None = Field(None, description="Column holding the equipment's Brick class.")
+    location_column: str | None = Field(None, description="Column holding the location key within the site.")
+    unmapped_columns: Literal["error", "reject"] = Field(
+        "error", description="A value column or stream key the table does not list: an error, or its cells rejected.")
 
 
 class InlineMetadata(Frozen):
     """Stream metadata declared in the mapping itself, keyed by source column or stream key."""
 
-    kind: Literal["inline"]
+    kind: Literal["inline"] = Field(description="The mapping declares the points itself, under [metadata.points.<key>].")
     site_label: str = Field("{site}", description="Template for a site's label; {site} is the site key.")
     points: dict[str, PointSpec] = Field(description="Source key -> point.")
-    unmapped_columns: Literal["error", "reject"] = "error"
+    unmapped_columns: Literal["error", "reject"] = Field(
+        "error", description="A value column or stream key no point names: an error, or its cells rejected (unmapped_column).")
 
 
 Metadata = Annotated[BrickMetadata | TableMetadata | InlineMetadata, Field(discriminator="kind")]
@@ -112,8 +120,24 @@ Metadata = Annotated[BrickMetadata | TableMetadata | InlineMetadata, Field(discr
 class _CsvFiles(Frozen):
     files: str = Field(description="Glob of value files relative to the corpus folder.")
     file_pattern: str = Field(description="Regex matched against the file name; named groups feed the templates.")
-    delimiter: str = Field(",", min_length=1, max_length=1)
+    delimiter: str = Field(",", min_length=1, max_length=1, description="The field separator: one character (use \"\\t\" for tabs).")
     encoding: str = Field("utf-8", description="Text encoding of the files.")
+    header: bool = Field(True, description="The first record names the columns. With false, every record is data and "
+                                           "`columns` names them in order (the first record is row 1).")
+    columns: list[str] | None = Field(None, min_length=1, description="Names of the file's columns in order, used instead of "
+                                      "the header (required when header = false; with a header, it renames the header's columns).")
+    decimal: Literal[".", ","] = Field(".", description="The decimal mark of values: \",\" for files such as 12,5 (then "
+                                                       "the delimiter must not be a comma).")
+
+    @model_validator(mode="after")
+    def _columns_and_decimal(self) -> _CsvFiles:
+        if not self.header and not self.columns:
+            raise ValueError("header = false needs columns = [...]: the names of the file's columns in order")
+        if self.columns and len(set(self.columns)) != len(self.columns):
+            raise ValueError(f"columns: duplicate names {sorted({c for c in self.columns if self.columns.count(c) > 1})}")
+        if self.decimal == "," and self.delimiter == ",":
+            raise ValueError('decimal = "," needs another delimiter (the files of decimal-comma locales use ";" or tabs)')
+        return self
 
     @field_validator("file_pattern")
     @classmethod
@@ -128,7 +152,7 @@ class _CsvFiles(Frozen):
 class WideCsv(_CsvFiles):
     """One file per site: a time column and one column per stream."""
 
-    kind: Literal["wide_csv"]
+    kind: Literal["wide_csv"] = Field(description="One file per site: a time column and one column per stream.")
     site: str | None = Field(
         None, description="Template of the site key from file_pattern groups; absent when Brick metadata gives sites."
     )
@@ -139,9 +163,9 @@ class WideCsv(_CsvFiles):
 class LongCsv(_CsvFiles):
     """Rows of (stream, time, value)."""
 
-    kind: Literal["long_csv"]
-    stream_column: str
-    value_column: str
+    kind: Literal["long_csv"] = Field(description="Rows of (stream key, time, value).")
+    stream_column: str = Field(description="Column holding each row's stream key.")
+    value_column: str = Field(description="Column holding each row's value.")
     site: str = Field("{site}", description="Template of the site key from file_pattern groups.")
     stream_id: str = Field("{site}__{key}", description="Template from {site} and {key} (stream column value).")
 
@@ -149,8 +173,8 @@ class LongCsv(_CsvFiles):
 class FilePerStream(_CsvFiles):
     """One file per stream; the stream key comes from the file name (group 'key')."""
 
-    kind: Literal["file_per_stream"]
-    value_column: str
+    kind: Literal["file_per_stream"] = Field(description="One file per stream; its key comes from the file name.")
+    value_column: str = Field(description="Column holding the values (name it in `columns` when there is no header).")
     site: str = Field("{site}", description="Template of the site key from file_pattern groups.")
     stream_id: str = Field("{site}__{key}", description="Template from {site} and {key}.")
 
@@ -164,7 +188,7 @@ class FilePerStream(_CsvFiles):
 class BtsPickle(Frozen):
     """BTS raw format: zip archives (or folders) of pickles [StreamID, timestamps, values], one member per stream."""
 
-    kind: Literal["bts_pickle"]
+    kind: Literal["bts_pickle"] = Field(description="BTS archives or folders of pickles [StreamID, timestamps, values].")
     files: str = Field(description="Glob of archives (.zip) or folders relative to the corpus folder, e.g. 'Site_*aa.zip'.")
     member_pattern: str = Field(r"(?:.*/)?(?P<key>[^/]+)\.pickle", description="Regex on member paths; group 'key' is the stream key.")
     site: str | None = Field(None, description="Site template; absent with Brick metadata (the graph's site).")
@@ -208,10 +232,11 @@ class CorpusMapping(Frozen):
     name: str = Field(pattern=r"^[a-z0-9][a-z0-9_-]*$", description="Corpus name; also its artifacts folder.")
     title: str = Field(description="One-line description shown in reports.")
     raw_dir: str | None = Field(None, description="Raw folder relative to the project root (default data/raw/<name>).")
-    metadata: Metadata
-    values: Values
-    time: TimeSpec
-    cleaning: Cleaning = Cleaning()
+    metadata: Metadata = Field(description="[metadata]: where sites, equipment and points come from (kind brick, table or inline).")
+    values: Values = Field(description="[values]: how the value files are laid out (kind wide_csv, long_csv, file_per_stream "
+                                       "or bts_pickle).")
+    time: TimeSpec = Field(description="[time]: the time column and how it becomes UTC.")
+    cleaning: Cleaning = Field(Cleaning(), description="[cleaning]: declared rules for invalid values.")
     held_out_sites: list[str] = Field(default=[], description="Site ids whose tasks go to the test split only.")
     raw_env: str | None = Field(None, description="Environment variable that may name the raw folder (data too large to ship).")
     license: str = Field("see SOURCE.md", description="License of the raw data, as the dataset card states it.")

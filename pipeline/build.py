@@ -60,15 +60,23 @@ class Context:
         return self.ws.stage_dir(self.corpus, stage)
 
 
+def _metadata_folder(ctx: Context) -> Path | None:
+    """configs/corpora/<corpus>/ when the mapping keeps its metadata there, else None (metadata is upstream)."""
+    location = getattr(ctx.mapping.metadata, "location", "raw")
+    return ctx.ws.corpus_metadata_dir(ctx.corpus) if location == "config" else None
+
+
 def _ingest_identity(ctx: Context) -> tuple[dict, dict[str, str]]:
-    return ctx.mapping.model_dump(mode="json"), raw_inputs(ctx.raw)
+    folder = _metadata_folder(ctx)
+    beside = {f"config/{rel}": xxh for rel, xxh in raw_inputs(folder).items()} if folder and folder.is_dir() else {}
+    return ctx.mapping.model_dump(mode="json"), {**raw_inputs(ctx.raw), **beside}
 
 
 def _ingest_run(ctx: Context, out: Path) -> StageResult:
     from pipeline.ingest.stage import run_ingest
     from pipeline.ingest.tables import TABLES
 
-    report = run_ingest(ctx.mapping, ctx.raw, out, ctx.resources)
+    report = run_ingest(ctx.mapping, ctx.raw, out, ctx.resources, _metadata_folder(ctx))
     counts = {"observations": report.observations, "rejects": report.rejects, "streams": report.streams, "sites": report.sites}
     return StageResult(outputs=[f"{t}.parquet" for t in TABLES] + ["report.json"], row_counts=counts,
                        details={"raw_value_cells": report.raw_value_cells})
@@ -151,7 +159,8 @@ def _release_run(ctx: Context, out: Path) -> StageResult:
     report = json.loads((ctx.stage_dir("ingest") / "report.json").read_text(encoding="utf-8"))
     slots = {slot: spec.phrases for slot, spec in load_episodes_config(ctx.ws).slots.items()}
     return build_release(ctx.mapping, ctx.stage_dir("audit"), ctx.stage_dir("episodes"), upstream, out, registry_version(),
-                         library_versions(), report["raw_sha256"], ctx.stage_dir("store"), slots)
+                         library_versions(), report["raw_sha256"], ctx.stage_dir("store"), slots,
+                         report.get("metadata_sha256", {}))
 
 
 @dataclass(frozen=True)

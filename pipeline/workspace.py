@@ -32,6 +32,10 @@ class Workspace:
     def corpus_config(self, corpus: str) -> Path:
         return self.corpora_config_dir / f"{corpus}.toml"
 
+    def corpus_metadata_dir(self, corpus: str) -> Path:
+        """configs/corpora/<corpus>/: metadata a user wrote for a corpus (points tables, graphs), beside its mapping."""
+        return self.corpora_config_dir / corpus
+
     def raw_dir(self, corpus: str, declared: str | None = None) -> Path:
         return self.root / declared if declared else self.root / "data" / "raw" / corpus
 

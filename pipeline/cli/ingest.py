@@ -1,4 +1,4 @@
-"""CLI commands of the ingest stage: ingest, checksum."""
+"""CLI commands of the ingest stage: ingest, checksum, corpus draft."""
 
 from __future__ import annotations
 
@@ -48,4 +48,43 @@ def checksum(ctx: click.Context, corpus: str, write: bool) -> None:
     click.echo(checksum_corpus(cli.workspace(ctx), corpus, write))
 
 
-COMMANDS = (ingest, checksum)
+@click.group()
+def corpus() -> None:
+    """Onboard a new corpus: draft its mapping from a raw folder."""
+
+
+@corpus.command()
+@click.argument("folder", type=click.Path(file_okay=False, path_type=str))
+@click.option("--name", required=True, help="Corpus name: the mapping is configs/corpora/NAME.toml.")
+@click.option("--out", type=click.Path(file_okay=False, path_type=str), default=None,
+              help="Write NAME.toml (and NAME/points.csv) into this folder instead of configs/corpora/.")
+@click.option("--force", is_flag=True, help="Overwrite an existing mapping and points table.")
+@click.option("--json", "as_json", is_flag=True, help="Print the guesses as JSON.")
+@click.pass_context
+@cli.handle_errors
+def draft(ctx: click.Context, folder: str, name: str, out: str | None, force: bool, as_json: bool) -> None:
+    """Inspect a raw folder and write a draft mapping, each guess explained in a comment.
+
+    The draft guesses the layout, delimiter, header, decimal mark, time column, format and zone, and the keys in the
+    file names. Without Brick graphs it also writes configs/corpora/NAME/points.csv, one row per stream with TODO
+    as the point class: fill those in, then build. The raw folder is only read.
+
+    \b
+    Example:
+      telemetry-bench corpus draft examples/corpora/plant --name plant --out /tmp/draft
+    """
+    import json
+
+    from pipeline.ingest.api import draft_corpus
+
+    guesses, written = draft_corpus(cli.workspace(ctx), folder, name, force, out)
+    if as_json:
+        click.echo(json.dumps({"guesses": guesses, "written": written}, indent=2, sort_keys=True))
+        return
+    for key, value in guesses.items():
+        click.echo(f"{key:<12} {value!r}")
+    then = "move them to configs/corpora/, fill every TODO, then build" if out else "fill every TODO, then build"
+    click.echo("wrote " + ", ".join(written) + f"; {then}: `telemetry-bench build --corpus {name}`")
+
+
+COMMANDS = (ingest, checksum, corpus)

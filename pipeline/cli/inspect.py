@@ -47,6 +47,11 @@ def _tasks_text(summary: dict) -> None:
                    f"{summary['eligible'][family]:>10,}{summary['pools'][family]:>10,}")
     for family, reason in summary["missing_families"].items():
         click.echo(f"missing {family}: emptied by {reason}")
+    for family, steps in summary["streams_left_out"].items():
+        if any(steps.values()):
+            click.echo(f"{family}: streams left out by " + ", ".join(f"{step} {n:,}" for step, n in steps.items() if n))
+    if summary["streams_in_no_family"]:
+        click.echo(f"streams in no family ({len(summary['streams_in_no_family'])}): {', '.join(summary['streams_in_no_family'])}")
     for family, empty in summary["empty_splits"].items():
         if empty and family not in summary["missing_families"]:
             click.echo(f"{family}: no task in {', '.join(empty)} (no candidate placed there survived selection)")

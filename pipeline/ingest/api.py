@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import re
+
 from pipeline import checksums
 from pipeline.config import load_mapping, select_corpora
 from pipeline.ingest.stage import read_report
@@ -33,3 +35,39 @@ def checksum_corpus(ws: Workspace, corpus: str, write: bool) -> str:
     if not (folder / checksums.SUMS_NAME).is_file():
         return f"{folder}: no {checksums.SUMS_NAME}; write one with --write"
     return f"{folder}: {len(checksums.verify(folder))} files match {checksums.SUMS_NAME}"
+
+
+def draft_corpus(ws: Workspace, folder: str, name: str, force: bool, out: str | None = None) -> tuple[dict, list[str]]:
+    """Write configs/corpora/<name>.toml (and <name>/points.csv without Brick graphs) drafted from a raw folder;
+    into `out` instead when given."""
+    from pathlib import Path
+
+    from pipeline.canonical import atomic_write_bytes
+    from pipeline.errors import ConfigError
+    from pipeline.ingest.draft import draft
+
+    if not re.fullmatch(r"[a-z0-9][a-z0-9_-]*", name):
+        raise ConfigError(f"--name {name!r}: use lowercase letters, digits, '_' and '-' (it names folders)")
+    raw = Path(folder).resolve()
+    if not raw.is_dir():
+        raise ConfigError(f"{folder}: no such folder; give the folder that holds the corpus's raw files")
+    try:
+        inside = raw.relative_to(ws.root.resolve()).as_posix()
+    except ValueError:
+        raise ConfigError(f"{folder}: outside the project {ws.root}; copy or link it to data/raw/{name} (raw data "
+                          "lives in the project, so that the mapping names no machine's paths)") from None
+    if out is None:
+        mapping_path, points_path = ws.corpus_config(name), ws.corpus_metadata_dir(name) / "points.csv"
+    else:
+        mapping_path, points_path = Path(out) / f"{name}.toml", Path(out) / name / "points.csv"
+    result = draft(raw, name, None if inside == f"data/raw/{name}" else inside)
+    targets = [mapping_path] + ([points_path] if result.points is not None else [])
+    existing = [p for p in targets if p.exists()]
+    if existing and not force:
+        raise ConfigError(f"{existing[0]}: already exists; pass --force to overwrite it, or choose another --name")
+    if result.points is not None:
+        points_path.parent.mkdir(parents=True, exist_ok=True)
+        atomic_write_bytes(points_path, result.points.encode("utf-8"))
+    mapping_path.parent.mkdir(parents=True, exist_ok=True)
+    atomic_write_bytes(mapping_path, result.mapping.encode("utf-8"))
+    return result.guesses, [p.relative_to(ws.root).as_posix() if p.is_relative_to(ws.root) else str(p) for p in targets]

@@ -45,6 +45,7 @@ class BatchTask:
     raw: str
     scope: Scope
     out: str
+    metadata_root: str  # the folder metadata paths are relative to: the raw folder, or configs/corpora/<name>/
 
 
 @dataclass
@@ -87,7 +88,7 @@ def streams_rows(resolver: Resolver, keep) -> list[dict]:
 def ingest_batch(task: BatchTask) -> BatchResult:
     """Read every value file, keep the cells this batch owns, clean them and write them out."""
     mapping, raw, scope, out = task.mapping, Path(task.raw), task.scope, Path(task.out)
-    resolver = Resolver(mapping, raw)
+    resolver = Resolver(mapping, Path(task.metadata_root))
     reader = READERS[mapping.values.kind]
     reads: list[tuple[int, ReadFile]] = []
     for number, (path, rel) in enumerate(value_files(raw, mapping)):
@@ -110,7 +111,7 @@ def ingest_batch(task: BatchTask) -> BatchResult:
             frame = frame.with_columns(sid=pl.col("sid").replace_strict(remap, default=None, return_dtype=pl.Int32))
         # An unmapped column keeps its -1 (None would mean "one stream per row", the long layout).
         slices = [replace(s, sid=remap.get(s.sid, s.sid)) if s.sid is not None and not s.unmapped else s for s in read.slices]
-        valid, rejected = split_cells(frame, index, slices, mapping.cleaning, rules)
+        valid, rejected = split_cells(frame, index, slices, mapping.cleaning, rules, getattr(mapping.values, "decimal", "."))
         parts = [valid, rejected, _malformed(read, index, slices), _counter_times(frame, slices, rules)]
         if read.shared:  # many streams in one file: keep the cells of owned streams (and stream-less ones if the file is ours)
             mine = pl.col("sid").is_in(owned) | (pl.col("sid").is_null() & scope.owns(read.rel))

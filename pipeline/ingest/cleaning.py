@@ -74,10 +74,11 @@ def _token_numbers(tokens: list[str]) -> tuple[list[float], bool, bool, bool]:
     return finite, texts[0] in tokens, texts[1] in tokens, texts[2] in tokens
 
 
-def _parse(sl: Slice, index: int, rules: Cleaning, numeric: bool = False) -> list[pl.Expr]:
+def _parse(sl: Slice, index: int, rules: Cleaning, numeric: bool = False, decimal: str = ".") -> list[pl.Expr]:
     """The number and the missing flag of a slice's cells, computed once as columns _v<i>, _m<i>.
 
-    A numeric column (pickled floats) is judged as its text would be, without writing the text."""
+    A numeric column (pickled floats) is judged as its text would be, without writing the text. With a decimal
+    comma, "12,5" reads as 12.5 (a cell holding a "." as well is unparseable, never guessed)."""
     if numeric:
         value = pl.col(sl.column)
         finite, nan, inf, ninf = _token_numbers(rules.missing_tokens)
@@ -85,8 +86,10 @@ def _parse(sl: Slice, index: int, rules: Cleaning, numeric: bool = False) -> lis
         missing = missing | (value.is_nan() & nan) | ((value == float("inf")) & inf) | ((value == float("-inf")) & ninf)
         return [(value + 0.0).alias(f"_v{index}"), missing.fill_null(True).alias(f"_m{index}")]
     text = pl.col(sl.column).str.strip_chars()
+    number = text if decimal == "." else pl.when(text.str.contains(".", literal=True)).then(None).otherwise(
+        text.str.replace(decimal, ".", literal=True))
     return [
-        (text.cast(pl.Float64, strict=False) + 0.0).alias(f"_v{index}"),  # + 0.0 turns -0.0 into 0.0
+        (number.cast(pl.Float64, strict=False) + 0.0).alias(f"_v{index}"),  # + 0.0 turns -0.0 into 0.0
         (text.is_null() | text.is_in(rules.missing_tokens)).alias(f"_m{index}"),
     ]
 
@@ -126,11 +129,12 @@ def cell_reason(sl: Slice, index: int, rules: Cleaning, streams: StreamRules, ze
     )
 
 
-def split_cells(frame: pl.DataFrame, file: int, slices: list[Slice], rules: Cleaning, streams: StreamRules) -> tuple[pl.DataFrame, pl.DataFrame]:
+def split_cells(frame: pl.DataFrame, file: int, slices: list[Slice], rules: Cleaning, streams: StreamRules,
+                decimal: str = ".") -> tuple[pl.DataFrame, pl.DataFrame]:
     """One read file -> (valid cells as observations-to-be, rejected cells), column by column."""
     zero_codes = streams.zero_dropout(rules)
     numeric = {s.column for s in slices if frame.schema[s.column].is_float()}
-    frame = frame.with_columns([e for i, s in enumerate(slices) for e in _parse(s, i, rules, s.column in numeric)])
+    frame = frame.with_columns([e for i, s in enumerate(slices) for e in _parse(s, i, rules, s.column in numeric, decimal)])
     frame = frame.with_columns(_dropout=dropout_rows(len(slices), rules))
     frame = frame.with_columns([cell_reason(s, i, rules, streams, zero_codes).alias(f"_r{i}") for i, s in enumerate(slices)])
     obs, rejects = [], []

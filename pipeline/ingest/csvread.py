@@ -1,6 +1,6 @@
 """Read a delimited text file as strings, keeping every record accounted for.
 
-Each record gets its 1-based record number (the header is record 1; equal to the line number
+Each record gets its 1-based record number (the header, if any, is record 1; equal to the line number
 unless a quoted field spans lines). Records with the wrong number of fields are returned
 separately, never dropped silently.
 """
@@ -40,15 +40,16 @@ def _decode_check(path: Path, data: bytes, encoding: str) -> bytes:
     return data if encoding.replace("-", "").lower() == "utf8" else text.encode("utf-8")
 
 
-def read_strings(path: Path, delimiter: str = ",", encoding: str = "utf-8") -> RawTable:
-    """Read the whole file; a missing, empty or undecodable file is an IngestError naming it."""
-    if not path.is_file():
-        raise IngestError(f"{path}: file not found; restore it or fix values.files in the corpus mapping")
-    data = _decode_check(path, path.read_bytes(), encoding)
-    if data.startswith(b"\xef\xbb\xbf"):
-        data = data[3:]
-    if not data.strip():
-        raise IngestError(f"{path}: file is empty; it needs a header row and data rows (restore it or remove it)")
+def _nul_check(path: Path, data: bytes) -> None:
+    at = data.find(b"\x00")
+    if at >= 0:
+        line = data.count(b"\n", 0, at) + 1
+        raise IngestError(f"{path}: line {line}: holds NUL bytes, so it is not delimited text (a binary file, one cut by a "
+                          "crash, or UTF-16); restore the file, or declare values.encoding = \"utf-16\" if it is UTF-16")
+
+
+def _header(path: Path, data: bytes, delimiter: str, columns: list[str] | None) -> list[str]:
+    """The first record's names, or `columns` in their place (as many as the header has)."""
     first_line = data.split(b"\n", 1)[0].rstrip(b"\r").decode("utf-8")
     header = next(iter(pacsv.read_csv(
         pa.py_buffer(first_line.encode("utf-8") + b"\n"),
@@ -56,9 +57,39 @@ def read_strings(path: Path, delimiter: str = ",", encoding: str = "utf-8") -> R
         read_options=pacsv.ReadOptions(autogenerate_column_names=True),
     ).to_pylist()), {}).values()
     header = [str(name) for name in header]
+    if columns is not None:
+        if len(columns) != len(header):
+            raise IngestError(f"{path}: line 1: the header has {len(header)} columns ({', '.join(header)}), values.columns "
+                              f"names {len(columns)}; name every column in order, or set header = false if line 1 is data")
+        return list(columns)
     dupes = sorted({name for name in header if header.count(name) > 1})
     if dupes:
-        raise IngestError(f"{path}: line 1: duplicate column names {', '.join(dupes)}; rename them in the header")
+        raise IngestError(f"{path}: line 1: duplicate column names {', '.join(dupes)}; rename them in the header "
+                          "or name the columns in values.columns")
+    return header
+
+
+def read_strings(path: Path, delimiter: str = ",", encoding: str = "utf-8", header: bool = True,
+                 columns: list[str] | None = None) -> RawTable:
+    """Read the whole file; a missing, empty or undecodable file is an IngestError naming it.
+
+    Without a header (`header=False`) every record is data, named by `columns`, and the first record is row 1."""
+    if not path.is_file():
+        raise IngestError(f"{path}: file not found; restore it or fix values.files in the corpus mapping")
+    data = _decode_check(path, path.read_bytes(), encoding)
+    if data.startswith(b"\xef\xbb\xbf"):
+        data = data[3:]
+    if not data.strip():
+        raise IngestError(f"{path}: file is empty; it needs " + ("a header row and " if header else "") +
+                          "data rows (restore it or remove it)")
+    _nul_check(path, data)
+    if header:
+        names, first = _header(path, data, delimiter, columns), 2
+    elif columns:
+        names, first = list(columns), 1
+    else:
+        raise IngestError(f"{path}: header = false needs values.columns, the names of the columns in order")
+    header = names
 
     malformed: list[tuple[int | None, str]] = []
 
@@ -69,7 +100,7 @@ def read_strings(path: Path, delimiter: str = ",", encoding: str = "utf-8") -> R
     def parse(threads: bool) -> pa.Table:
         return pacsv.read_csv(
             pa.py_buffer(data),
-            read_options=pacsv.ReadOptions(use_threads=threads, column_names=header, skip_rows=1),
+            read_options=pacsv.ReadOptions(use_threads=threads, column_names=header, skip_rows=first - 1),
             parse_options=pacsv.ParseOptions(delimiter=delimiter, invalid_row_handler=on_invalid),
             convert_options=pacsv.ConvertOptions(
                 column_types={name: pa.string() for name in header},
@@ -87,7 +118,7 @@ def read_strings(path: Path, delimiter: str = ",", encoding: str = "utf-8") -> R
     except pa.ArrowInvalid as exc:
         raise IngestError(f"{path}: cannot be parsed as delimited text ({exc}); check values.delimiter") from exc
     bad = sorted((int(number), text) for number, text in malformed)
-    rows = np.arange(2, table.num_rows + 2, dtype=np.int64)
+    rows = np.arange(first, table.num_rows + first, dtype=np.int64)
     if bad:
         # Shift each good record's number past the malformed records before it.
         bad_numbers = np.array([number for number, _ in bad], dtype=np.int64)

@@ -41,6 +41,17 @@ def _file_groups(rel: str, pattern: str) -> dict[str, str]:
     return {k: v for k, v in match.groupdict().items() if v is not None}
 
 
+INPUT = "in:"  # prefix of every input column in a read frame: no input name can collide with row, ts, sid, value...
+
+
+def _input(name: str) -> str:
+    return INPUT + name
+
+
+def _read(path: Path, layout: WideCsv | LongCsv | FilePerStream) -> RawTable:
+    return read_strings(path, layout.delimiter, layout.encoding, layout.header, layout.columns)
+
+
 def _require(raw: RawTable, columns: list[str], what: str) -> None:
     absent = [c for c in columns if c not in raw.header]
     if absent:
@@ -51,11 +62,13 @@ def _require(raw: RawTable, columns: list[str], what: str) -> None:
 
 
 def _timed_frame(raw: RawTable, mapping: CorpusMapping, keep: list[str]) -> pl.DataFrame:
-    """Records as strings (only `keep` columns) plus `row`, `ts`, `ts_reason`; checks the declared row order."""
-    frame = pl.from_arrow(raw.table.select([mapping.time.column, *keep])).with_columns(row=pl.Series(raw.rows))
-    frame = parse_times(frame, mapping.time.column, mapping.time)
+    """Records as strings (only `keep` columns, named `in:<name>`) plus `row`, `ts`, `ts_reason`; checks the row order."""
+    names = [mapping.time.column, *(c for c in keep if c != mapping.time.column)]
+    frame = pl.from_arrow(raw.table.select(names)).rename({c: _input(c) for c in names}).with_columns(row=pl.Series(raw.rows))
+    time = _input(mapping.time.column)
+    frame = parse_times(frame, time, mapping.time)
     if frame.height and frame["ts"].null_count() == frame.height:
-        first = frame[mapping.time.column][0]
+        first = frame[time][0]
         raise IngestError(
             f"{raw.path}: row {raw.rows[0]}: no value of time column {mapping.time.column!r} matches format "
             f"{mapping.time.format!r} (first value {first!r}); fix time.format"
@@ -71,7 +84,7 @@ def _timed_frame(raw: RawTable, mapping: CorpusMapping, keep: list[str]) -> pl.D
                 f"{raw.path}: row {bad['row'][0]}: time goes against the declared {order} row order "
                 f"({bad.height} such rows); fix the file or declare time.row_order = \"any\""
             )
-    return frame.drop(mapping.time.column) if mapping.time.column not in keep else frame
+    return frame.drop(time) if mapping.time.column not in keep else frame
 
 
 def _codes(resolver: Resolver, rel: str, site: str, keys: list[str], template: str) -> dict[str, int | None]:
@@ -90,27 +103,28 @@ def _codes(resolver: Resolver, rel: str, site: str, keys: list[str], template: s
 
 def read_wide(path: Path, rel: str, mapping: CorpusMapping, resolver: Resolver, scope: Scope) -> ReadFile | None:
     layout: WideCsv = mapping.values
-    raw = read_strings(path, layout.delimiter, layout.encoding)
+    raw = _read(path, layout)
     _require(raw, [mapping.time.column, *layout.ignore_columns], "time.column / values.ignore_columns")
     site = resolver.site_for(rel, _file_groups(rel, layout.file_pattern), layout.site)
     columns = [c for c in raw.header if c != mapping.time.column and c not in layout.ignore_columns]
     resolver.check_columns(rel, columns)
     codes = _codes(resolver, rel, site, columns, layout.stream_id)
     frame = _timed_frame(raw, mapping, columns)
-    slices = [Slice(column=c, label=c, sid=codes[c] if codes[c] is not None else -1, unmapped=codes[c] is None) for c in columns]
+    slices = [Slice(column=_input(c), label=c, sid=codes[c] if codes[c] is not None else -1, unmapped=codes[c] is None)
+              for c in columns]
     return ReadFile(rel, frame, slices, raw.malformed, columns, (raw.table.num_rows + len(raw.malformed)) * len(columns), shared=True)
 
 
 def read_long(path: Path, rel: str, mapping: CorpusMapping, resolver: Resolver, scope: Scope) -> ReadFile | None:
     layout: LongCsv = mapping.values
-    raw = read_strings(path, layout.delimiter, layout.encoding)
+    raw = _read(path, layout)
     _require(raw, [mapping.time.column, layout.stream_column, layout.value_column], "time.column / values")
     site = resolver.site_for(rel, _file_groups(rel, layout.file_pattern), layout.site)
     frame = _timed_frame(raw, mapping, [layout.stream_column, layout.value_column])
-    keys = sorted(set(frame[layout.stream_column].to_list()))
+    keys = sorted(set(frame[_input(layout.stream_column)].to_list()))
     codes = _codes(resolver, rel, site, keys, layout.stream_id)
-    frame = frame.with_columns(sid=pl.col(layout.stream_column).replace_strict(codes, default=None, return_dtype=pl.Int32))
-    slices = [Slice(column=layout.value_column, label=layout.value_column, sid=None)]
+    frame = frame.with_columns(sid=pl.col(_input(layout.stream_column)).replace_strict(codes, default=None, return_dtype=pl.Int32))
+    slices = [Slice(column=_input(layout.value_column), label=layout.value_column, sid=None)]
     return ReadFile(rel, frame, slices, raw.malformed, [layout.value_column], raw.table.num_rows + len(raw.malformed), shared=True)
 
 
@@ -122,10 +136,11 @@ def read_file_per_stream(path: Path, rel: str, mapping: CorpusMapping, resolver:
     code = _codes(resolver, rel, site, [groups["key"]], layout.stream_id)[groups["key"]]
     if not scope.owns(resolver.stream_id_for(rel, site, groups["key"], layout.stream_id) or rel):
         return None
-    raw = read_strings(path, layout.delimiter, layout.encoding)
+    raw = _read(path, layout)
     _require(raw, [mapping.time.column, layout.value_column], "time.column / values.value_column")
     frame = _timed_frame(raw, mapping, [layout.value_column])
-    sl = Slice(column=layout.value_column, label=layout.value_column, sid=code if code is not None else -1, unmapped=code is None)
+    sl = Slice(column=_input(layout.value_column), label=layout.value_column, sid=code if code is not None else -1,
+               unmapped=code is None)
     return ReadFile(rel, frame, [sl], raw.malformed, [layout.value_column], raw.table.num_rows + len(raw.malformed))
 
 

@@ -47,6 +47,10 @@ def _read_table(raw: Path, meta: TableMetadata) -> Catalog:
 
     for number, row in zip(table.rows.tolist(), table.table.to_pylist(), strict=True):
         key = row[meta.key_column]
+        if row[meta.point_class_column].strip() in ("", "TODO"):
+            raise IngestError(f"{table.path}: row {number}: the point class of stream key {key!r} is "
+                              f"{row[meta.point_class_column].strip() or 'empty'}; write its Brick class "
+                              "(e.g. Supply_Water_Temperature_Sensor) in column " + repr(meta.point_class_column))
         if key in catalog.points_by_key:
             raise IngestError(f"{table.path}: row {number}: stream key {key!r} appears twice; keep one row per key")
         catalog.points_by_key[key] = Point(

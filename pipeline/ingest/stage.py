@@ -46,27 +46,37 @@ def raw_value_bytes(files: list[tuple[Path, str]]) -> int:
     return total
 
 
-def plan(mapping: CorpusMapping, raw: Path, out: Path, resources: Resources) -> list[BatchTask]:
+def plan(mapping: CorpusMapping, raw: Path, out: Path, resources: Resources, metadata_root: Path | None = None) -> list[BatchTask]:
     """Batches: `partitions` hash partitions of the streams, each cut into enough buckets to fit the budget."""
     files = value_files(raw, mapping)
     working_set = raw_value_bytes(files) * EXPANSION[mapping.values.kind]
     # Unless told, a small corpus stays in this process: starting workers would cost more than it saves.
     partitions = resources.partitions or (1 if working_set < SMALL_WORKING_SET else resources.worker_count)
     buckets = buckets_for(working_set, partitions, resources.per_worker(partitions))
-    return [BatchTask(mapping, str(raw), scope, str(out / PARTS / scope.name)) for scope in scopes(partitions, buckets)]
+    root = str(metadata_root or raw)
+    return [BatchTask(mapping, str(raw), scope, str(out / PARTS / scope.name), root) for scope in scopes(partitions, buckets)]
 
 
-def run_ingest(mapping: CorpusMapping, raw: Path, out: Path, resources: Resources | None = None) -> IngestReport:
-    """Read, clean and write one corpus; every raw value cell ends as one observation or one reject."""
+def run_ingest(mapping: CorpusMapping, raw: Path, out: Path, resources: Resources | None = None,
+               metadata_folder: Path | None = None) -> IngestReport:
+    """Read, clean and write one corpus; every raw value cell ends as one observation or one reject.
+
+    `metadata_folder` is configs/corpora/<name>/ when the mapping keeps its metadata there (location = "config")."""
     if not raw.is_dir():
         raise IngestError(f"{raw}: raw corpus folder not found; copy the corpus there or set raw_dir in the mapping")
+    if metadata_folder is not None and not metadata_folder.is_dir():
+        raise IngestError(f"{metadata_folder}: folder not found, but metadata.location = \"config\" keeps the metadata "
+                          "there; create it with the metadata files, or set location = \"raw\"")
     resources = resources or Resources()
     tune_allocator()
     raw_sha = checksums.verify(raw)
-    tasks = plan(mapping, raw, out, resources)
+    tasks = plan(mapping, raw, out, resources, metadata_folder)
     try:
         results = run_all(ingest_batch, tasks, resources.worker_count, f"ingest {mapping.name}")
-        return merge(mapping, raw, out, results, raw_sha)
+        metadata_sha = {} if metadata_folder is None else {
+            p.relative_to(metadata_folder).as_posix(): checksums.sha256_file(p)
+            for p in sorted(metadata_folder.rglob("*")) if p.is_file() and not p.name.startswith(".")}
+        return merge(mapping, raw, out, results, raw_sha, metadata_sha)
     finally:
         shutil.rmtree(out / PARTS, ignore_errors=True)
 
@@ -116,7 +126,8 @@ class _Cursor:
         return pa.concat_tables(pieces) if len(pieces) != 1 else pieces[0]
 
 
-def merge(mapping: CorpusMapping, raw: Path, out: Path, results: list[BatchResult], raw_sha: dict[str, str]) -> IngestReport:
+def merge(mapping: CorpusMapping, raw: Path, out: Path, results: list[BatchResult], raw_sha: dict[str, str],
+          metadata_sha: dict[str, str] | None = None) -> IngestReport:
     """Join the batches: one catalog, disjoint streams in id order, rejects by full key, one account per source."""
     digests = {result.catalog_digest for result in results}
     if len(digests) != 1:
@@ -190,6 +201,7 @@ def merge(mapping: CorpusMapping, raw: Path, out: Path, results: list[BatchResul
         missing_columns=[MissingColumn(**m) for m in sorted(missing.values(), key=lambda m: (m["source"], m["column"]))],
         unmapped_columns=[f"{s}:{c}" for s, c in unmapped.iter_rows()],
         raw_sha256=dict(sorted(raw_sha.items())),
+        metadata_sha256=dict(sorted((metadata_sha or {}).items())),
         notes=sorted({note for result in results for note in result.notes}),
         rejected_members=sorted(members.values(), key=lambda m: (m["source"], m["member"])),
         synthetic=(raw / "SYNTHETIC.md").is_file(),

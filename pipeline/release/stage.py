@@ -46,7 +46,7 @@ SIMULATOR = "simulator.json"  # what the user simulator needs beside the episode
 
 def build_release(mapping: CorpusMapping, audit_dir: Path, episodes_dir: Path, upstream: dict[str, dict], out: Path,
                   registry_version: str, libraries: dict[str, str], raw_sha256: dict[str, str], store_dir: Path | None = None,
-                  slot_phrases: dict[str, list[str]] | None = None) -> StageResult:
+                  slot_phrases: dict[str, list[str]] | None = None, metadata_sha256: dict[str, str] | None = None) -> StageResult:
     audit = upstream["audit"]["details"]
     failed = [name for name, status in audit.get("gates", {}).items() if status == "fail"]
     if failed:
@@ -90,6 +90,7 @@ def build_release(mapping: CorpusMapping, audit_dir: Path, episodes_dir: Path, u
         "artifact_probe": audit.get("artifact_probe"),
         "gates": {name: _gate_summary(name, audit) for name in audit.get("gates", {})},
         "raw_inputs": dict(sorted(raw_sha256.items())),
+        "metadata_inputs": dict(sorted((metadata_sha256 or {}).items())),  # metadata kept beside the mapping
         "stages": {stage: {"cache_key": m["cache_key"], "code_version": m["code_version"]} for stage, m in sorted(upstream.items())},
         "tool_registry_version": registry_version, "libraries": libraries,
     }

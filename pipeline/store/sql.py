@@ -16,7 +16,9 @@ SELECT s.*,
        {_norm('s.site_id')} AS site_key, {_norm('s.point_class')} AS class_key,
        {_norm('s.equipment')} AS equipment_key, {_norm('s.equipment_type')} AS equipment_type_key,
        {_norm('s.location')} AS location_key, {_norm('s.label')} AS label_key,
-       count(*) OVER (PARTITION BY s.site_id, s.point_class, coalesce(s.equipment, ''), coalesce(s.location, ''))
+       -- the streams resolve_point(site, class, equipment) finds: without equipment, every stream of the class at the site
+       CASE WHEN s.equipment IS NULL THEN count(*) OVER (PARTITION BY s.site_id, s.point_class)
+            ELSE count(*) OVER (PARTITION BY s.site_id, s.point_class, s.equipment, coalesce(s.location, '')) END
            AS ambiguity_count,
        coalesce(c.n_obs, 0) AS n_obs, c.first_ts, c.last_ts, coalesce(c.n_obs, 0) > 0 AS tool_ready,
        coalesce(t.content_twins, 0) AS content_twins

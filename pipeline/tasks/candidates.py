@@ -23,11 +23,16 @@ def fill(sql: str, values: dict[str, str]) -> str:
     return PLACEHOLDER.sub(lambda m: values.get(m.group(1), m.group(0)), sql)
 
 
+POOL_QUERY = "candidate query"  # what leaves a stream out before any predicate: the family's query never yields it
+
+
 @dataclass
 class Pool:
     size: int
     passed: list[tuple[str, int]]  # (predicate, rows passing it and every predicate before it)
     rows: list[dict]
+    left_out: dict[str, int]  # streams left out, by the first step that drops their last row (POOL_QUERY, predicates)
+    eligible_streams: set[str]  # streams with at least one row that passes every predicate
 
     @property
     def emptied_by(self) -> str | None:
@@ -49,15 +54,27 @@ def evaluate(con: duckdb.DuckDBPyConnection, name: str, family: Family, threshol
     counts = ", ".join(
         f"count(*) FILTER (WHERE {' AND '.join(f'({c})' for c in conditions[: i + 1])})" for i in range(len(conditions))
     )
+    stream_counts = ", ".join(
+        f"count(DISTINCT _stream) FILTER (WHERE {' AND '.join(f'({c})' for c in conditions[: i + 1])})" for i in range(len(conditions))
+    )
     try:
         size, *passed = con.execute(f"{base} SELECT count(*){', ' + counts if counts else ''} FROM pool").fetchone()
         where = " AND ".join(f"({c})" for c in conditions) or "TRUE"
         result = con.execute(f"{base} SELECT * FROM pool WHERE {where}")
         names = [d[0] for d in result.description]
         rows = [dict(zip(names, row, strict=True)) for row in result.fetchall()]
+        total = con.execute("SELECT count(*) FROM streams").fetchone()[0]
+        exploded = f"{base}, exploded AS (SELECT *, unnest({family.streams_column}) AS _stream FROM pool)"
+        alive = con.execute(f"{exploded} SELECT count(DISTINCT _stream){', ' + stream_counts if stream_counts else ''} "
+                            "FROM exploded").fetchone()
     except duckdb.Error as exc:
         raise StageError(f"configs/families.toml: family {name}: candidate SQL failed: {exc}") from exc
-    return Pool(size=size, passed=list(zip([p.name for p in family.predicates], passed, strict=True)), rows=rows)
+    steps = [POOL_QUERY, *(p.name for p in family.predicates)]
+    before = [total, *alive]
+    left_out = {step: before[i] - before[i + 1] for i, step in enumerate(steps)}
+    eligible = {s for row in rows for s in row[family.streams_column]}
+    return Pool(size=size, passed=list(zip([p.name for p in family.predicates], passed, strict=True)), rows=rows,
+                left_out=left_out, eligible_streams=eligible)
 
 
 def identity(row: dict, key: list[str]) -> str:

@@ -28,10 +28,13 @@ class FamilyReport:
     skipped: Counter = field(default_factory=Counter)
     dropped_by_split_rule: Counter = field(default_factory=Counter)
     emptied_by: str | None = None
+    streams_left_out: dict[str, int] = field(default_factory=dict)  # by the step that drops them (candidates.POOL_QUERY first)
+    eligible_streams: set[str] = field(default_factory=set)
 
     def as_dict(self) -> dict:
         return {
             "pool": self.pool, "predicates": self.predicates, "eligible": self.eligible, "selected": self.selected,
+            "streams_left_out": self.streams_left_out, "eligible_streams": len(self.eligible_streams),
             "available_per_split": self.available, "skipped": dict(sorted(self.skipped.items())),
             "dropped_by_split_rule": dict(sorted(self.dropped_by_split_rule.items())), "emptied_by": self.emptied_by,
             "empty_splits": [s for s in SPLITS if not self.selected[s]],
@@ -91,6 +94,7 @@ def select_family(store: ToolStore, con, corpus: str, name: str, family: Family,
     report.pool, report.eligible = pool.size, len(pool.rows)
     report.predicates = [{"name": n, "passed": k} for n, k in pool.passed]
     report.emptied_by = pool.emptied_by
+    report.streams_left_out, report.eligible_streams = pool.left_out, pool.eligible_streams
     by_split: dict[str, list] = {s: [] for s in SPLITS}
     for key, ident, row in candidates.ordered(cfg.seed, name, pool.rows, family.key):
         placed = splits.place(row, family, ident, cfg.seed, name)
@@ -131,6 +135,31 @@ def select_family(store: ToolStore, con, corpus: str, name: str, family: Family,
     return tasks, report
 
 
+ORPHANS_NAMED = 40  # streams in no family named in the build output (inspect tasks --json lists every one)
+
+
+def _exclusion_notes(reports: dict[str, dict], orphans: list[str], corpus: str) -> list[str]:
+    """The build output's lines: streams each family's steps left out (by step), and the streams in no family."""
+    left = {name: {step: n for step, n in r["streams_left_out"].items() if n} for name, r in sorted(reports.items())}
+    notes = ["streams left out: " + "; ".join(f"{name} ({', '.join(f'{s} {n}' for s, n in steps.items())})"
+                                              for name, steps in left.items() if steps)] if any(left.values()) else []
+    if orphans:
+        named = ", ".join(orphans[:ORPHANS_NAMED]) + (f" and {len(orphans) - ORPHANS_NAMED} more" if len(orphans) > ORPHANS_NAMED else "")
+        notes.append(f"{len(orphans)} streams in no family: {named}; `telemetry-bench inspect tasks --corpus {corpus}` shows "
+                     "which predicate left them out of each family")
+    return notes
+
+
+def _why_empty(reports: dict[str, dict], orphans: list[str], every_stream: list[str]) -> str:
+    """When a split is empty: how many streams each step left out, summed over families, the largest first."""
+    totals: Counter = Counter()
+    for report in reports.values():
+        totals.update({step: n for step, n in report["streams_left_out"].items() if n})
+    steps = ", ".join(f"{step} {n}" for step, n in totals.most_common(4))
+    return (f"{len(orphans)} of {len(every_stream)} streams are in no family (streams left out, summed over families: "
+            f"{steps}; the mapping's metadata may lack what those predicates need); ") if orphans else ""
+
+
 def compile_tasks(store_dir: Path, ingest_dir: Path, cfg: FamiliesConfig, answers: AnswersConfig, corpus: str, held_out: list[str],
                   out: Path) -> StageResult:
     """Write {train,dev,test}.jsonl (canonical JSON) and report every family's pool, predicates and selection."""
@@ -139,22 +168,26 @@ def compile_tasks(store_dir: Path, ingest_dir: Path, cfg: FamiliesConfig, answer
     raw_sha = json.loads((ingest_dir / "report.json").read_text(encoding="utf-8"))["raw_sha256"]
     try:
         splits = plan(con, cfg.splits, held_out, corpus)
-        tasks, reports = [], {}
+        tasks, reports, eligible = [], {}, set()
         for name, family in sorted(cfg.families.items()):
             selected, report = select_family(store, con, corpus, name, family, cfg, splits, raw_sha, answers)
             tasks += selected
             reports[name] = report.as_dict()
+            eligible |= report.eligible_streams
+        every_stream = sorted(store.streams)
     finally:
         con.close()
         store.close()
+    orphans = [s for s in every_stream if s not in eligible]
     empty = [s for s in SPLITS if not any(t.split == s for t in tasks)]
     if empty:
-        raise StageError(f"corpus {corpus}: no task in the {', '.join(empty)} split; its time block holds no candidate "
-                         f"({splits.as_dict()['blocks']}); change [splits] shares in configs/families.toml, or held_out_sites "
-                         f"in configs/corpora/{corpus}.toml so that held-out sites have data in the test block")
+        raise StageError(f"corpus {corpus}: no task in the {', '.join(empty)} split; {_why_empty(reports, orphans, every_stream)}"
+                         f"its time blocks: {splits.as_dict()['blocks']}; change [splits] shares in configs/families.toml, or "
+                         f"held_out_sites in configs/corpora/{corpus}.toml so that held-out sites have data in the test block")
     counts = write_splits(out, tasks, sort_key=lambda t: (t.family, t.selection_key))
     missing = {n: r["emptied_by"] or "no candidate survived selection" for n, r in reports.items() if sum(r["selected"].values()) == 0}
     return StageResult(
         outputs=[f"{s}.jsonl" for s in SPLITS], row_counts=counts,
-        details={"families": reports, "missing_families": missing, "seed": cfg.seed, "split_rule": splits.as_dict()},
+        details={"families": reports, "missing_families": missing, "seed": cfg.seed, "split_rule": splits.as_dict(),
+                 "streams_in_no_family": orphans, "notes": _exclusion_notes(reports, orphans, corpus)},
     )

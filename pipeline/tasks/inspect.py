@@ -17,6 +17,8 @@ def tasks_summary(ws: Workspace, corpus: str) -> dict:
         "pools": {name: report["pool"] for name, report in families.items()},
         "eligible": {name: report["eligible"] for name, report in families.items()},
         "predicates": {name: report["predicates"] for name, report in families.items()},
+        "streams_left_out": {name: report.get("streams_left_out", {}) for name, report in families.items()},
+        "streams_in_no_family": manifest.details.get("streams_in_no_family", []),
         "missing_families": manifest.details["missing_families"],
         "empty_splits": {name: report["empty_splits"] for name, report in families.items()},
         "dropped_by_split_rule": {name: report["dropped_by_split_rule"] for name, report in families.items()},

@@ -1,0 +1,352 @@
+"""`telemetry-bench corpus draft`: inspect a raw folder and write a draft mapping with every guess explained.
+
+The draft guesses the layout, the delimiter, whether there is a header, the decimal mark, the time column, its format
+and zone, the keys in the file names, and (without Brick graphs) writes a points table beside the mapping with one row
+per stream and TODO in each point class. Nothing in the raw folder is written."""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+import os
+import re
+from collections import Counter
+from dataclasses import dataclass, field
+from datetime import datetime
+from pathlib import Path
+
+from contracts.corpus import CorpusMapping
+from pipeline.checksums import SUMS_NAME
+from pipeline.errors import ConfigError
+
+SAMPLE_BYTES = 256 * 1024
+SAMPLE_ROWS = 400
+DELIMITERS = ("\t", ";", ",", "|")
+MISSING = {"", "na", "nan", "null", "none", "-"}
+NOT_DATA = re.compile(r"(?i)^(readme|license|licence|upstream_license|source|notice|changelog)(\..*)?$|\.(md|pdf|html?|ttl|zip|pickle|pkl|json|toml|ya?ml|xml|png|jpe?g)$")
+EPOCH_RANGES = (("epoch_s", 9e8, 4.2e9), ("epoch_ms", 9e11, 4.2e12), ("epoch_us", 9e14, 4.2e15))
+ISO = re.compile(r"^\d{4}-\d{2}-\d{2}[T ]\d{2}:\d{2}(:\d{2}(\.\d+)?)?(Z|[+-]\d{2}:?\d{2})?$")
+ISO_AWARE = re.compile(r"(T.*|Z|[+-]\d{2}:?\d{2})$")
+PATTERNS = ("%Y-%m-%d %H:%M:%S", "%Y-%m-%d %H:%M", "%Y/%m/%d %H:%M:%S", "%Y/%m/%d %H:%M", "%d.%m.%Y %H:%M:%S",
+            "%d.%m.%Y %H:%M", "%d/%m/%Y %H:%M:%S", "%d/%m/%Y %H:%M", "%m/%d/%Y %H:%M:%S", "%m/%d/%Y %H:%M",
+            "%Y-%m-%dT%H:%M:%S", "%Y%m%d%H%M%S", "%Y%m%d %H%M")
+
+
+@dataclass
+class Sniffed:
+    """What one text file looks like."""
+
+    rel: str
+    bytes: int
+    delimiter: str
+    header: bool
+    decimal: str
+    names: list[str]  # the header's names, or col1, col2... for a headerless file
+    rows: list[list[str]]  # sample data rows
+    time: tuple[int, str, str] | None  # (column index, format, why)
+    why: dict[str, str] = field(default_factory=dict)
+
+    def column(self, index: int) -> list[str]:
+        return [row[index].strip() for row in self.rows if index < len(row)]
+
+    def value_columns(self) -> list[int]:
+        """Columns that hold numbers (other than the time column)."""
+        return [i for i in range(len(self.names)) if self.time and i != self.time[0] and _numeric_share(self.column(i), self.decimal) >= 0.9]
+
+
+def _number(cell: str, decimal: str = ".") -> float | None:
+    text = cell.strip()
+    if decimal == ",":
+        if "." in text:
+            return None
+        text = text.replace(",", ".")
+    try:
+        return float(text)
+    except ValueError:
+        return None
+
+
+def _present(cells: list[str]) -> list[str]:
+    return [c.strip() for c in cells if c.strip().lower() not in MISSING]
+
+
+def _numeric_share(cells: list[str], decimal: str = ".") -> float:
+    present = _present(cells)
+    return sum(_number(c, decimal) is not None for c in present) / len(present) if present else 0.0
+
+
+def time_format(cells: list[str]) -> tuple[str, str] | None:
+    """(format, why) when (nearly) every present cell is a time of day in one format; dates alone do not count."""
+    present = _present(cells)
+    if len(present) < 2:
+        return None
+    if all(ISO.match(c) for c in present):
+        aware = any(ISO_AWARE.search(c) and ("T" in c or c.endswith("Z") or re.search(r"[+-]\d{2}:?\d{2}$", c)) for c in present)
+        if aware or any("T" in c for c in present):
+            return "iso8601", "ISO 8601 times" + (" with a UTC offset or Z" if aware else "")
+    numbers = [_number(c) for c in present]
+    if all(n is not None for n in numbers):
+        for name, low, high in EPOCH_RANGES:
+            if all(low <= n < high for n in numbers):  # type: ignore[operator]
+                return name, f"numbers between {low:.0e} and {high:.0e}: Unix time in {name.split('_')[1]}"
+        return None
+    for pattern in PATTERNS:
+        try:
+            for c in present:
+                datetime.strptime(c, pattern)
+        except ValueError:
+            continue
+        return pattern, f"every value reads as {pattern}"
+    return None
+
+
+def _split(lines: list[str], delimiter: str) -> list[list[str]]:
+    return list(csv.reader(io.StringIO("\n".join(lines)), delimiter=delimiter))
+
+
+def _delimiter(lines: list[str]) -> tuple[str, str, str]:
+    """(delimiter, decimal mark, why): the separator that splits every line alike into cells that read as data."""
+    best = None
+    for delimiter in DELIMITERS:
+        rows = _split(lines, delimiter)
+        widths = Counter(len(r) for r in rows)
+        width, count = widths.most_common(1)[0]
+        if width < 2:
+            continue
+        cells = [c for r in rows[1:] for c in r]
+        decimal = "," if delimiter != "," and _decimal_comma(cells) else "."
+        data = sum(_number(c, decimal) is not None or bool(ISO.match(c.strip())) or c.strip().lower() in MISSING
+                   for c in cells) / max(len(cells), 1)
+        score = (count / len(rows), data, width)
+        if best is None or score > best[0]:
+            best = (score, delimiter, decimal)
+    if best is None:
+        raise ConfigError("no delimiter splits the lines into two or more columns")
+    (share, data, width), delimiter, decimal = best
+    why = f"splits {share:.0%} of the sampled lines into {width} columns, {data:.0%} of the cells numbers or times"
+    return delimiter, decimal, why
+
+
+def _decimal_comma(cells: list[str]) -> bool:
+    comma = sum(bool(re.fullmatch(r"[+-]?\d+,\d+", c.strip())) for c in cells)
+    dot = sum(bool(re.fullmatch(r"[+-]?\d*\.\d+", c.strip())) for c in cells)
+    return comma > 0 and dot == 0
+
+
+def sniff(path: Path, rel: str) -> Sniffed | None:
+    """One file's shape, or None when it is not delimited text with a time column."""
+    with path.open("rb") as handle:
+        data = handle.read(SAMPLE_BYTES)
+    if b"\x00" in data:
+        return None
+    try:
+        text = data.decode("utf-8-sig")
+    except UnicodeDecodeError:
+        return None
+    lines = [line for line in text.splitlines() if line.strip()]
+    if len(data) == SAMPLE_BYTES and lines:
+        lines = lines[:-1]  # the last line may be cut
+    lines = lines[: SAMPLE_ROWS + 1]
+    if len(lines) < 3:
+        return None
+    try:
+        delimiter, decimal, why_delimiter = _delimiter(lines)
+    except ConfigError:
+        return None
+    rows = _split(lines, delimiter)
+    first, second = rows[0], rows[1]
+    data_like = [(_number(c, decimal) is not None or time_format([c, c]) is not None) for c in first]
+    below = [(_number(c, decimal) is not None or time_format([c, c]) is not None) for c in second]
+    header = any(b and not d for d, b in zip(data_like, below, strict=False)) or not any(data_like)
+    names = [c.strip() for c in first] if header else [f"col{i + 1}" for i in range(len(first))]
+    body = rows[1:] if header else rows
+    sniffed = Sniffed(rel, path.stat().st_size, delimiter, header, decimal, names, body, None)
+    times = []
+    for index in range(len(names)):
+        found = time_format(sniffed.column(index))
+        if found:
+            distinct = len(set(sniffed.column(index)))
+            named = bool(re.search(r"(?i)time|date|^ts$|stamp|epoch", names[index]))
+            times.append(((distinct, named, -index), index, found))
+    if not times:
+        return None
+    _, index, (fmt, why_time) = max(times)
+    sniffed.time = (index, fmt, why_time)
+    if not header:  # name the headerless columns by what they hold
+        values = sniffed.value_columns()
+        sniffed.names[index] = "time"
+        for i in values:
+            sniffed.names[i] = "value" if len(values) == 1 else f"value{values.index(i) + 1}"
+    sniffed.why = {
+        "delimiter": why_delimiter,
+        "header": "line 1 holds names where the lines below hold numbers or times" if header else "line 1 is data like the rest",
+        "decimal": "values such as 12,5 and none such as 12.5" if decimal == "," else "values use a decimal point",
+        "time": f"column {sniffed.names[index]!r}: {why_time}" + (f" (of {len(times)} time-like columns, the one with the most distinct values)"
+                                                            if len(times) > 1 else ""),
+    }
+    return sniffed
+
+
+def _affixes(names: list[str]) -> tuple[str, str]:
+    """The common prefix (cut back to a separator, so that L4 and L8 vary as whole tokens) and suffix of file names."""
+    prefix = re.sub(r"[A-Za-z0-9]+$", "", os.path.commonprefix(names))
+    suffix = os.path.commonprefix([n[len(prefix):][::-1] for n in names])[::-1]
+    return prefix, suffix
+
+
+def _toml(value: object) -> str:
+    if isinstance(value, str) and "'" not in value and "\n" not in value and ("\\" in value):
+        return f"'{value}'"  # a literal string keeps regex backslashes readable
+    return json.dumps(value, ensure_ascii=False)
+
+
+def _row_order(sniffed: Sniffed) -> str:
+    index, fmt, _ = sniffed.time  # type: ignore[misc]
+    cells = _present(sniffed.column(index))
+    if fmt.startswith("epoch"):
+        keys = [float(c) for c in cells]
+    elif fmt == "iso8601":
+        keys = [c.replace("T", " ") for c in cells]  # comparable as text when all share a zone
+    else:
+        keys = [datetime.strptime(c, fmt) for c in cells]  # type: ignore[misc]
+    if all(a < b for a, b in zip(keys, keys[1:], strict=False)):
+        return "ascending"
+    if all(a > b for a, b in zip(keys, keys[1:], strict=False)):
+        return "descending"
+    return "any"
+
+
+@dataclass
+class Draft:
+    mapping: str  # the TOML text
+    points: str | None  # the points table (CSV), when there is no Brick graph
+    guesses: dict[str, object]  # layout, delimiter, header, decimal, time column, format, zone, file pattern
+
+
+def draft(raw: Path, name: str, raw_dir: str | None) -> Draft:
+    """The draft mapping of a raw folder; raises ConfigError when no file holds a time column."""
+    files = sorted(p for p in raw.rglob("*") if p.is_file() and p.name != SUMS_NAME and not any(
+        part.startswith(".") for part in p.relative_to(raw).parts))
+    graphs = [p.relative_to(raw).as_posix() for p in files if p.suffix == ".ttl"]
+    sniffed = [s for p in files if not NOT_DATA.search(p.name) and (s := sniff(p, p.relative_to(raw).as_posix()))]
+    if not sniffed:
+        raise ConfigError(f"{raw}: no delimited text file with a time column was found; `corpus draft` reads CSV-like "
+                          "files (comma, semicolon, tab or bar separated); write the mapping by hand (docs/ingest.md)")
+    groups: dict[tuple, list[Sniffed]] = {}
+    for s in sniffed:
+        key = (str(Path(s.rel).parent), s.delimiter, s.header, s.decimal, s.names[s.time[0]] if s.header else s.time[0])  # type: ignore[index]
+        groups.setdefault(key, []).append(s)
+    group = max(groups.values(), key=lambda g: (sum(s.bytes for s in g), len(g)))
+    first = group[0]
+    folder = str(Path(first.rel).parent)
+    names = [Path(s.rel).name for s in group]
+    prefix, suffix = _affixes(names) if len(names) > 1 else (names[0], "")
+    values = first.value_columns()
+    time_index, time_fmt, _ = first.time  # type: ignore[misc]
+    text_columns = [i for i in range(len(first.names)) if i != time_index and i not in values]
+    streams_by_key = [i for i in text_columns if 1 < len(set(first.column(i))) <= max(2, len(first.rows) // 2)]
+    if len(values) == 1 and len(group) > 1 and not streams_by_key:
+        layout, key_group = "file_per_stream", "key"
+        why_layout = f"{len(group)} files alike, each a time column and one value column: one stream per file"
+    elif len(values) == 1 and streams_by_key:
+        layout, key_group = "long_csv", "site"
+        why_layout = f"a column of repeated keys ({first.names[streams_by_key[0]]!r}) beside one value column: rows of (stream, time, value)"
+    else:
+        layout, key_group = "wide_csv", "site"
+        why_layout = f"{len(values)} value columns beside the time column: one column per stream"
+    glob = (f"{folder}/" if folder != "." else "") + (f"{prefix}*{suffix}" if len(names) > 1 else prefix)
+    pattern = re.escape(prefix) + f"(?P<{key_group}>.+)" + re.escape(suffix) if len(names) > 1 else re.escape(names[0])
+    aware = time_fmt == "iso8601" and any(re.search(r"(Z|[+-]\d{2}:?\d{2})$", c) for c in first.column(time_index))
+    zone_why = ("Unix time counts UTC seconds" if time_fmt.startswith("epoch") else "times carry their UTC offset" if aware
+                else "naive times, read as UTC: if they are local wall-clock time, write the site's IANA zone (e.g. Europe/Berlin)")
+    single_site = layout != "wide_csv" or len(names) == 1
+    lines = [
+        f"# Draft mapping written by `telemetry-bench corpus draft` from {len(files)} files; every guess says why.",
+        "# Check each one, fill the TODOs, then `telemetry-bench build --corpus " + name + "` (docs/ingest.md).",
+        f"name = {_toml(name)}",
+        f"title = {_toml(f'TODO: one line on what {name} is')}",
+    ]
+    if raw_dir:
+        lines.append(f"raw_dir = {_toml(raw_dir)}")
+    lines += ["license = \"TODO: the raw data's license\"", "", "[time]",
+              f"column = {_toml(first.names[time_index])}  # {first.why['time']}",
+              f"format = {_toml(time_fmt)}",
+              f"timezone = \"UTC\"  # {zone_why}",
+              f"row_order = {_toml(_row_order(first))}  # as the sampled rows of {first.rel} run", "",
+              "[values]", f"kind = {_toml(layout)}  # {why_layout}",
+              f"files = {_toml(glob)}  # {len(group)} value files" + (
+                  f"; left out as not alike: {', '.join(s.rel for g in groups.values() if g is not group for s in g)}"
+                  if len(groups) > 1 else ""),
+              f"file_pattern = {_toml(pattern)}  # " + (f"the part that varies is the {key_group}" if len(names) > 1 else "the one file"),
+              f"delimiter = {_toml(first.delimiter)}  # {first.why['delimiter']}",
+              f"header = {'true' if first.header else 'false'}  # {first.why['header']}"]
+    if not first.header:
+        lines.append(f"columns = {_toml(first.names)}  # names for the headerless columns: rename them as you like "
+                     "(and time.column with them)")
+    if first.decimal == ",":
+        lines.append(f"decimal = \",\"  # {first.why['decimal']}")
+    if layout == "file_per_stream":
+        lines.append(f"value_column = {_toml(first.names[values[0]])}")
+    if layout == "long_csv":
+        lines += [f"stream_column = {_toml(first.names[streams_by_key[0]])}", f"value_column = {_toml(first.names[values[0]])}"]
+    if not graphs and (single_site or layout != "wide_csv"):
+        lines.append(f"site = {_toml(name)}  # one site: change it, or capture (?P<site>...) in file_pattern and write \"{{site}}\"")
+    elif not graphs:
+        lines.append('site = "{site}"  # from file_pattern')
+    if layout == "wide_csv":
+        ignore = [first.names[i] for i in text_columns]
+        if ignore:
+            lines.append(f"ignore_columns = {_toml(ignore)}  # neither the time nor numbers")
+    keys = _stream_keys(raw, layout, group, first, values, streams_by_key, prefix, suffix)
+    points = None
+    if graphs:
+        graph_folder = str(Path(graphs[0]).parent)
+        lines += ["", "[metadata]", "kind = \"brick\"  # Turtle graphs found: "
+                  + ", ".join(graphs[:3]) + (f" and {len(graphs) - 3} more" if len(graphs) > 3 else ""),
+                  f"files = {_toml((graph_folder + '/' if graph_folder != '.' else '') + '*.ttl')}",
+                  "unmapped_columns = \"reject\"  # a column no graph point names: its cells are rejected, not an error"]
+    else:
+        lines += ["", "[metadata]", "kind = \"table\"  # no Brick graph: the points table beside this mapping, one row per stream",
+                  "location = \"config\"  # configs/corpora/" + name + "/points.csv: metadata you write is not upstream data",
+                  "file = \"points.csv\"", "key_column = \"key\"", "point_class_column = \"point_class\"  # TODO in every row: write the Brick class",
+                  "label_column = \"label\"", "unit_column = \"unit\"", "equipment_column = \"equipment\"",
+                  "equipment_type_column = \"equipment_type\""]
+        buffer = io.StringIO()
+        writer = csv.writer(buffer, lineterminator="\n")
+        writer.writerow(["key", "point_class", "label", "unit", "equipment", "equipment_type"])
+        for key in keys:
+            writer.writerow([key, "TODO", re.sub(r"[_\W]+", " ", key).strip() or key, "", "", ""])
+        points = buffer.getvalue()
+    lines += ["", "[cleaning]", "missing_tokens = [\"\", \"NA\"]", "duplicates = \"keep_first_row\"", ""]
+    text = "\n".join(lines)
+    _validate(text, name)
+    guesses = {"layout": layout, "delimiter": first.delimiter, "header": first.header, "decimal": first.decimal,
+               "time_column": first.names[time_index], "time_format": time_fmt, "files": glob, "file_pattern": pattern,
+               "streams": len(keys)}
+    return Draft(text, points, guesses)
+
+
+def _stream_keys(raw: Path, layout: str, group: list[Sniffed], first: Sniffed, values: list[int], streams_by_key: list[int],
+                 prefix: str, suffix: str) -> list[str]:
+    if layout == "file_per_stream":
+        return sorted(Path(s.rel).name[len(prefix): len(Path(s.rel).name) - len(suffix) or None] for s in group)
+    if layout == "long_csv":
+        keys: set[str] = set()
+        for s in group:  # every row of every file: a key may first appear late
+            with (raw / s.rel).open(encoding="utf-8-sig", newline="") as handle:
+                rows = csv.reader(handle, delimiter=s.delimiter)
+                if s.header:
+                    next(rows, None)
+                keys |= {row[streams_by_key[0]].strip() for row in rows if len(row) > streams_by_key[0]}
+        return sorted(k for k in keys if k)
+    return sorted({s.names[i] for s in group for i in s.value_columns()})
+
+
+def _validate(text: str, name: str) -> None:
+    import tomllib
+
+    try:
+        CorpusMapping.model_validate(tomllib.loads(text))
+    except Exception as exc:  # a bug in the draft, never the user's input: say so in one line
+        raise ConfigError(f"the draft mapping of {name} does not validate ({str(exc).splitlines()[0]}): please report it") from exc
