@@ -219,3 +219,19 @@ def test_metadata_beside_the_mapping_joins_the_identity(tmp_path):
     shutil.rmtree(folder)
     result = cli(root, "build", "--corpus", "plant", "--until", "ingest")
     assert result.exit_code != 0 and 'location = "config"' in result.output
+
+
+def test_every_cell_rejected_is_one_line_naming_the_cause(tmp_path):
+    """A decimal-comma file read without `decimal` rejects every cell: the store says so, and why, in one line."""
+    root = tmp_path / "project"
+    text = "".join(";".join(cell.replace(".", ",") for cell in row) + "\n" for row in [HEADER, *ROWS[:200]])
+    mapping = xai_config(held_out_sites="[]").replace('kind = "wide_csv"\n', 'kind = "wide_csv"\ndelimiter = ";"\n')
+    project(root, "xai4heat", mapping, {"xai4heat_scada_L8.csv": text.encode()})
+    result = cli(root, "build", "--corpus", "xai4heat")
+    assert result.exit_code != 0 and "Traceback" not in result.output
+    assert "ingest kept no observation" in result.output and 'values.decimal = ","' in result.output
+    report = json.loads((root / "artifacts" / "xai4heat" / "ingest" / "report.json").read_text())
+    assert report["rejects"] == report["raw_value_cells"] > 0  # nothing lost: every cell is a reject with its reason
+    (root / "data" / "raw" / "xai4heat" / "xai4heat_scada_L8.csv").write_text(";".join(HEADER) + "\n")
+    result = cli(root, "build", "--corpus", "xai4heat")
+    assert result.exit_code != 0 and "the raw files hold no value cell" in result.output and "Traceback" not in result.output

@@ -210,9 +210,9 @@ def _row_order(sniffed: Sniffed) -> str:
         keys = [c.replace("T", " ") for c in cells]  # comparable as text when all share a zone
     else:
         keys = [datetime.strptime(c, fmt) for c in cells]  # type: ignore[misc]
-    if all(a < b for a, b in zip(keys, keys[1:], strict=False)):
-        return "ascending"
-    if all(a > b for a, b in zip(keys, keys[1:], strict=False)):
+    if len(set(keys)) > 1 and all(a <= b for a, b in zip(keys, keys[1:], strict=False)):
+        return "ascending"  # repeated times (a long file's streams at one instant) keep the order
+    if len(set(keys)) > 1 and all(a >= b for a, b in zip(keys, keys[1:], strict=False)):
         return "descending"
     return "any"
 

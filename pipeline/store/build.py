@@ -254,8 +254,25 @@ def derive_tables(ingest_dir: Path, out: Path, cfg: StoreConfig, resources: Reso
     return {name: frame.to_arrow() for name, frame in tables.items()}, observations, digest.hexdigest()
 
 
+def _require_observations(ingest_dir: Path) -> None:
+    """A corpus whose every cell was rejected has nothing to ask about: say why in one line (the rejects stay in ingest)."""
+    report = read_report(ingest_dir)
+    if report.observations:
+        return
+    if not report.raw_value_cells:
+        raise StageError(f"corpus {report.corpus}: the raw files hold no value cell ({len(report.files)} files read, headers "
+                         "and no data rows?); restore the data, or fix values.files in the mapping")
+    reasons = ", ".join(f"{reason} {n:,}" for reason, n in sorted(report.rejects_by_reason.items(), key=lambda kv: -kv[1]))
+    hint = (" (values such as 12,5 need values.decimal = \",\"; other missing-value texts go in cleaning.missing_tokens)"
+            if "unparseable" in report.rejects_by_reason else "")
+    raise StageError(f"corpus {report.corpus}: ingest kept no observation: all {report.raw_value_cells:,} raw value cells were "
+                     f"rejected ({reasons}); `telemetry-bench inspect ingest --corpus {report.corpus}` "
+                     f"and artifacts/{report.corpus}/ingest/rejects.parquet give each cell's reason; fix the mapping{hint}")
+
+
 def build_store(ingest_dir: Path, out: Path, cfg: StoreConfig, resources: Resources | None = None) -> StageResult:
     """Write store.duckdb (read-only afterwards) and one deterministic Parquet export per table."""
+    _require_observations(ingest_dir)
     resources = resources or Resources()
     tune_allocator()
     path = out / STORE_FILE
