@@ -125,7 +125,7 @@ def test_store_is_read_only(ws):
 def test_build_json_cli(ws):
     result = CliRunner().invoke(main, ["--root", str(ws.root), "build", "--json"])
     assert result.exit_code == 0, result.output
-    rows = json.loads(result.output)
+    rows = json.loads(result.stdout)  # notes (streams left out, gates) go to stderr
     assert [(r["corpus"], r["stage"], r["status"]) for r in rows] == [
         (corpus, stage, "cached") for corpus in ("hhw", "xai4heat") for stage in ("ingest", "store", "tasks", "episodes", "audit", "release")
     ]
