@@ -17,6 +17,7 @@ from pipeline.ingest.cleaning import Slice
 from pipeline.ingest.csvread import RawTable, read_strings
 from pipeline.ingest.metadata import Resolver
 from pipeline.ingest.pickles import UnsafePickle, load_series
+from pipeline.ingest.timeparse import BAD as BAD_TIMESTAMP
 from pipeline.ingest.timeparse import parse_times
 from pipeline.parallel import Scope
 
@@ -227,10 +228,12 @@ def _read_members(path: Path, rel: str, members: list, archive: zipfile.ZipFile 
                 resolver.catalog.notes.append(f"{source}: {n} values, {listed['_source']} says {listed['count']}")
             if point is not None and listed.get("Brick") and listed["Brick"] != point.point_class:
                 resolver.catalog.notes.append(f"{source}: class {point.point_class} in the graph, {listed['Brick']} in {listed['_source']}")
+        valid = pl.Series(series.valid_ts)
         frame = pl.DataFrame({
             "row": np.arange(1, n + 1, dtype=np.int64), "ts": np.asarray(series.timestamps_us, dtype=np.int64),
             "value": np.asarray(series.values, dtype=np.float64),  # numbers stay numbers (cleaning reads them as such)
-        }).with_columns(ts_reason=pl.lit(None, dtype=pl.String))
+        }).with_columns(ts=pl.when(valid).then(pl.col("ts")),  # NaN, NaT, out-of-range times: each cell a reject
+                        ts_reason=pl.when(valid).then(None).otherwise(pl.lit(BAD_TIMESTAMP)))
         sl = Slice(column="value", label="value", sid=code if code is not None else -1, unmapped=code is None)
         reads.append(ReadFile(source, frame, [sl], [], ["value"], n))
     return reads, seen
