@@ -31,6 +31,7 @@ from pipeline.manifest import (
     code_version,
     config_digest,
     contract_hash,
+    corpus_lock,
     library_versions,
     raw_inputs,
     require_manifest,
@@ -240,11 +241,12 @@ def build(
             continue
         runtime = resources or Resources(threads=threads)
         ctx = Context(ws=ws, mapping=mapping, config=config, resources=runtime, raw=folder)
-        for stage in STAGES:
-            outcome = run_stage(identity_of(stage, ctx), ctx.stage_dir(stage.name), functools.partial(_marked, stage, ctx), force)
-            outcomes.append(outcome)
-            if on_done:
-                on_done(outcome)
-            if stage.name == until:
-                break
+        with corpus_lock(ws.artifacts_dir / corpus, on_wait=on_skip):
+            for stage in STAGES:
+                outcome = run_stage(identity_of(stage, ctx), ctx.stage_dir(stage.name), functools.partial(_marked, stage, ctx), force)
+                outcomes.append(outcome)
+                if on_done:
+                    on_done(outcome)
+                if stage.name == until:
+                    break
     return outcomes

@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import contextlib
+import fcntl
 import os
 import shutil
 import tempfile
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from importlib import metadata
 from pathlib import Path
@@ -123,6 +125,38 @@ class StageOutcome:
     status: str  # "built" or "cached"
     seconds: float
     manifest: StageManifest
+
+
+LOCK = ".build.lock"
+LEFTOVERS = (".*.tmp-*", ".*.old-*")  # what a build killed mid-stage leaves beside the stage folders
+
+
+@contextlib.contextmanager
+def corpus_lock(folder: Path, on_wait: Callable[[str], None] | None = None) -> Iterator[None]:
+    """Hold artifacts/<corpus>/.build.lock while a corpus builds: a second build waits for the first (the kernel frees
+    the lock when its holder dies, so a killed build never leaves a stale lock). Holding it, the build removes the
+    temporary folders that a killed build left."""
+    folder.mkdir(parents=True, exist_ok=True)
+    with (folder / LOCK).open("a+") as handle:
+        try:
+            fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            handle.seek(0)
+            holder = handle.read().strip() or "another process"
+            if on_wait:
+                on_wait(f"{folder.name}: another build of this corpus is running (pid {holder}); waiting for it to finish")
+            fcntl.flock(handle, fcntl.LOCK_EX)
+        try:
+            handle.seek(0)
+            handle.truncate()
+            handle.write(str(os.getpid()))
+            handle.flush()
+            for pattern in LEFTOVERS:
+                for leftover in sorted(folder.glob(pattern)):
+                    shutil.rmtree(leftover, ignore_errors=True)
+            yield
+        finally:
+            fcntl.flock(handle, fcntl.LOCK_UN)
 
 
 def _swap_in(tmp: Path, final: Path) -> None:
