@@ -6,7 +6,7 @@ BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed-stamp
 TB := $(BIN)/telemetry-bench
 
-.PHONY: build test test-fast lint bench bench-scale verify clean venv report traces system-deps
+.PHONY: build test fuzz test-fast lint bench bench-scale verify clean venv report traces system-deps
 
 venv: $(STAMP)
 
@@ -39,6 +39,10 @@ PYTEST_ARGS ?=
 
 test: $(STAMP) system-deps
 	$(BIN)/python -m pytest -q $(PYTEST_ARGS)
+
+# The fuzz tests alone, with their large example counts (make test runs them with small ones).
+fuzz: $(STAMP)
+	TELEMETRY_BENCH_FUZZ=1 $(BIN)/python -m pytest -q -m fuzz -p no:randomly $(PYTEST_ARGS)
 
 test-fast: $(STAMP)
 	$(BIN)/python -m pytest -q -m "not slow" $(PYTEST_ARGS)

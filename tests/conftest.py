@@ -27,6 +27,16 @@ def real_artifacts(tmp_path_factory):
     return folder
 
 
+@pytest.fixture
+def release(real_artifacts, tmp_path):
+    """A copy of the built xai4heat release, the test's own to change."""
+    import shutil
+
+    folder = tmp_path / "release"
+    shutil.copytree(real_artifacts / "xai4heat" / "release", folder)
+    return folder
+
+
 @pytest.fixture(scope="session")
 def xai_store(real_artifacts):
     """The built xai4heat tool store, opened read-only once for the session."""

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import shutil
 from collections.abc import Iterable
 from pathlib import Path
@@ -16,11 +17,22 @@ from pipeline.workspace import Workspace
 
 REPO = Path(__file__).resolve().parents[1]
 RAW = REPO / "data" / "raw"
+FUZZ_ENV = "TELEMETRY_BENCH_FUZZ"  # set by `make fuzz`: the fuzz tests draw their large example counts
+
+
+def fuzz_examples(default: int, fuzz: int) -> int:
+    """How many examples a fuzz test draws: few in `make test`, many in `make fuzz`."""
+    return fuzz if os.environ.get(FUZZ_ENV) else default
 
 
 def run_cli(artifacts: Path, *args: str) -> Result:
     """The CLI on the repository's configs and raw data, writing into the given artifacts folder."""
     return CliRunner().invoke(main, ["--root", str(REPO), "--artifacts", str(artifacts), *args])
+
+
+def verify_cli(folder: Path) -> Result:
+    """`verify --release FOLDER`."""
+    return CliRunner().invoke(main, ["--root", str(REPO), "verify", "--release", str(folder)])
 
 
 def real_lines(rel: str, numbers: Iterable[int]) -> list[str]:

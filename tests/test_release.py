@@ -3,26 +3,13 @@
 from __future__ import annotations
 
 import json
-import shutil
 
-import pytest
 from click.testing import CliRunner
 
 from pipeline.cli import main
 from pipeline.release.verify import replay, verify_release
 from pipeline.store.build import KEYS
-from tests.helpers import REPO, make_workspace, real_lines, xai_config
-
-
-@pytest.fixture
-def release(real_artifacts, tmp_path):
-    folder = tmp_path / "release"
-    shutil.copytree(real_artifacts / "xai4heat" / "release", folder)
-    return folder
-
-
-def verify_cli(folder):
-    return CliRunner().invoke(main, ["--root", str(REPO), "verify", "--release", str(folder)])
+from tests.helpers import make_workspace, real_lines, verify_cli, xai_config
 
 
 def test_release_contents(release):

@@ -79,7 +79,7 @@ def verify(ctx: click.Context, corpora: tuple[str, ...], release: str | None, as
         if problems:
             raise StageError(f"{release}: {len(problems)} problem(s); first: {problems[0]}")
         if not as_json:
-            click.echo(f"{release}: intact (hashes, row digests, counts, episode schema)")
+            click.echo(f"{release}: intact (files, rows, schema, counts, thresholds, stage manifest, own digest; no unknown file)")
         return
     ws = cli.workspace(ctx)
     report = replay(ws, select_corpora(ws, corpora))

@@ -99,6 +99,7 @@ def build_release(mapping: CorpusMapping, audit_dir: Path, episodes_dir: Path, u
     (out / "croissant.json").write_text(pretty_json(croissant(mapping, manifest, sorted({k for e in episodes for k in e.difficulty}))), encoding="utf-8")
     for extra in ("README.md", "croissant.json"):
         manifest["files"][extra] = file_entry(out / extra)
+    manifest["manifest_xxh3"] = digest_value(manifest)  # of everything above: verify detects an edit of any claim
     write_json(out / RELEASE_MANIFEST, manifest)
     return StageResult(
         outputs=[*manifest["files"], RELEASE_MANIFEST], row_counts=counts["split"],

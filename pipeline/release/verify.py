@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import subprocess
 import sys
 import tempfile
+from collections import Counter
 from pathlib import Path
 
 import pyarrow.parquet as pq
@@ -14,10 +16,11 @@ from pydantic import ValidationError
 
 from contracts.episodes import Episode
 from contracts.tasks import SPLITS
-from pipeline.canonical import digest
+from pipeline.canonical import HASH_SCHEME_VERSION, digest, digest_value, pretty_json
 from pipeline.checksums import sha256_file
 from pipeline.errors import StageError
-from pipeline.release.stage import RELEASE_MANIFEST
+from pipeline.manifest import StageIdentity
+from pipeline.release.stage import RELEASE_MANIFEST, STORE_TABLES
 from pipeline.workspace import Workspace
 
 IGNORED = {"store.duckdb"}  # never byte-identical between builds; its tables are compared by logical digest
@@ -33,46 +36,215 @@ ENVIRONMENTS = (
 def _row_id(line: bytes) -> str:
     try:
         data = json.loads(line)
-        return f" (id {data.get('id') or data.get('task_id')})"
     except ValueError:
         return ""
+    return f" (id {data.get('id') or data.get('task_id')})" if isinstance(data, dict) else ""
+
+
+HUB_EXTRAS = (".gitattributes", ".cache/huggingface/")  # what dataset hubs add to a downloaded folder: allowed
+STAGE_MANIFEST = "manifest.json"  # the release stage's own manifest, beside release.json
+REQUIRED = {"files": dict, "splits": dict, "counts": dict, "manifest_xxh3": str}
+RESTORE = "restore it from the release (or rebuild it: `telemetry-bench build`)"
+
+
+def _safe_name(name: str) -> bool:
+    """A file name of release.json that stays inside the folder: relative, forward slashes, no `..` or empty part."""
+    parts = name.split("/")
+    return bool(name) and "\\" not in name and ":" not in parts[0] and all(part not in ("", ".", "..") for part in parts)
+
+
+def _load_manifest(path: Path) -> tuple[dict | None, list[str]]:
+    """release.json, or one problem line saying why it cannot be read."""
+    data = path.read_bytes()
+    try:
+        manifest = json.loads(data)
+    except UnicodeDecodeError:
+        return None, [f"{path}: not UTF-8 text; {RESTORE}"]
+    except json.JSONDecodeError as exc:
+        return None, [f"{path}: not valid JSON (line {exc.lineno}, column {exc.colno}: {exc.msg}); {RESTORE}"]
+    except RecursionError:
+        return None, [f"{path}: nested too deeply to be a release manifest; {RESTORE}"]
+    if not isinstance(manifest, dict):
+        return None, [f"{path}: not a JSON object; {RESTORE}"]
+    wrong = [f"{key} ({kind.__name__})" for key, kind in REQUIRED.items() if not isinstance(manifest.get(key), kind)]
+    if wrong:
+        return None, [f"{path}: no {', '.join(wrong)} key; {RESTORE}"]
+    bad = sorted(name for name, entry in manifest["files"].items() if not isinstance(entry, dict) or not _safe_name(name))
+    if bad:
+        return None, [f"{path}: files holds {bad[0]!r}, not a file entry of a relative path inside the folder; {RESTORE}"]
+    return manifest, []
+
+
+def _self_digest(path: Path, manifest: dict) -> list[str]:
+    """release.json's own digest, and its bytes as the one JSON writer writes them: claims that cannot be recomputed
+    (libraries, raw inputs, cache keys) cannot be edited, nor can a byte of the file (spaces included)."""
+    rest = {k: v for k, v in manifest.items() if k != "manifest_xxh3"}
+    try:
+        if digest_value(rest) != manifest["manifest_xxh3"]:
+            return [f"{path}: its content differs from its own digest (manifest_xxh3): edited after the build; {RESTORE}"]
+        if path.read_bytes() != pretty_json(manifest).encode("utf-8"):
+            return [f"{path}: not as the build writes it (spacing, key order or escapes changed); {RESTORE}"]
+    except ValueError as exc:  # a float the canonical writer refuses (NaN, Infinity)
+        return [f"{path}: holds a value no build writes ({exc}); {RESTORE}"]
+    return []
+
+
+def _rows(data: bytes) -> list[bytes]:
+    return data.split(b"\n")[:-1] if data.endswith(b"\n") else data.split(b"\n")
+
+
+def _check_file(folder: Path, name: str, entry: dict) -> list[str]:
+    path = folder / name
+    if not path.is_file():
+        return [f"{path}: listed in {RELEASE_MANIFEST} but missing"]
+    data = path.read_bytes()
+    problems = []
+    if name.endswith(".jsonl"):
+        rows, expected_rows = _rows(data), entry.get("row_xxh3")
+        if len(rows) != entry.get("rows"):
+            problems.append(f"{path}: {len(rows)} rows, {RELEASE_MANIFEST} says {entry.get('rows')}")
+        for number, (row, expected) in enumerate(zip(rows, expected_rows if isinstance(expected_rows, list) else [], strict=False), start=1):
+            if digest(row) != expected:
+                problems.append(f"{path}: row {number}{_row_id(row)} differs from {RELEASE_MANIFEST}")
+                break
+        if name in {f"{s}.jsonl" for s in SPLITS}:
+            for number, row in enumerate(rows, start=1):
+                try:
+                    Episode.model_validate_json(row)
+                except ValidationError as exc:
+                    problems.append(f"{path}: row {number}: not a valid episode ({exc.errors()[0]['msg']})")
+                    break
+    changed = sha256_file(path) != entry.get("sha256") or digest(data) != entry.get("xxh3") or len(data) != entry.get("bytes")
+    if changed and not problems:
+        problems.append(f"{path}: content differs from {RELEASE_MANIFEST} (sha256, xxh3 and size)")
+    return problems
+
+
+def _episode_rows(folder: Path) -> list[dict]:
+    """The split files' rows that are JSON objects (a damaged row is named by _check_file, and left out here)."""
+    episodes = []
+    for split in SPLITS:
+        path = folder / f"{split}.jsonl"
+        for line in _rows(path.read_bytes()) if path.is_file() else []:
+            with contextlib.suppress(ValueError, RecursionError):
+                row = json.loads(line)
+                if isinstance(row, dict):
+                    episodes.append(row)
+    return episodes
+
+
+def _recount(folder: Path, manifest: dict) -> list[str]:
+    """The counts release.json claims, recomputed from the split files (a key is compared as text, so that no edit of
+    a family, a mode or an outcome to another type hides)."""
+    episodes = _episode_rows(folder)
+    tally = lambda key: dict(sorted(Counter(str(e.get(key)) for e in episodes).items()))  # noqa: E731
+    families = sorted({str(e.get("family")) for e in episodes})
+    counts = {
+        "family": tally("family"),
+        "split": {s: sum(e.get("split") == s for e in episodes) for s in SPLITS},
+        "interaction_mode": tally("interaction_mode"),
+        "commitment_outcome": tally("commitment_outcome"),
+        "family_x_split": {f: {s: sum(str(e.get("family")) == f and e.get("split") == s for e in episodes) for s in SPLITS} for f in families},
+    }
+    claimed = manifest["counts"]
+    problems = [f"{folder / RELEASE_MANIFEST}: counts.{key} {claimed.get(key)} disagree with the split files {value}"
+                for key, value in counts.items() if claimed.get(key) != value]
+    problems += [f"{folder / RELEASE_MANIFEST}: counts.{key} is claimed but cannot be recomputed: not written by a build"
+                 for key in sorted(set(claimed) - set(counts))]
+    if manifest["splits"] != counts["split"]:
+        problems.append(f"{folder / RELEASE_MANIFEST}: splits {manifest['splits']} disagree with the split files {counts['split']}")
+    return problems
+
+
+def _stage_claims(stage: dict, manifest: dict) -> list[str]:
+    """What manifest.json claims beside its outputs, recomputed: its cache key from the identity fields it records, the
+    inputs, counts, libraries and version that release.json (self-digested) also states."""
+    identity = {k: stage.get(k) for k in ("corpus", "stage", "code_version", "contract_hash", "config_hash", "libraries", "inputs")}
+    if stage.get("scheme_version") != HASH_SCHEME_VERSION:
+        return [f"scheme_version {stage.get('scheme_version')!r}, not this tool's {HASH_SCHEME_VERSION}"]
+    wrong = [] if StageIdentity(**identity).cache_key == stage.get("cache_key") else ["cache_key (not the digest of its identity)"]
+    inputs = stage["inputs"] if isinstance(stage.get("inputs"), dict) else {}
+    files = manifest["files"]
+    expected = {
+        "corpus": (identity["corpus"], manifest.get("corpus")), "stage": (identity["stage"], "release"),
+        "libraries": (identity["libraries"], manifest.get("libraries")), "row_counts": (stage.get("row_counts"), manifest["splits"]),
+        "details": (stage.get("details"), {"counts": manifest["counts"], "release_version": manifest.get("release_version")}),
+        "logical_digests": (stage.get("logical_digests"), {}),
+        "inputs.tool_registry": (inputs.get("tool_registry"), manifest.get("tool_registry_version")),
+        **{f"inputs.{name}/cache_key": (inputs.get(f"{name}/cache_key"), (entry or {}).get("cache_key") if isinstance(entry, dict) else entry)
+           for name, entry in (manifest["stages"].items() if isinstance(manifest.get("stages"), dict) else [])},
+        **{f"inputs.{key}": (inputs.get(key), files.get(name, {}).get("xxh3")) for key, name in
+           [*((f"audit/{s}.jsonl", f"{s}.jsonl") for s in SPLITS), *((k, k) for k in inputs if k.startswith(f"{STORE_TABLES}/") and k.endswith(".parquet"))]},
+    }
+    return wrong + [name for name, (claimed, actual) in expected.items() if claimed != actual]
+
+
+def _stage_manifest(folder: Path, manifest: dict) -> list[str]:
+    """manifest.json (the release stage's): as the build writes it, every output it lists (release.json included) has
+    the digest it records, and every other claim agrees with release.json or its own cache key."""
+    path = folder / STAGE_MANIFEST
+    if not path.is_file():
+        return [f"{path}: missing; {RESTORE}"]
+    unreadable = [f"{path}: not a stage manifest (unreadable, or no outputs with xxh3); restore it from the release"]
+    try:
+        stage = json.loads(path.read_bytes())
+        named = sorted((name, entry["xxh3"], entry["bytes"]) for name, entry in stage["outputs"].items())
+        claims = _stage_claims(stage, manifest)
+    except (ValueError, KeyError, TypeError, AttributeError, RecursionError):
+        return unreadable
+    if not all(isinstance(name, str) and _safe_name(name) for name, _, _ in named):
+        return unreadable
+    problems = [f"{folder / name}: differs from {STAGE_MANIFEST} (xxh3 or size)" for name, xxh3, size in named
+                if not (folder / name).is_file() or digest((folder / name).read_bytes()) != xxh3 or (folder / name).stat().st_size != size]
+    if set(stage["outputs"]) != {*manifest["files"], RELEASE_MANIFEST}:
+        problems.append(f"{path}: its outputs are not the files of {RELEASE_MANIFEST}; restore it from the release")
+    if claims:
+        problems.append(f"{path}: {', '.join(claims)} disagree with {RELEASE_MANIFEST}: edited after the build; restore it from the release")
+    try:
+        if path.read_bytes() != pretty_json(stage).encode("utf-8"):
+            problems.append(f"{path}: not as the build writes it (spacing, key order or escapes changed); restore it from the release")
+    except ValueError as exc:
+        problems.append(f"{path}: holds a value no build writes ({exc}); restore it from the release")
+    return problems
+
+
+def _thresholds(folder: Path, manifest: dict) -> list[str]:
+    """The thresholds release.json claims, against the release's own store table where it carries one."""
+    path, claimed = folder / STORE_TABLES / "thresholds.parquet", manifest.get("thresholds")
+    if not path.is_file() or claimed is None:
+        return []
+    if not isinstance(claimed, dict):
+        return [f"{folder / RELEASE_MANIFEST}: thresholds is not a table of names and values; {RESTORE}"]
+    try:
+        table = pq.read_table(path).to_pylist()
+    except (OSError, ValueError) as exc:  # pyarrow's ArrowInvalid is a ValueError
+        return [f"{path}: not a readable Parquet file ({type(exc).__name__}); restore it from the release"]
+    stored = {row["name"]: row["value"] for row in table if "name" in row and "value" in row}
+    wrong = sorted(k for k, v in claimed.items() if stored.get(k) != v)
+    return [f"{folder / RELEASE_MANIFEST}: thresholds {', '.join(wrong)} disagree with {STORE_TABLES}/thresholds.parquet"] if wrong else []
+
+
+def _unknown_files(folder: Path, manifest: dict) -> list[str]:
+    known = {*manifest["files"], RELEASE_MANIFEST, STAGE_MANIFEST}
+    found = sorted(p.relative_to(folder).as_posix() for p in folder.rglob("*") if p.is_file() or p.is_symlink())
+    return [f"{folder / name}: not part of the release (release.json does not list it); remove it"
+            for name in found if name not in known and not any(name == h or name.startswith(h) for h in HUB_EXTRAS)]
 
 
 def verify_release(folder: Path) -> list[str]:
-    """Problems of a release folder against its release.json: hashes, counts, rows, schema. Empty: it is intact."""
+    """Problems of a release folder against its release.json: every claim recomputed from the folder where it can be
+    (hashes, rows, schema, counts, thresholds, the stage manifest), release.json's own digest for the rest, and no
+    unknown file. Empty: it is intact."""
     manifest_path = folder / RELEASE_MANIFEST
     if not manifest_path.is_file():
         return [f"{manifest_path}: missing; not a release folder (run `telemetry-bench build`)"]
-    manifest = json.loads(manifest_path.read_text(encoding="utf-8"))
-    problems = []
+    manifest, problems = _load_manifest(manifest_path)
+    if manifest is None:
+        return problems
+    problems += _self_digest(manifest_path, manifest)
     for name, entry in sorted(manifest["files"].items()):
-        path = folder / name
-        if not path.is_file():
-            problems.append(f"{path}: listed in {RELEASE_MANIFEST} but missing")
-            continue
-        data = path.read_bytes()
-        if name.endswith(".jsonl"):
-            rows = data.split(b"\n")[:-1] if data.endswith(b"\n") else data.split(b"\n")
-            if len(rows) != entry["rows"]:
-                problems.append(f"{path}: {len(rows)} rows, {RELEASE_MANIFEST} says {entry['rows']}")
-            for number, (row, expected) in enumerate(zip(rows, entry["row_xxh3"], strict=False), start=1):
-                if digest(row) != expected:
-                    problems.append(f"{path}: row {number}{_row_id(row)} differs from {RELEASE_MANIFEST}")
-                    break
-            if name in {f"{s}.jsonl" for s in SPLITS}:
-                for number, row in enumerate(rows, start=1):
-                    try:
-                        Episode.model_validate_json(row)
-                    except ValidationError as exc:
-                        problems.append(f"{path}: row {number}: not a valid episode ({exc.errors()[0]['msg']})")
-                        break
-        changed = sha256_file(path) != entry["sha256"] or digest(data) != entry["xxh3"]
-        if changed and not any(p.startswith(f"{path}:") for p in problems):
-            problems.append(f"{path}: content differs from {RELEASE_MANIFEST} (sha256 and xxh3)")
-    split_counts = {s: manifest["files"].get(f"{s}.jsonl", {}).get("rows") for s in SPLITS}
-    if split_counts != manifest["splits"]:
-        problems.append(f"{manifest_path}: split counts {manifest['splits']} disagree with the files {split_counts}")
-    return problems
+        problems += _check_file(folder, name, entry)
+    return problems + _recount(folder, manifest) + _thresholds(folder, manifest) + _stage_manifest(folder, manifest) + _unknown_files(folder, manifest)
 
 
 def first_difference(a: Path, b: Path) -> str:
