@@ -40,6 +40,42 @@ def pretty_json(value: Any) -> str:
     return json.dumps(value, sort_keys=True, indent=2, ensure_ascii=False, allow_nan=False) + "\n"
 
 
+MAX_JSON_DEPTH = 64  # how deeply untrusted JSON (tool arguments, MCP messages) may nest; tools take flat objects
+
+
+class JSONTooDeep(json.JSONDecodeError):
+    """Untrusted JSON nested deeper than MAX_JSON_DEPTH (or than the parser's recursion allows): a JSONDecodeError, so
+    that every reader that refuses bad JSON refuses this too."""
+
+    def __init__(self, max_depth: int, text: str | bytes) -> None:
+        doc = text if isinstance(text, str) else text[:200].decode("utf-8", "replace")
+        super().__init__(f"nested deeper than {max_depth} levels", doc, 0)
+
+
+def json_depth(value: Any) -> int:
+    """How deeply a parsed JSON value nests (a scalar is 0, [] and {} are 1); iterative, so any depth is measured."""
+    deepest, stack = 0, [(value, 1)]
+    while stack:
+        item, level = stack.pop()
+        children = item.values() if isinstance(item, dict) else item if isinstance(item, list) else None
+        if children is not None:
+            deepest = max(deepest, level)
+            stack.extend((child, level + 1) for child in children)
+    return deepest
+
+
+def loads_untrusted(text: str | bytes, max_depth: int = MAX_JSON_DEPTH) -> Any:
+    """json.loads for input from outside (agents, MCP clients, users): JSONTooDeep beyond max_depth levels instead of a
+    RecursionError; other bad input is json.JSONDecodeError (UnicodeDecodeError for bytes), both ValueErrors."""
+    try:
+        value = json.loads(text)
+    except RecursionError as exc:
+        raise JSONTooDeep(max_depth, text) from exc
+    if json_depth(value) > max_depth:
+        raise JSONTooDeep(max_depth, text)
+    return value
+
+
 def digest(data: bytes | str) -> str:
     """xxh3-128 hex digest of bytes (str is UTF-8 encoded)."""
     if isinstance(data, str):

@@ -195,7 +195,10 @@ def evaluate(ws: Workspace, gt_path: Path | None, trace_path: Path, release: Rel
         episodes_path = ws.stage_dir(header.corpus, header.episode_set) / f"{header.split}.jsonl"
         keywords, store = slot_keywords(load_episodes_config(ws)), ToolStore.for_corpus(ws, header.corpus)
     episodes = {e.id: e for e in load_episodes(episodes_path)}
-    trajectories = {t.get("episode_id"): t for t in load(gt_path)}
+    try:
+        trajectories = {t.get("episode_id"): t for t in load(gt_path) if isinstance(t, dict)}
+    except (OSError, ValueError) as exc:
+        raise EvaluationError(f"{gt_path}: not ground-truth trajectories ({exc}); check it with `telemetry-bench validate-gt`") from exc
     rows = []
     try:
         for (episode_id, run), played in sorted(turns.items()):

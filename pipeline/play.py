@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any, NamedTuple
 from contracts.episodes import Episode
 from contracts.runtime import EpisodeEnd, EpisodeScore, TraceHeader, TurnRecord
 from contracts.tasks import SPLITS
-from pipeline.canonical import atomic_write_bytes, canonical_bytes, digest_file
+from pipeline.canonical import atomic_write_bytes, canonical_bytes, digest_file, loads_untrusted
 from pipeline.config import load_episodes_config, select_corpora
 from pipeline.errors import StageError, TelemetryBenchError
 from pipeline.runtime.agents import AGENTS, Agent
@@ -218,7 +218,7 @@ def _resumable(out: Path, header: TraceHeader) -> dict[tuple[str, int], list[byt
     records = []
     for number, line in enumerate(lines[1:], start=2):
         try:
-            data = json.loads(line)
+            data = loads_untrusted(line)
         except (json.JSONDecodeError, UnicodeDecodeError) as exc:
             raise RunError(f"{out}: line {number} is not JSON ({exc}); it was not written by `telemetry-bench run`") from exc
         if not isinstance(data, dict) or "episode_id" not in data or "run" not in data:
@@ -333,7 +333,7 @@ def read_trace(path: Path) -> tuple[TraceHeader, dict, set[int]]:
     runs: set[int] = set()
     for number, line in enumerate(lines[1:], start=2):
         try:
-            data = json.loads(line)
+            data = loads_untrusted(line)
             if not isinstance(data, dict):
                 raise ValueError(f"a JSON {type(data).__name__}, not an object")
             if data.get("type") == "turn":

@@ -20,9 +20,14 @@ RAW = REPO / "data" / "raw"
 FUZZ_ENV = "TELEMETRY_BENCH_FUZZ"  # set by `make fuzz`: the fuzz tests draw their large example counts
 
 
-def fuzz_examples(default: int, fuzz: int) -> int:
-    """How many examples a fuzz test draws: few in `make test`, many in `make fuzz`."""
-    return fuzz if os.environ.get(FUZZ_ENV) else default
+def fuzz_settings(default: int, fuzz: int):
+    """Hypothesis settings of a fuzz test: in `make test` few examples, the same ones every run (derandomized); in
+    `make fuzz` many, new ones each run (a failure prints the example to replay)."""
+    from hypothesis import HealthCheck, settings
+
+    fuzzing = bool(os.environ.get(FUZZ_ENV))
+    return settings(max_examples=fuzz if fuzzing else default, deadline=None, derandomize=not fuzzing,
+                    suppress_health_check=list(HealthCheck), database=None)
 
 
 def run_cli(artifacts: Path, *args: str) -> Result:

@@ -109,6 +109,11 @@ def test_empty_file(tmp_path):
     fails(run(workspace(tmp_path, files={L4: ""}), "ingest"), L4, "empty")
 
 
+def test_blank_line_before_the_header_is_named(tmp_path):
+    """Found by the ingest fuzzer: pyarrow's 'Empty CSV file or block' escaped as a traceback."""
+    fails(run(workspace(tmp_path, files={L4: "\n" + GOOD}), "ingest"), L4, "line 1 is blank", "remove the blank line")
+
+
 def test_header_only_file_counts_zero_cells(tmp_path):
     result = run(workspace(tmp_path, files={L4: GOOD.splitlines()[0] + "\n"}), "ingest")
     assert result.exit_code == 0, result.output

@@ -24,3 +24,19 @@ def test_pinned_digests():
     assert HASH_SCHEME_VERSION == 1
     assert digest(b"telemetry-bench") == "a835166896dc4eeba9b433abe0ec7907"
     assert digest_value({"a": 1, "b": [1, 2]}) == digest('{"a":1,"b":[1,2]}')
+
+
+def test_untrusted_json_is_bounded_in_depth():
+    import json
+
+    from pipeline.canonical import MAX_JSON_DEPTH, JSONTooDeep, json_depth, loads_untrusted
+
+    assert loads_untrusted('{"a": [1, {"b": 2}]}') == {"a": [1, {"b": 2}]}
+    assert json_depth(3) == 0 and json_depth([]) == 1 and json_depth({"a": [1, {"b": []}]}) == 4
+    assert loads_untrusted("[" * MAX_JSON_DEPTH + "]" * MAX_JSON_DEPTH) is not None
+    for depth in (MAX_JSON_DEPTH + 1, 200, 100_000):  # within and beyond the parser's own recursion limit
+        with pytest.raises(JSONTooDeep, match=f"nested deeper than {MAX_JSON_DEPTH} levels"):
+            loads_untrusted("[" * depth + "]" * depth)
+    with pytest.raises(json.JSONDecodeError):  # every reader that refuses bad JSON refuses this too
+        loads_untrusted("[" * 5000 + "]" * 5000)
+    assert json_depth(loads_untrusted("[" * 500 + "]" * 500, max_depth=10**6)) == 500

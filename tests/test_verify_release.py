@@ -6,12 +6,12 @@ from __future__ import annotations
 import json
 
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import given
 from hypothesis import strategies as st
 
 from pipeline.canonical import digest_value, pretty_json
 from pipeline.release.verify import verify_release
-from tests.helpers import fuzz_examples, verify_cli
+from tests.helpers import fuzz_settings, verify_cli
 
 
 def edit(folder, change, *, redigest=False, name="release.json"):
@@ -134,11 +134,11 @@ def test_unknown_files_are_refused_hub_extras_are_not(release):
     one_line_error(release, "store/extra.parquet: not part of the release")
 
 
-def flips(release, files, examples):
+def flips(release, files, chosen_settings):
     """Flip one byte of one of the files to another value; verify must name a problem, without a traceback."""
     originals = {name: (release / name).read_bytes() for name in files}
 
-    @settings(max_examples=examples, deadline=None, derandomize=True, suppress_health_check=list(HealthCheck))
+    @chosen_settings
     @given(st.data())
     def flip(data):
         name = data.draw(st.sampled_from(sorted(files)), label="file")
@@ -159,12 +159,12 @@ def flips(release, files, examples):
 @pytest.mark.fuzz
 def test_byte_flips_anywhere_are_detected(release):
     files = sorted(json.loads((release / "release.json").read_text())["files"]) + ["release.json", "manifest.json"]
-    flips(release, files, fuzz_examples(30, 200))
+    flips(release, files, fuzz_settings(30, 200))
 
 
 @pytest.mark.fuzz
 def test_byte_flips_in_the_manifests_are_detected(release):
-    flips(release, ["release.json", "manifest.json"], fuzz_examples(30, 200))
+    flips(release, ["release.json", "manifest.json"], fuzz_settings(30, 200))
 
 
 def test_a_flip_through_the_cli_is_one_line(release):

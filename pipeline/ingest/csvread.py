@@ -51,11 +51,18 @@ def _nul_check(path: Path, data: bytes) -> None:
 def _header(path: Path, data: bytes, delimiter: str, columns: list[str] | None) -> list[str]:
     """The first record's names, or `columns` in their place (as many as the header has)."""
     first_line = data.split(b"\n", 1)[0].rstrip(b"\r").decode("utf-8")
-    header = next(iter(pacsv.read_csv(
-        pa.py_buffer(first_line.encode("utf-8") + b"\n"),
-        parse_options=pacsv.ParseOptions(delimiter=delimiter),
-        read_options=pacsv.ReadOptions(autogenerate_column_names=True),
-    ).to_pylist()), {}).values()
+    if not first_line.strip():
+        raise IngestError(f"{path}: line 1 is blank, where the header should be; remove the blank line(s) before the header "
+                          "(or set header = false with values.columns if the file has none)")
+    try:
+        header = next(iter(pacsv.read_csv(
+            pa.py_buffer(first_line.encode("utf-8") + b"\n"),
+            parse_options=pacsv.ParseOptions(delimiter=delimiter),
+            read_options=pacsv.ReadOptions(autogenerate_column_names=True),
+        ).to_pylist()), {}).values()
+    except pa.ArrowInvalid as exc:
+        raise IngestError(f"{path}: line 1: the header cannot be parsed as delimited text ({exc}); check values.delimiter "
+                          "and the header's quotes") from exc
     header = [str(name) for name in header]
     if columns is not None:
         if len(columns) != len(header):

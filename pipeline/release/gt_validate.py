@@ -10,6 +10,8 @@ from typing import Any
 
 from jsonschema import Draft7Validator
 
+from pipeline.canonical import loads_untrusted
+
 SCHEMA_PATH = Path(__file__).resolve().parents[2] / "contracts" / "schemas" / "ground_truth_trajectory.schema.json"
 IDENTIFIER = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 FLAGS = ("name", "action", "arguments", "outputs")
@@ -19,8 +21,8 @@ def load(path: Path) -> list[Any]:
     """Trajectories of a .json file (one object or a list) or a .jsonl file (one per line)."""
     text = path.read_text(encoding="utf-8")
     if path.suffix == ".jsonl":
-        return [json.loads(line) for line in text.splitlines() if line.strip()]
-    data = json.loads(text)
+        return [loads_untrusted(line) for line in text.splitlines() if line.strip()]
+    data = loads_untrusted(text)
     return data if isinstance(data, list) else [data]
 
 

@@ -12,6 +12,7 @@ from typing import Any, TextIO
 from contracts.agent_view import AgentObservation, ViewMessage
 from contracts.answers import AnswerForm
 from contracts.episodes import Episode
+from pipeline.canonical import loads_untrusted
 from pipeline.errors import TelemetryBenchError
 from pipeline.runtime.gold_path import gold_actions
 
@@ -130,7 +131,7 @@ class HumanAgent:
                 return {"kind": "plan", "text": rest}
             if verb == "tool":
                 name, _, arguments = rest.partition(" ")
-                return {"kind": "call_tool", "name": name, "arguments": json.loads(arguments or "{}")}
+                return {"kind": "call_tool", "name": name, "arguments": loads_untrusted(arguments or "{}")}
             if verb == "answer":
                 fields, end = json.JSONDecoder().raw_decode(rest.strip() or "{}")
                 return {"kind": "answer", "fields": fields, "text": rest.strip()[end:].strip()}

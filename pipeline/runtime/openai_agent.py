@@ -23,6 +23,7 @@ from typing import Any
 from contracts.agent_view import AgentObservation
 from contracts.answers import AnswerForm
 from contracts.protocol import Answer, AskUser, Plan
+from pipeline.canonical import loads_untrusted
 from pipeline.errors import TelemetryBenchError
 from pipeline.runtime.agents import AgentFailure, FatalAgentError, InfraFailure
 from pipeline.tools import registry
@@ -196,7 +197,7 @@ class OpenAIAgent:
     @staticmethod
     def _action(call: Any) -> dict:
         try:
-            arguments = json.loads(call.function.arguments or "{}")
+            arguments = loads_untrusted(call.function.arguments or "{}")
         except json.JSONDecodeError:
             return {"unparsed": call.function.arguments}
         if not isinstance(arguments, dict):

@@ -33,6 +33,7 @@ from pydantic import BaseModel
 
 from contracts.agent_io import EpisodeFinish, EpisodeStart, ObservationMessage, ToolSpec
 from contracts.episodes import Episode
+from pipeline.canonical import loads_untrusted
 from pipeline.errors import TelemetryBenchError
 from pipeline.runtime.agents import Agent, AgentFailure, Observation
 from pipeline.tools import registry
@@ -236,7 +237,7 @@ class CommandAgent(Agent):
                     raise self._failure("closed its output but kept running") from None
                 raise self._failure(f"exited with code {self.process.returncode}")
         try:
-            return json.loads(line)
+            return loads_untrusted(line)
         except json.JSONDecodeError:
             return {"unparsed": line.rstrip("\n")}
 

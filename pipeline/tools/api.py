@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 
+from pipeline.canonical import JSONTooDeep, loads_untrusted
 from pipeline.config import select_corpora
 from pipeline.tools import registry
 from pipeline.tools.access import ToolStore
@@ -18,7 +19,10 @@ def open_tools(ws: Workspace, corpus: str) -> ToolStore:
 def run_tool(ws: Workspace, corpus: str, name: str, arguments: str) -> dict:
     """One call from JSON text; bad JSON is an error result like any other argument error."""
     try:
-        parsed = json.loads(arguments)
+        parsed = loads_untrusted(arguments)
+    except JSONTooDeep as exc:
+        return {"error": True, "code": "invalid_argument", "message": f"--args is {exc.msg}; tool arguments are a flat JSON object",
+                "argument": None}
     except json.JSONDecodeError as exc:
         return {"error": True, "code": "invalid_argument", "message": f"--args is not JSON: {exc}", "argument": None}
     store = open_tools(ws, corpus)

@@ -1,0 +1,99 @@
+"""The MCP server answers every malformed message with the JSON-RPC 2.0 error it owes, at once, and goes on serving
+(issue 25 items 5 and 6): not JSON, [], no method, params as a string, an object id, jsonrpc "1.0", deep nesting."""
+
+from __future__ import annotations
+
+import json
+import queue
+import subprocess
+import sys
+import threading
+from pathlib import Path
+
+import pytest
+
+from pipeline.canonical import MAX_JSON_DEPTH
+from tests.helpers import REPO
+
+INITIALIZE = {"jsonrpc": "2.0", "id": 0, "method": "initialize",
+              "params": {"protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "test", "version": "1"}}}
+DEEP = '{"jsonrpc":"2.0","id":9,"method":"tools/call","params":{"name":"list_sites","arguments":{"a":%s}}}' % ("[" * 200 + "]" * 200)
+MALFORMED = [  # (line, code, id of the reply)
+    ("{bad", -32700, None),
+    ("[]", -32600, None),
+    ('[{"jsonrpc":"2.0","id":1,"method":"tools/list"}]', -32600, None),
+    ('{"jsonrpc":"2.0","id":1}', -32600, 1),
+    ('{"jsonrpc":"2.0","id":2,"method":"tools/list","params":"x"}', -32600, 2),
+    ('{"jsonrpc":"2.0","id":{"a":1},"method":"tools/list"}', -32600, None),
+    ('{"jsonrpc":"2.0","id":true,"method":"tools/list"}', -32600, None),
+    ('{"jsonrpc":"1.0","id":3,"method":"tools/list"}', -32600, 3),
+    ('{"id":3,"method":"tools/list"}', -32600, 3),
+    ('{"jsonrpc":"2.0","id":4,"method":7}', -32600, 4),
+    ('{"jsonrpc":"2.0","id":5,"method":"tools/list","params":[1]}', -32602, 5),
+    (DEEP, -32600, 9),
+    ("[" * 5000 + "]" * 5000, -32600, None),
+    ('"just a string"', -32600, None),
+    ("\ud800".encode("utf-8", "surrogatepass").decode("utf-8", "replace"), -32700, None),
+]
+
+
+class Server:
+    """`telemetry-bench serve` on pipes, with a reader thread so that a missing reply is a time-out, not a hang."""
+
+    def __init__(self, artifacts: Path) -> None:
+        exe = Path(sys.executable).with_name("telemetry-bench")
+        self.process = subprocess.Popen([str(exe), "--root", str(REPO), "--artifacts", str(artifacts), "serve", "--corpus", "xai4heat"],
+                                        stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        self.replies: queue.Queue = queue.Queue()
+        threading.Thread(target=self._read, daemon=True).start()
+
+    def _read(self) -> None:
+        for line in self.process.stdout:
+            self.replies.put(json.loads(line))
+
+    def send(self, line: str) -> dict:
+        self.process.stdin.write(line + "\n")
+        self.process.stdin.flush()
+        return self.replies.get(timeout=30)
+
+    def close(self) -> str:
+        self.process.stdin.close()
+        self.process.wait(timeout=30)
+        return self.process.stderr.read()
+
+
+@pytest.fixture
+def server(real_artifacts):
+    running = Server(real_artifacts)
+    assert running.send(json.dumps(INITIALIZE))["id"] == 0
+    running.process.stdin.write(json.dumps({"jsonrpc": "2.0", "method": "notifications/initialized"}) + "\n")
+    yield running
+    running.close()
+
+
+@pytest.mark.parametrize(("line", "code", "ident"), MALFORMED, ids=[f"{m[1]}-{n}" for n, m in enumerate(MALFORMED)])
+def test_a_malformed_message_gets_its_error_and_the_server_goes_on(server, line, code, ident):
+    reply = server.send(line)
+    assert reply["jsonrpc"] == "2.0" and reply["id"] == ident and reply["error"]["code"] == code, reply
+    listed = server.send(json.dumps({"jsonrpc": "2.0", "id": 77, "method": "tools/list"}))
+    assert listed["id"] == 77 and listed["result"]["tools"]
+
+
+def test_every_malformed_message_in_one_stream(server):
+    """All of them back to back: one reply each, in order, then a tool call is answered."""
+    for line, code, ident in MALFORMED:
+        reply = server.send(line)
+        assert (reply["id"], reply["error"]["code"]) == (ident, code)
+    called = server.send(json.dumps({"jsonrpc": "2.0", "id": 78, "method": "tools/call",
+                                     "params": {"name": "resolve_point", "arguments": {"site": "L8"}}}))
+    assert called["id"] == 78 and "result" in called
+
+
+def test_tool_arguments_nested_too_deep_from_the_cli(real_artifacts):
+    from tests.helpers import run_cli
+
+    for depth in (MAX_JSON_DEPTH + 1, 5000):
+        result = run_cli(real_artifacts, "tool", "resolve_point", "--corpus", "xai4heat", "--args", '{"site":' + "[" * depth + "]" * depth + "}")
+        answer = json.loads(result.output)
+        assert result.exit_code == 0 and answer["error"] is True and answer["code"] == "invalid_argument"
+        assert f"nested deeper than {MAX_JSON_DEPTH} levels" in answer["message"]
