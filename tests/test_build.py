@@ -26,7 +26,7 @@ def statuses(outcomes) -> dict[tuple[str, str], str]:
 @pytest.fixture(scope="module")
 def built_once(tmp_path_factory):
     workspace = tiny_workspace(tmp_path_factory.mktemp("built") / "project")
-    build(workspace)
+    build(workspace, threads=2)  # test_threads_do_not_change_outputs compares a one-thread build with this one
     return workspace.root
 
 
@@ -100,8 +100,7 @@ def test_manifest_records_identity_without_paths_or_time(ws):
 
 def test_threads_do_not_change_outputs(ws, tmp_path):
     other = Workspace.from_root(ws.root, tmp_path / "other")
-    build(other, threads=1, force=True)
-    build(ws, threads=2, force=True)
+    build(other, threads=1, force=True)  # ws was built with two threads
     for corpus in ("xai4heat", "hhw"):
         for stage in ("ingest", "store", "tasks", "episodes", "audit", "release"):
             a, b = ws.stage_dir(corpus, stage), other.stage_dir(corpus, stage)
