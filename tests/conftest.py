@@ -47,6 +47,16 @@ def xai_store(real_artifacts):
     opened.close()
 
 
+BUILDS = {"real_artifacts"}  # fixtures that build whole corpora: a test that uses one (directly or not) is slow
+
+
+def pytest_collection_modifyitems(config, items):
+    """`make test-fast` (-m "not slow") skips every test that needs a built corpus, besides those marked by hand."""
+    for item in items:
+        if BUILDS & set(getattr(item, "fixturenames", ())):
+            item.add_marker(pytest.mark.slow)
+
+
 def pytest_sessionstart(session):
     """Say the order the suite runs in, quiet mode included, so that a failure found in a random order can be replayed."""
     config = session.config

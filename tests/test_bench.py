@@ -2,10 +2,14 @@
 
 from __future__ import annotations
 
+import pytest
 from click.testing import CliRunner
 
 from pipeline.bench import main
 from tests.helpers import copy_config, tiny_workspace
+
+
+pytestmark = pytest.mark.slow  # builds a corpus of its own (make test-fast skips it)
 
 
 def test_bench_times_csv_corpora_and_names_the_skipped(tmp_path):

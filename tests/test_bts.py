@@ -39,6 +39,7 @@ def test_synth_is_deterministic(tmp_path):
     assert header == ",StreamID,Brick,count,first_t,last_t,mean,std,min,q1,median,q3,max,nUnique"
 
 
+@pytest.mark.slow
 def test_build_from_synthetic_site_b_with_a_malicious_member(tmp_path):
     """Long enough (two years) for time-blocked splits, so every stage runs on the synthetic data."""
     raw = tmp_path / "raw"

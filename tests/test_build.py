@@ -19,6 +19,9 @@ from pipeline.workspace import Workspace
 from tests.helpers import TINY_XAI, tiny_workspace
 
 
+pytestmark = pytest.mark.slow  # builds a corpus of its own (make test-fast skips it)
+
+
 def statuses(outcomes) -> dict[tuple[str, str], str]:
     return {(o.corpus, o.stage): o.status for o in outcomes}
 

@@ -8,11 +8,15 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
 from click.testing import CliRunner
 
 from pipeline.cli import main
 from pipeline.manifest import LOCK
 from tests.helpers import tiny_workspace
+
+
+pytestmark = pytest.mark.slow  # builds a corpus of its own (make test-fast skips it)
 
 
 def test_a_killed_builds_leftovers_are_removed(tmp_path):

@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import json
 
+import pytest
+
 from pipeline.build import build
 from pipeline.config import load_episodes_config
 from pipeline.play import load_episodes
@@ -32,6 +34,7 @@ def duplicated_sensor(tmp_path):
     return make_workspace(tmp_path, "xai4heat", xai_config(held_out_sites="[]") + COPY, {"xai4heat_scada_L8.csv": body})
 
 
+@pytest.mark.slow
 def test_copies_are_reported_and_never_asked(tmp_path):
     ws = duplicated_sensor(tmp_path)
     build(ws)

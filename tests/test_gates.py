@@ -174,6 +174,7 @@ def test_release_refuses_a_failed_gate(tmp_path):
     assert not list(tmp_path.iterdir())
 
 
+@pytest.mark.slow
 def test_build_says_when_a_gate_has_too_few_rows(tmp_path):
     from click.testing import CliRunner
 

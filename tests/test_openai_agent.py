@@ -113,6 +113,7 @@ def test_malformed_parallel_and_garbage_are_protocol_issues(setup, monkeypatch):
     assert not score.protocol and {"parse_error", "parallel_calls"} <= set(score.issues)
 
 
+@pytest.mark.slow
 def test_the_key_is_optional_and_the_endpoint_is_not(monkeypatch):
     """Keyless local servers (vLLM, Ollama, llama.cpp) need no key; a missing endpoint or model is a clear error."""
     from pipeline.runtime.openai_agent import OpenAIAgentError

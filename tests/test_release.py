@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 
+import pytest
 from click.testing import CliRunner
 
 from pipeline.cli import main
@@ -66,6 +67,7 @@ def test_missing_manifest(tmp_path):
     assert "not a release folder" in verify_release(tmp_path)[0]
 
 
+@pytest.mark.slow
 def test_replay_matches_under_different_environments(tmp_path):
     body = "\n".join(real_lines("xai4heat/xai4heat_scada_L8.csv", range(2, 31244, 10))) + "\n"
     ws = make_workspace(tmp_path, "xai4heat", xai_config(held_out_sites="[]"), {"xai4heat_scada_L8.csv": body})

@@ -11,6 +11,11 @@ from tests.helpers import make_workspace, real_lines, xai_config
 
 # Every 8th record of L4 (years long, as time-blocked splits need), `pe` emptied in every row (its stream then has
 # no observations).
+
+
+pytestmark = pytest.mark.slow  # builds a corpus of its own (make test-fast skips it)
+
+
 LINES = real_lines("xai4heat/xai4heat_scada_L4.csv", range(2, 44400, 8))
 
 

@@ -148,6 +148,7 @@ def _reader(path: str, rounds: int) -> list[dict]:
     return results
 
 
+@pytest.mark.slow
 def test_eight_processes_read_one_store_at_once(store):
     context = multiprocessing.get_context("spawn")
     with context.Pool(8) as pool:

@@ -16,6 +16,10 @@ from pipeline.tools import registry
 from pipeline.tools.access import ToolStore
 from tests.helpers import make_workspace, real_lines, xai_config
 
+
+pytestmark = pytest.mark.slow  # builds a corpus of its own (make test-fast skips it)
+
+
 BODY = "\n".join(real_lines("xai4heat/xai4heat_scada_L8.csv", range(20000, 20400))) + "\n"
 
 
