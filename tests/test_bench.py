@@ -8,7 +8,6 @@ from click.testing import CliRunner
 from pipeline.bench import main
 from tests.helpers import copy_config, tiny_workspace
 
-
 pytestmark = pytest.mark.slow  # builds a corpus of its own (make test-fast skips it)
 
 

@@ -18,7 +18,6 @@ from pipeline.store.build import STORE_FILE, open_store
 from pipeline.workspace import Workspace
 from tests.helpers import TINY_XAI, tiny_workspace
 
-
 pytestmark = pytest.mark.slow  # builds a corpus of its own (make test-fast skips it)
 
 

@@ -15,7 +15,6 @@ from pipeline.cli import main
 from pipeline.manifest import LOCK
 from tests.helpers import tiny_workspace
 
-
 pytestmark = pytest.mark.slow  # builds a corpus of its own (make test-fast skips it)
 
 

@@ -17,7 +17,6 @@ from pipeline.synth import synth_bts
 from pipeline.workspace import Workspace
 from tests.helpers import RAW, REPO, copy_config, make_workspace, real_lines, xai_config
 
-
 pytestmark = pytest.mark.slow  # builds a corpus of its own (make test-fast skips it)
 
 

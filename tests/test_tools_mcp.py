@@ -16,7 +16,6 @@ from pipeline.tools import registry
 from pipeline.tools.access import ToolStore
 from tests.helpers import make_workspace, real_lines, xai_config
 
-
 pytestmark = pytest.mark.slow  # builds a corpus of its own (make test-fast skips it)
 
 
