@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import hashlib
 import json
 import os
 import subprocess
@@ -16,8 +17,7 @@ from pydantic import ValidationError
 
 from contracts.episodes import Episode
 from contracts.tasks import SPLITS
-from pipeline.canonical import HASH_SCHEME_VERSION, digest, digest_value, pretty_json
-from pipeline.checksums import sha256_file
+from pipeline.canonical import HASH_SCHEME_VERSION, digest, digest_value, loads_untrusted, pretty_json
 from pipeline.errors import StageError
 from pipeline.manifest import StageIdentity
 from pipeline.release.stage import RELEASE_MANIFEST, STORE_TABLES
@@ -35,7 +35,7 @@ ENVIRONMENTS = (
 
 def _row_id(line: bytes) -> str:
     try:
-        data = json.loads(line)
+        data = loads_untrusted(line)
     except ValueError:
         return ""
     return f" (id {data.get('id') or data.get('task_id')})" if isinstance(data, dict) else ""
@@ -53,17 +53,14 @@ def _safe_name(name: str) -> bool:
     return bool(name) and "\\" not in name and ":" not in parts[0] and all(part not in ("", ".", "..") for part in parts)
 
 
-def _load_manifest(path: Path) -> tuple[dict | None, list[str]]:
-    """release.json, or one problem line saying why it cannot be read."""
-    data = path.read_bytes()
+def _load_manifest(path: Path, data: bytes) -> tuple[dict | None, list[str]]:
+    """release.json (its bytes), or one problem line saying why it cannot be read."""
     try:
-        manifest = json.loads(data)
+        manifest = loads_untrusted(data)
     except UnicodeDecodeError:
         return None, [f"{path}: not UTF-8 text; {RESTORE}"]
     except json.JSONDecodeError as exc:
         return None, [f"{path}: not valid JSON (line {exc.lineno}, column {exc.colno}: {exc.msg}); {RESTORE}"]
-    except RecursionError:
-        return None, [f"{path}: nested too deeply to be a release manifest; {RESTORE}"]
     if not isinstance(manifest, dict):
         return None, [f"{path}: not a JSON object; {RESTORE}"]
     wrong = [f"{key} ({kind.__name__})" for key, kind in REQUIRED.items() if not isinstance(manifest.get(key), kind)]
@@ -75,14 +72,14 @@ def _load_manifest(path: Path) -> tuple[dict | None, list[str]]:
     return manifest, []
 
 
-def _self_digest(path: Path, manifest: dict) -> list[str]:
+def _self_digest(path: Path, manifest: dict, data: bytes) -> list[str]:
     """release.json's own digest, and its bytes as the one JSON writer writes them: claims that cannot be recomputed
     (libraries, raw inputs, cache keys) cannot be edited, nor can a byte of the file (spaces included)."""
     rest = {k: v for k, v in manifest.items() if k != "manifest_xxh3"}
     try:
         if digest_value(rest) != manifest["manifest_xxh3"]:
             return [f"{path}: its content differs from its own digest (manifest_xxh3): edited after the build; {RESTORE}"]
-        if path.read_bytes() != pretty_json(manifest).encode("utf-8"):
+        if data != pretty_json(manifest).encode("utf-8"):
             return [f"{path}: not as the build writes it (spacing, key order or escapes changed); {RESTORE}"]
     except ValueError as exc:  # a float the canonical writer refuses (NaN, Infinity)
         return [f"{path}: holds a value no build writes ({exc}); {RESTORE}"]
@@ -93,11 +90,20 @@ def _rows(data: bytes) -> list[bytes]:
     return data.split(b"\n")[:-1] if data.endswith(b"\n") else data.split(b"\n")
 
 
-def _check_file(folder: Path, name: str, entry: dict) -> list[str]:
-    path = folder / name
-    if not path.is_file():
+def _read(folder: Path, names: list[str]) -> dict[str, tuple[bytes, str]]:
+    """Each named file of the folder that exists, read once: its bytes and their xxh3."""
+    found = {}
+    for name in names:
+        if (folder / name).is_file():
+            data = (folder / name).read_bytes()
+            found[name] = (data, digest(data))
+    return found
+
+
+def _check_file(path: Path, name: str, entry: dict, read: tuple[bytes, str] | None) -> list[str]:
+    if read is None:
         return [f"{path}: listed in {RELEASE_MANIFEST} but missing"]
-    data = path.read_bytes()
+    data, xxh3 = read
     problems = []
     if name.endswith(".jsonl"):
         rows, expected_rows = _rows(data), entry.get("row_xxh3")
@@ -114,29 +120,29 @@ def _check_file(folder: Path, name: str, entry: dict) -> list[str]:
                 except ValidationError as exc:
                     problems.append(f"{path}: row {number}: not a valid episode ({exc.errors()[0]['msg']})")
                     break
-    changed = sha256_file(path) != entry.get("sha256") or digest(data) != entry.get("xxh3") or len(data) != entry.get("bytes")
+    changed = xxh3 != entry.get("xxh3") or len(data) != entry.get("bytes") or hashlib.sha256(data).hexdigest() != entry.get("sha256")
     if changed and not problems:
         problems.append(f"{path}: content differs from {RELEASE_MANIFEST} (sha256, xxh3 and size)")
     return problems
 
 
-def _episode_rows(folder: Path) -> list[dict]:
+def _episode_rows(read: dict[str, tuple[bytes, str]]) -> list[dict]:
     """The split files' rows that are JSON objects (a damaged row is named by _check_file, and left out here)."""
     episodes = []
     for split in SPLITS:
-        path = folder / f"{split}.jsonl"
-        for line in _rows(path.read_bytes()) if path.is_file() else []:
-            with contextlib.suppress(ValueError, RecursionError):
-                row = json.loads(line)
+        data = read.get(f"{split}.jsonl", (b"", ""))[0]
+        for line in _rows(data) if data else []:
+            with contextlib.suppress(ValueError):
+                row = loads_untrusted(line)
                 if isinstance(row, dict):
                     episodes.append(row)
     return episodes
 
 
-def _recount(folder: Path, manifest: dict) -> list[str]:
+def _recount(folder: Path, manifest: dict, read: dict[str, tuple[bytes, str]]) -> list[str]:
     """The counts release.json claims, recomputed from the split files (a key is compared as text, so that no edit of
     a family, a mode or an outcome to another type hides)."""
-    episodes = _episode_rows(folder)
+    episodes = _episode_rows(read)
     tally = lambda key: dict(sorted(Counter(str(e.get(key)) for e in episodes).items()))  # noqa: E731
     families = sorted({str(e.get("family")) for e in episodes})
     counts = {
@@ -179,29 +185,30 @@ def _stage_claims(stage: dict, manifest: dict) -> list[str]:
     return wrong + [name for name, (claimed, actual) in expected.items() if claimed != actual]
 
 
-def _stage_manifest(folder: Path, manifest: dict) -> list[str]:
+def _stage_manifest(folder: Path, manifest: dict, read: dict[str, tuple[bytes, str]]) -> list[str]:
     """manifest.json (the release stage's): as the build writes it, every output it lists (release.json included) has
     the digest it records, and every other claim agrees with release.json or its own cache key."""
     path = folder / STAGE_MANIFEST
     if not path.is_file():
         return [f"{path}: missing; {RESTORE}"]
+    data = path.read_bytes()
     unreadable = [f"{path}: not a stage manifest (unreadable, or no outputs with xxh3); restore it from the release"]
     try:
-        stage = json.loads(path.read_bytes())
+        stage = loads_untrusted(data)
         named = sorted((name, entry["xxh3"], entry["bytes"]) for name, entry in stage["outputs"].items())
         claims = _stage_claims(stage, manifest)
-    except (ValueError, KeyError, TypeError, AttributeError, RecursionError):
+    except (ValueError, KeyError, TypeError, AttributeError):
         return unreadable
     if not all(isinstance(name, str) and _safe_name(name) for name, _, _ in named):
         return unreadable
     problems = [f"{folder / name}: differs from {STAGE_MANIFEST} (xxh3 or size)" for name, xxh3, size in named
-                if not (folder / name).is_file() or digest((folder / name).read_bytes()) != xxh3 or (folder / name).stat().st_size != size]
+                if name not in read or read[name][1] != xxh3 or len(read[name][0]) != size]
     if set(stage["outputs"]) != {*manifest["files"], RELEASE_MANIFEST}:
         problems.append(f"{path}: its outputs are not the files of {RELEASE_MANIFEST}; restore it from the release")
     if claims:
         problems.append(f"{path}: {', '.join(claims)} disagree with {RELEASE_MANIFEST}: edited after the build; restore it from the release")
     try:
-        if path.read_bytes() != pretty_json(stage).encode("utf-8"):
+        if data != pretty_json(stage).encode("utf-8"):
             problems.append(f"{path}: not as the build writes it (spacing, key order or escapes changed); restore it from the release")
     except ValueError as exc:
         problems.append(f"{path}: holds a value no build writes ({exc}); restore it from the release")
@@ -238,13 +245,16 @@ def verify_release(folder: Path) -> list[str]:
     manifest_path = folder / RELEASE_MANIFEST
     if not manifest_path.is_file():
         return [f"{manifest_path}: missing; not a release folder (run `telemetry-bench build`)"]
-    manifest, problems = _load_manifest(manifest_path)
+    own = manifest_path.read_bytes()
+    manifest, problems = _load_manifest(manifest_path, own)
     if manifest is None:
         return problems
-    problems += _self_digest(manifest_path, manifest)
+    problems += _self_digest(manifest_path, manifest, own)
+    read = {**_read(folder, sorted(manifest["files"])), RELEASE_MANIFEST: (own, digest(own))}  # each file read once
     for name, entry in sorted(manifest["files"].items()):
-        problems += _check_file(folder, name, entry)
-    return problems + _recount(folder, manifest) + _thresholds(folder, manifest) + _stage_manifest(folder, manifest) + _unknown_files(folder, manifest)
+        problems += _check_file(folder / name, name, entry, read.get(name))
+    return (problems + _recount(folder, manifest, read) + _thresholds(folder, manifest) + _stage_manifest(folder, manifest, read)
+            + _unknown_files(folder, manifest))
 
 
 def first_difference(a: Path, b: Path) -> str:
