@@ -88,18 +88,16 @@ def _cross_validated(texts: list[str], surfaces: list[dict], labels: np.ndarray,
     from sklearn.tree import DecisionTreeClassifier
 
     folds = min(cfg.folds, len(set(groups)))
-    accuracy = {}
-    for name, make in (("logistic_regression", lambda: LogisticRegression(solver="newton-cg", tol=1e-8, max_iter=10_000, random_state=0)),
-                       ("decision_tree", lambda: DecisionTreeClassifier(max_depth=cfg.tree_depth, random_state=0))):
-        predicted = np.empty(len(labels), dtype=object)
-        for train, test in GroupKFold(n_splits=folds).split(texts, labels, groups):
-            words, kinds = CountVectorizer(ngram_range=(1, 2)), DictVectorizer()
-            x_train = hstack([words.fit_transform([texts[i] for i in train]), kinds.fit_transform([surfaces[i] for i in train])]).tocsr()
-            x_test = hstack([words.transform([texts[i] for i in test]), kinds.transform([surfaces[i] for i in test])]).tocsr()
-            model = make().fit(x_train, labels[train])
-            predicted[test] = model.predict(x_test)
-        accuracy[name] = round(float(np.mean(predicted == labels)), 4)
-    return accuracy
+    models = {"logistic_regression": lambda: LogisticRegression(solver="newton-cg", tol=1e-8, max_iter=10_000, random_state=0),
+              "decision_tree": lambda: DecisionTreeClassifier(max_depth=cfg.tree_depth, random_state=0)}
+    predicted = {name: np.empty(len(labels), dtype=object) for name in models}
+    for train, test in GroupKFold(n_splits=folds).split(texts, labels, groups):  # each fold's features made once, for both models
+        words, kinds = CountVectorizer(ngram_range=(1, 2)), DictVectorizer()
+        x_train = hstack([words.fit_transform([texts[i] for i in train]), kinds.fit_transform([surfaces[i] for i in train])]).tocsr()
+        x_test = hstack([words.transform([texts[i] for i in test]), kinds.transform([surfaces[i] for i in test])]).tocsr()
+        for name, make in models.items():
+            predicted[name][test] = make().fit(x_train, labels[train]).predict(x_test)
+    return {name: round(float(np.mean(predicted[name] == labels)), 4) for name in models}
 
 
 def majority_share(labels: list[str]) -> float:

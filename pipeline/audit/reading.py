@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import UTC, datetime
+from functools import lru_cache
 
 import numpy as np
 
@@ -16,6 +17,7 @@ from pipeline.tools.timeutil import parse_us
 SLOT = re.compile(r"\{([a-z_][a-z0-9_]*)\}")
 
 
+@lru_cache(maxsize=4096)
 def pattern(template: str, greedy: bool = False) -> re.Pattern:
     """A template as a regex: literal text escaped, each {slot} a lazy (or greedy) named group (repeats must agree)."""
     parts, seen, last = [], set(), 0
@@ -47,13 +49,11 @@ class Catalog:
     """Public metadata a policy may use (what list_points shows for every site): phrases and labels."""
 
     store: ToolStore
+    _phrases: dict[tuple[str | None, str], list[str]] = field(init=False, repr=False)
 
-    def site(self, label: str) -> str | None:
-        return self.store.site_id(label)
-
-    def by_phrase(self, phrase: str, site: str | None = None) -> list[str]:
-        """Streams whose phrase is `phrase`, or whose phrase without the site is `phrase` at `site`."""
-        found = []
+    def __post_init__(self) -> None:
+        """Each tool-ready stream under its full phrase (any site) and under its phrase without the site (its own)."""
+        self._phrases = {}
         for stream_id, row in self.store.streams.items():
             if not row["tool_ready"]:
                 continue
@@ -63,8 +63,17 @@ class Catalog:
             for joint in (" at ", " in "):
                 if full.endswith(f"{joint}{label}"):
                     local = full[: -len(joint + label)]
-            if full == phrase or (site == row["site_id"] and local == phrase):
-                found.append(stream_id)
+            for key in {(None, full), (row["site_id"], local)}:
+                self._phrases.setdefault(key, []).append(stream_id)
+
+    def site(self, label: str) -> str | None:
+        return self.store.site_id(label)
+
+    def by_phrase(self, phrase: str, site: str | None = None) -> list[str]:
+        """Streams whose phrase is `phrase`, or whose phrase without the site is `phrase` at `site`."""
+        found = set(self._phrases.get((None, phrase), []))
+        if site is not None:
+            found.update(self._phrases.get((site, phrase), []))
         return sorted(found)
 
     def by_class_phrase(self, class_phrase: str, sites: list[str]) -> list[str]:

@@ -36,11 +36,14 @@ def asked_slots(text: str, keywords: Lexicon) -> set[str]:
     """The slot kinds a question asks the value of: a lexicon phrase as consecutive words (case, punctuation
     and plural s ignored)."""
     tokens = _folded(words(text))
+    grams: dict[int, set[tuple[str, ...]]] = {}  # the text's runs of n consecutive words, per n asked
     found = set()
     for slot, phrases in keywords.items():
         for phrase in phrases:
             n = len(phrase)
-            if any(tuple(tokens[i:i + n]) == phrase for i in range(len(tokens) - n + 1)):
+            if n not in grams:
+                grams[n] = {tuple(tokens[i:i + n]) for i in range(len(tokens) - n + 1)}
+            if phrase in grams[n]:
                 found.add(slot)
                 break
     return found

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import re
 from datetime import UTC, datetime
+from functools import lru_cache
 from typing import Any
 from zoneinfo import ZoneInfo
 
@@ -20,6 +21,7 @@ class RenderError(ValueError):
     pass
 
 
+@lru_cache(maxsize=65536)
 def point_phrase(label: str) -> str:
     """A stream label as an operator says it: 'Supply water temperature - Building 127' -> '... in Building 127'."""
     text = label.replace(" - ", " in ", 1) if " - " in label else label

@@ -5,6 +5,7 @@ from __future__ import annotations
 import threading
 from collections import Counter, OrderedDict
 from dataclasses import dataclass
+from functools import lru_cache
 from pathlib import Path
 
 import numpy as np
@@ -28,6 +29,7 @@ class StreamArrays:
         return self.ts.nbytes + self.value.nbytes + self.step.nbytes
 
 
+@lru_cache(maxsize=65536)  # a pure function of the text, asked again for every stream a query is matched with
 def _compact(text: str | None) -> str:
     return "".join(ch for ch in (text or "").lower() if ch.isalnum())
 
