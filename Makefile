@@ -35,17 +35,25 @@ system-deps:
 
 # The suite runs in a random order (pytest-randomly; the seed is printed first, replay it with
 # `make test PYTEST_ARGS=--randomly-seed=N`); PYTEST_ARGS="-p no:randomly" keeps file order.
+# It runs on one worker process per core (pytest-xdist, at most 4), a module's tests on one worker (its module
+# fixtures are made once); the workers share the one build of the shipped corpora. TEST_WORKERS=0: one process.
 PYTEST_ARGS ?=
+TEST_WORKERS ?= auto
+XDIST := $(if $(filter 0,$(TEST_WORKERS)),-p no:xdist,-n $(TEST_WORKERS) --maxprocesses 4 --dist loadscope)
+
+# Bytecode (and pytest's rewritten test modules) is cached under .venv/pycache, even where the environment says
+# PYTHONDONTWRITEBYTECODE: every worker and every CLI process a test starts would compile the project again.
+PYCACHE := env -u PYTHONDONTWRITEBYTECODE PYTHONPYCACHEPREFIX=$(abspath $(VENV))/pycache
 
 test: $(STAMP) system-deps
-	$(BIN)/python -m pytest -q $(PYTEST_ARGS)
+	$(PYCACHE) $(BIN)/python -m pytest -q $(XDIST) $(PYTEST_ARGS)
 
 # The fuzz tests alone, with their large example counts (make test runs them with small ones).
 fuzz: $(STAMP)
 	TELEMETRY_BENCH_FUZZ=1 $(BIN)/python -m pytest -q -m fuzz -p no:randomly $(PYTEST_ARGS)
 
 test-fast: $(STAMP)
-	$(BIN)/python -m pytest -q -m "not slow" $(PYTEST_ARGS)
+	$(PYCACHE) $(BIN)/python -m pytest -q -m "not slow" $(PYTEST_ARGS)
 
 bench-scale: $(STAMP)
 	$(BIN)/python -m pipeline.bench_scale

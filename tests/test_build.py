@@ -102,8 +102,8 @@ def test_manifest_records_identity_without_paths_or_time(ws):
 
 def test_threads_do_not_change_outputs(ws, tmp_path):
     other = Workspace.from_root(ws.root, tmp_path / "other")
-    build(other, threads=1, force=True)  # ws was built with two threads
-    for corpus in ("xai4heat", "hhw"):
+    build(other, ["hhw"], threads=1, force=True)  # ws was built with two threads (hhw: the corpus of many streams)
+    for corpus in ("hhw",):
         for stage in ("ingest", "store", "tasks", "episodes", "audit", "release"):
             a, b = ws.stage_dir(corpus, stage), other.stage_dir(corpus, stage)
             assert compare_folders(a, b) == [], f"{corpus}/{stage}"

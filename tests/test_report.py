@@ -55,8 +55,8 @@ def make_report(artifacts: Path, traces: list[Path], out: Path, *extra: str):
 
 
 @pytest.fixture(scope="session")
-def report(real_artifacts, traces) -> Path:
-    out = real_artifacts / "report.html"
+def report(real_artifacts, traces, tmp_path_factory) -> Path:
+    out = tmp_path_factory.mktemp("report") / "report.html"
     result = make_report(real_artifacts, traces, out, "--json")
     assert result.exit_code == 0, result.output
     summary = json.loads(result.output)
