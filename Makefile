@@ -35,11 +35,12 @@ system-deps:
 
 # The suite runs in a random order (pytest-randomly; the seed is printed first, replay it with
 # `make test PYTEST_ARGS=--randomly-seed=N`); PYTEST_ARGS="-p no:randomly" keeps file order.
-# It runs on one worker process per core (pytest-xdist, at most 4), a module's tests on one worker (its module
-# fixtures are made once); the workers share the one build of the shipped corpora. TEST_WORKERS=0: one process.
+# It runs on one worker process per core (pytest-xdist, at most 4): tests go one by one to a free worker, those of a
+# module with costly fixtures (tests/conftest.py ON_ONE_WORKER) to one worker; the workers share one build of the
+# shipped corpora. TEST_WORKERS=0: one process.
 PYTEST_ARGS ?=
 TEST_WORKERS ?= auto
-XDIST := $(if $(filter 0,$(TEST_WORKERS)),-p no:xdist,-n $(TEST_WORKERS) --maxprocesses 4 --dist loadscope)
+XDIST := $(if $(filter 0,$(TEST_WORKERS)),-p no:xdist,-n $(TEST_WORKERS) --maxprocesses 4 --dist loadgroup)
 
 # Bytecode (and pytest's rewritten test modules) is cached under .venv/pycache, even where the environment says
 # PYTHONDONTWRITEBYTECODE: every worker and every CLI process a test starts would compile the project again.
