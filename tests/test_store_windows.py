@@ -156,3 +156,45 @@ def test_threshold_bounds_must_keep_the_bands_ordered():
 
     with pytest.raises(ValidationError, match="coverage_abstain.floor"):
         ThresholdBounds.model_validate({"coverage_abstain": {"floor": 0.99, "ceiling": 0.99}, "coverage_answer": {"floor": 0.9, "ceiling": 0.95}})
+
+
+HALVES = [k / 1e4 + 5e-5 for k in range(-300, 300)] + [0.5, 0.00015, 2.5e-5, -0.0, 1e300, 1.7e308, 4.5e15, 5e-324]
+
+
+def _same_float(a: float, b: float) -> bool:
+    return (a != a and b != b) or (a == b and np.signbit(a) == np.signbit(b))
+
+
+def test_rounded_is_pythons_round_on_halves_and_extremes():
+    """The store's vectorised rounding (quality bands decide on what the tools show) is Python's round + 0.0, on the
+    values where rint of the scaled value and Python's decimal rounding can part."""
+    from pipeline.store.build import rounded
+
+    values = np.array(HALVES + [float("nan"), float("inf"), -float("inf")], dtype=np.float64)
+    assert all(_same_float(got, round(x, 4) + 0.0) for x, got in zip(values.tolist(), rounded(values).tolist(), strict=True))
+
+
+@pytest.mark.fuzz
+def test_rounded_is_pythons_round_on_any_double():
+    from hypothesis import given
+    from hypothesis import strategies as st
+
+    from pipeline.store.build import rounded
+    from tests.helpers import fuzz_settings
+
+    @fuzz_settings(200, 5000)
+    @given(st.lists(st.floats(allow_nan=True, allow_infinity=True, width=64), min_size=1, max_size=50))
+    def check(xs):
+        got = rounded(np.array(xs, dtype=np.float64)).tolist()
+        assert all(_same_float(g, round(x, 4) + 0.0) for x, g in zip(xs, got, strict=True))
+
+    check()
+
+
+def test_shown_keeps_nulls_and_rounds_the_rest():
+    from pipeline.store.build import shown
+
+    frame = pl.DataFrame({"v": [0.00005, None, 0.12345, float("nan"), -0.00001]}, schema={"v": pl.Float64})
+    out = frame.select(shown("v"))["v"].to_list()
+    assert out[0] == round(0.00005, 4) == 0.0001 and out[1] is None and out[2] == round(0.12345, 4) and out[3] != out[3]
+    assert out[4] == 0.0 and not np.signbit(out[4])  # -0.0 is shown as 0.0

@@ -65,9 +65,33 @@ def thresholds(aggregates: pl.DataFrame, quality: pl.DataFrame, cfg: StoreConfig
                         orient="row").sort("name")
 
 
+SHOWN_DP = 4  # the decimals the tools show values with (pipeline/tools/rounding.py VALUE_DP)
+
+
+def rounded(values: np.ndarray, digits: int = SHOWN_DP) -> np.ndarray:
+    """`round(x, digits) + 0.0` of every element, as Python rounds, without a Python call per element.
+
+    k = rint(x * 10**digits) is Python's last digit unless x * 10**digits lies within rounding error of a half
+    (or is too large for rint to be exact), where Python's round itself decides; k / 10**digits is then the double
+    nearest to k / 10**digits, as Python's result is, since IEEE division of exact operands is correctly rounded."""
+    scale = 10.0 ** digits
+    with np.errstate(invalid="ignore", over="ignore"):
+        scaled = values * scale
+        out = np.rint(scaled) / scale + 0.0  # NaN and infinities stay as they are, as with round
+        half = np.abs(np.abs(scaled - np.floor(scaled)) - 0.5) <= 1e-9 * np.maximum(1.0, np.abs(scaled))
+        unsure = np.isfinite(values) & (half | ~(np.abs(scaled) < 2.0**52))
+    for i in np.flatnonzero(unsure).tolist():
+        out[i] = round(float(values[i]), digits) + 0.0
+    return out
+
+
 def shown(column: str) -> pl.Expr:
     """A value as the tools show it (Python's round to 4 decimals): decisions use what an agent can see."""
-    return pl.col(column).map_elements(lambda x: round(x, 4) + 0.0, return_dtype=pl.Float64)
+    def batch(series: pl.Series) -> pl.Series:
+        values = pl.Series(series.name, rounded(series.fill_null(0.0).cast(pl.Float64).to_numpy()), dtype=pl.Float64)
+        return values.scatter(series.is_null().arg_true(), None) if series.null_count() else values
+
+    return pl.col(column).map_batches(batch, return_dtype=pl.Float64)
 
 
 def quality_band(limits: dict[str, float], gap_limit: str, clean: pl.Expr | None = None) -> pl.Expr:
