@@ -155,3 +155,26 @@ def test_eight_processes_read_one_store_at_once(store):
         outcomes = pool.starmap(_reader, [(str(store.path), 30)] * 8)
     assert all(outcome == outcomes[0] for outcome in outcomes)
     assert not any("error" in r for r in outcomes[0])
+
+
+def test_a_store_that_remembers_results_answers_as_one_that_does_not(store):
+    """The build stages' stores keep tool results by call: the same answers, errors included, each a copy of its own
+    (a caller that changes what it got changes nothing later); arguments that are not JSON are never remembered."""
+    from pipeline.tools.access import ToolStore
+    from pipeline.tools.registry import call
+
+    remembering = ToolStore(store.path, remember_results=True)
+    try:
+        for tool, arguments, outputs in [*ERROR_CALLS.values(), ("aggregate_window", {"stream_id": "L4__t_amb", **W}, {}),
+                                         ("list_points", {"site": "L4"}, {})]:
+            plain = call(store, tool, arguments, outputs)
+            first, again = call(remembering, tool, arguments, outputs), call(remembering, tool, arguments, outputs)
+            assert first == again == plain and first is not again
+        kept = call(remembering, "list_points", {"site": "L4"})
+        kept["stream_ids"].clear()
+        assert call(remembering, "list_points", {"site": "L4"}) == call(store, "list_points", {"site": "L4"})
+        assert remembering.remembers and not store.remembers
+        assert call(remembering, "lookup_observation", {"stream_id": "L4__t_amb", "timestamp": float("nan")})["code"]
+        assert not any("NaN" in key for _, key in remembering._results)
+    finally:
+        remembering.close()

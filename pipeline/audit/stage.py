@@ -103,7 +103,7 @@ def _gate(policy: Policy, released: list[Episode], won: set[str], decisions: dic
 
 def run_audit(store_dir: Path, episodes_dir: Path, cfg: AuditConfig, families: FamiliesConfig, lifts: EpisodesConfig,
               out: Path) -> StageResult:
-    store = ToolStore(store_dir / STORE_FILE)
+    store = ToolStore(store_dir / STORE_FILE, remember_results=True)
     keywords = slot_keywords(lifts)
     try:
         candidates = read_episodes(episodes_dir)

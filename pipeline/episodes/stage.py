@@ -21,7 +21,7 @@ from pipeline.tools.access import ToolStore
 def build_episodes(store_dir: Path, tasks_dir: Path, families: FamiliesConfig, cfg: EpisodesConfig, answers: AnswersConfig,
                    out: Path, zone: str = "UTC") -> StageResult:
     """Lift the tasks; `zone` is the corpus's time zone, in which some episodes say their instants."""
-    store = ToolStore(store_dir / STORE_FILE)
+    store = ToolStore(store_dir / STORE_FILE, remember_results=True)
     lifter = Lifter(store, cfg, families, answers, zone)
     episodes, provenance, dropped = [], [], Counter()
     tasks: dict[tuple[str, str], list[Task]] = {}

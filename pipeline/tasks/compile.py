@@ -163,7 +163,7 @@ def _why_empty(reports: dict[str, dict], orphans: list[str], every_stream: list[
 def compile_tasks(store_dir: Path, ingest_dir: Path, cfg: FamiliesConfig, answers: AnswersConfig, corpus: str, held_out: list[str],
                   out: Path) -> StageResult:
     """Write {train,dev,test}.jsonl (canonical JSON) and report every family's pool, predicates and selection."""
-    store = ToolStore(store_dir / STORE_FILE)
+    store = ToolStore(store_dir / STORE_FILE, remember_results=True)
     con = open_store(store_dir / STORE_FILE)
     raw_sha = json.loads((ingest_dir / "report.json").read_text(encoding="utf-8"))["raw_sha256"]
     try:

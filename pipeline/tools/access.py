@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import copy
 import threading
 from collections import Counter, OrderedDict
 from dataclasses import dataclass
@@ -14,6 +15,7 @@ from pipeline.store.build import STORE_FILE, open_store
 from pipeline.workspace import Workspace
 
 DEFAULT_CACHE_BYTES = 512 * 1024 * 1024
+REMEMBERED_RESULTS = 1 << 16  # tool results a store that remembers keeps (least recently used go first)
 
 
 @dataclass(frozen=True)
@@ -61,8 +63,12 @@ def words(text: str | None) -> list[str]:
 class ToolStore:
     """A read-only store opened once; every query binds its parameters. Safe to share across threads."""
 
-    def __init__(self, path: Path, cache_bytes: int = DEFAULT_CACHE_BYTES) -> None:
+    def __init__(self, path: Path, cache_bytes: int = DEFAULT_CACHE_BYTES, remember_results: bool = False) -> None:
+        """`remember_results`: keep tool results by call (the store never changes, so a call always has the same
+        result). The build stages that play every episode many times (tasks, episodes, audit) ask for it; agents'
+        runs and the MCP server do not, so their latencies are the tools' own."""
         self.path = path
+        self._results: OrderedDict[tuple[str, str], dict] | None = OrderedDict() if remember_results else None
         self._con = open_store(path)
         self._lock = threading.Lock()
         self._cache: OrderedDict[str, StreamArrays] = OrderedDict()
@@ -99,6 +105,27 @@ class ToolStore:
                 return [dict(zip(names, row, strict=True)) for row in result.fetchall()]
             finally:
                 cursor.close()
+
+    @property
+    def remembers(self) -> bool:
+        return self._results is not None
+
+    def remembered(self, key: tuple[str, str]) -> dict | None:
+        """A copy of the result kept for this call, or None (the caller may change what it gets)."""
+        with self._lock:
+            found = self._results.get(key) if self._results is not None else None
+            if found is not None:
+                self._results.move_to_end(key)
+        return copy.deepcopy(found) if found is not None else None
+
+    def remember(self, key: tuple[str, str], result: dict) -> None:
+        if self._results is None:
+            return
+        kept = copy.deepcopy(result)
+        with self._lock:
+            self._results[key] = kept
+            while len(self._results) > REMEMBERED_RESULTS:
+                self._results.popitem(last=False)
 
     def site_id(self, text: str) -> str | None:
         """Site id from an id or a label, ignoring case, spaces and punctuation."""

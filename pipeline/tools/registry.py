@@ -27,7 +27,7 @@ from contracts.tools import (
     ResolvePointResult,
     ToolError,
 )
-from pipeline.canonical import digest_value
+from pipeline.canonical import canonical_json, digest_value
 from pipeline.tools import functions, refs, rounding
 from pipeline.tools.access import ToolStore
 
@@ -122,6 +122,24 @@ def call(store: ToolStore, name: str, arguments: Any, outputs: Mapping[str, Any]
         resolved = refs.resolve(dict(arguments), outputs or {})
     except refs.ReferenceError_ as exc:
         return _error("dangling_reference", str(exc), exc.argument)
+    key = _call_key(name, resolved) if store.remembers else None
+    if key is not None and (known := store.remembered(key)) is not None:
+        return known
+    result = _answer(store, tool, resolved)
+    if key is not None:
+        store.remember(key, result)
+    return result
+
+
+def _call_key(name: str, arguments: dict) -> tuple[str, str] | None:
+    """A call as a key: the tool and its resolved arguments in canonical JSON (None when they are not JSON)."""
+    try:
+        return name, canonical_json(arguments)
+    except (TypeError, ValueError):
+        return None
+
+
+def _answer(store: ToolStore, tool: Tool, resolved: dict) -> dict:
     try:
         parsed = tool.input_model.model_validate(resolved, strict=False)
     except ValidationError as exc:
