@@ -43,10 +43,10 @@ def _records(files: list[Path]) -> int:
     return sum(max(0, path.read_bytes().count(b"\n") - 1) for path in files)
 
 
-def _ours(ws: Workspace, corpora: list[str]) -> dict[str, float]:
-    """Seconds per stage over all corpora, plus the tasks stage's candidate pools and tasks written."""
-    with tempfile.TemporaryDirectory() as tmp:
-        outcomes = build(Workspace.from_root(ws.root, tmp), corpora, force=True)
+def _ours(ws: Workspace, corpora: list[str], artifacts: Path) -> dict[str, float]:
+    """Seconds per stage over all corpora, built from raw into `artifacts`, plus the tasks stage's candidate pools
+    and tasks written."""
+    outcomes = build(Workspace.from_root(ws.root, artifacts), corpora, force=True)
     seconds: dict[str, float] = {"candidates": 0.0, "tasks_written": 0.0}
     for outcome in outcomes:
         seconds[outcome.stage] = seconds.get(outcome.stage, 0.0) + outcome.seconds
@@ -71,24 +71,24 @@ def _duckdb_copy(files_by_corpus: dict[str, list[Path]]) -> float:
     return elapsed
 
 
-def _cached_cli(ws: Workspace) -> float:
-    """Wall time of a whole `telemetry-bench build --json` process with nothing to rebuild."""
+def _cached_cli(ws: Workspace, corpora: list[str]) -> float:
+    """Wall time of a whole `telemetry-bench build --json` process with nothing to rebuild (after one untimed)."""
     exe = Path(sys.executable).with_name("telemetry-bench")
     env = dict(os.environ, TELEMETRY_BENCH_QUIET="1")
-    subprocess.run([str(exe), "--root", str(ws.root), "build"], check=True, capture_output=True, env=env)
+    command = [str(exe), "--root", str(ws.root), "--artifacts", str(ws.artifacts_dir), "build", *[a for c in corpora for a in ("--corpus", c)]]
+    subprocess.run(command, check=True, capture_output=True, env=env)
     start = time.perf_counter()
-    out = subprocess.run([str(exe), "--root", str(ws.root), "build", "--json"], check=True, capture_output=True, env=env)
+    out = subprocess.run([*command, "--json"], check=True, capture_output=True, env=env)
     elapsed = time.perf_counter() - start
     assert {row["status"] for row in json.loads(out.stdout)} == {"cached"}
     return elapsed
 
 
 def _tool_table(ws: Workspace, names: list[str], calls: int) -> None:
-    """p50/p99 per tool over `calls` calls on each corpus's store (built first if needed)."""
+    """p50/p99 per tool over `calls` calls on each corpus's built store."""
     from pipeline.bench_tools import latencies
     from pipeline.tools.access import ToolStore
 
-    build(ws, names)
     click.echo(f"\n| tool | {' | '.join(f'{n} p50 ms | {n} p99 ms' for n in names)} |")
     click.echo("|---|" + "---|---|" * len(names))
     results = {}
@@ -119,14 +119,22 @@ def main(repeat: int, corpora: tuple[str, ...], tool_calls: int, root: Path | No
     if not names:
         click.echo("nothing to time: no corpus has CSV value files")
         return
+    with tempfile.TemporaryDirectory(prefix="tb-bench-") as tmp:  # the project's own artifacts are never touched
+        _figures(ws, Path(tmp), names, files, repeat, tool_calls)
+
+
+def _figures(ws: Workspace, tmp: Path, names: list[str], files: dict[str, list[Path]], repeat: int, tool_calls: int) -> None:
+    """Every table, from `repeat` builds from raw, each into a fresh folder under `tmp`; the last one is timed cached,
+    and its stores serve the tool and runtime tables."""
     records = sum(_records(f) for f in files.values())
     megabytes = sum(p.stat().st_size for f in files.values() for p in f) / 1e6
-    ours = [_ours(ws, names) for _ in range(repeat)]
+    ours = [_ours(ws, names, tmp / f"run{i}") for i in range(repeat)]
+    built = Workspace.from_root(ws.root, tmp / f"run{repeat - 1}")
     ingest = statistics.median(r["ingest"] for r in ours)
     store = statistics.median(r["store"] for r in ours)
     total = statistics.median(r["ingest"] + r["store"] for r in ours)
     copy = statistics.median(_duckdb_copy(files) for _ in range(repeat))
-    cached = statistics.median(_cached_cli(ws) for _ in range(repeat))
+    cached = statistics.median(_cached_cli(built, names) for _ in range(repeat))
     click.echo(f"machine: {platform.machine()}, {os.cpu_count()} cpus, Python {platform.python_version()}, duckdb {duckdb.__version__}")
     click.echo(f"input: {', '.join(names)}: {records:,} CSV records, {megabytes:.1f} MB; median of {repeat} runs\n")
     click.echo("| measure | seconds | records/s |")
@@ -143,12 +151,12 @@ def main(repeat: int, corpora: tuple[str, ...], tool_calls: int, root: Path | No
     click.echo(f"| {pools:,.0f} candidates enumerated (SQL pools, predicates, selection order) | {tasks:.3f} | {pools / tasks:,.0f} candidates/s |")
     click.echo(f"| {written:,.0f} tasks written (gold and alternatives run through the tools) | {tasks:.3f} | {written / tasks:,.1f} tasks/s |")
     if tool_calls:
-        _tool_table(ws, names, tool_calls)
+        _tool_table(built, names, tool_calls)
     from pipeline.bench_runtime import runtime_figures
 
     click.echo("\n| corpus (test split) | episodes | oracle ms per episode | scorer traces/s (target >= 5,000) |\n|---|---|---|---|")
     for name in names:
-        figures = runtime_figures(ws, name)
+        figures = runtime_figures(built, name)
         if not figures["episodes"]:
             click.echo(f"| {name} | 0 (no test episodes: nothing to time) | | |")
             continue
