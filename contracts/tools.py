@@ -1,8 +1,8 @@
 """Inputs and outputs of the read-only telemetry tools (one toolset for every task).
 
 Timestamps are ISO 8601 strings with a UTC offset or `Z`; results give them in UTC with `Z`.
-Windows are half-open [window_start, window_end). Values are rounded as declared in
-pipeline/tools/rounding.py.
+Windows are half-open [window_start, window_end). Values are rounded to the decimals declared here
+(pipeline/tools/rounding.py rounds results; the store's quality bands decide on the same rounded values).
 """
 
 from __future__ import annotations
@@ -13,6 +13,8 @@ from pydantic import Field
 
 from contracts.base import Frozen
 
+VALUE_DP = 4  # values, means, stds, coverage, ratios, fractions
+OFFSET_DP = 3  # offsets and durations in seconds
 Period = Literal["day", "week", "month", "custom"]
 Metric = Literal["mean", "min", "max", "std", "count"]
 ErrorCode = Literal[

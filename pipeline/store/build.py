@@ -14,6 +14,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from contracts.build import StoreConfig
+from contracts.tools import VALUE_DP
 from pipeline.errors import StageError
 from pipeline.ingest.stage import read_report
 from pipeline.manifest import StageResult
@@ -65,10 +66,7 @@ def thresholds(aggregates: pl.DataFrame, quality: pl.DataFrame, cfg: StoreConfig
                         orient="row").sort("name")
 
 
-SHOWN_DP = 4  # the decimals the tools show values with (pipeline/tools/rounding.py VALUE_DP)
-
-
-def rounded(values: np.ndarray, digits: int = SHOWN_DP) -> np.ndarray:
+def rounded(values: np.ndarray, digits: int = VALUE_DP) -> np.ndarray:
     """`round(x, digits) + 0.0` of every element, as Python rounds, without a Python call per element.
 
     k = rint(x * 10**digits) is Python's last digit unless x * 10**digits lies within rounding error of a half
@@ -86,7 +84,7 @@ def rounded(values: np.ndarray, digits: int = SHOWN_DP) -> np.ndarray:
 
 
 def shown(column: str) -> pl.Expr:
-    """A value as the tools show it (Python's round to 4 decimals): decisions use what an agent can see."""
+    """A value as the tools show it (Python's round to VALUE_DP decimals): decisions use what an agent can see."""
     def batch(series: pl.Series) -> pl.Series:
         values = pl.Series(series.name, rounded(series.fill_null(0.0).cast(pl.Float64).to_numpy()), dtype=pl.Float64)
         return values.scatter(series.is_null().arg_true(), None) if series.null_count() else values

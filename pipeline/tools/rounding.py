@@ -1,7 +1,6 @@
-"""Rounding of every number a tool returns, declared once."""
+"""Rounding of every number a tool returns (the decimals are declared in contracts/tools.py)."""
 
-VALUE_DP = 4  # values, means, stds, coverage, ratios, fractions
-OFFSET_DP = 3  # offsets and durations in seconds
+from contracts.tools import OFFSET_DP, VALUE_DP
 
 
 def value(x: float | None) -> float | None:
