@@ -178,3 +178,21 @@ def test_a_store_that_remembers_results_answers_as_one_that_does_not(store):
         assert not any("NaN" in key for _, key in remembering._results)
     finally:
         remembering.close()
+
+
+def test_remembered_results_stay_within_their_byte_budget(store, monkeypatch):
+    """The least recently used results go first once the kept JSON passes REMEMBERED_BYTES; answers stay the same."""
+    from pipeline.tools.access import ToolStore
+    from pipeline.tools.registry import call
+
+    monkeypatch.setattr("pipeline.tools.access.REMEMBERED_BYTES", 2_000)
+    remembering = ToolStore(store.path, remember_results=True)
+    try:
+        days = [{**W, "window_start": f"2019-11-{d:02d}T00:00:00Z", "window_end": f"2019-11-{d + 1:02d}T00:00:00Z"} for d in range(1, 20)]
+        for _ in range(2):
+            for window in days:
+                arguments = {"stream_id": "L4__t_amb", **window}
+                assert call(remembering, "aggregate_window", arguments) == call(store, "aggregate_window", arguments)
+        assert 0 < remembering._remembered_bytes <= 2_000 and 0 < len(remembering._results) < len(days)
+    finally:
+        remembering.close()

@@ -11,11 +11,12 @@ from pathlib import Path
 
 import numpy as np
 
+from pipeline.canonical import canonical_json
 from pipeline.store.build import STORE_FILE, open_store
 from pipeline.workspace import Workspace
 
 DEFAULT_CACHE_BYTES = 512 * 1024 * 1024
-REMEMBERED_RESULTS = 1 << 16  # tool results a store that remembers keeps (least recently used go first)
+REMEMBERED_BYTES = 64 << 20  # tool results a store that remembers keeps, by their JSON size (least recently used go first)
 
 
 @dataclass(frozen=True)
@@ -68,7 +69,8 @@ class ToolStore:
         result). The build stages that play every episode many times (tasks, episodes, audit) ask for it; agents'
         runs and the MCP server do not, so their latencies are the tools' own."""
         self.path = path
-        self._results: OrderedDict[tuple[str, str], dict] | None = OrderedDict() if remember_results else None
+        self._results: OrderedDict[tuple[str, str], tuple[dict, int]] | None = OrderedDict() if remember_results else None
+        self._remembered_bytes = 0
         self._con = open_store(path)
         self._lock = threading.Lock()
         self._cache: OrderedDict[str, StreamArrays] = OrderedDict()
@@ -116,16 +118,24 @@ class ToolStore:
             found = self._results.get(key) if self._results is not None else None
             if found is not None:
                 self._results.move_to_end(key)
-        return copy.deepcopy(found) if found is not None else None
+        return copy.deepcopy(found[0]) if found is not None else None
 
     def remember(self, key: tuple[str, str], result: dict) -> None:
+        """Keep a copy of a call's result, within REMEMBERED_BYTES (a result that is not canonical JSON is not kept)."""
         if self._results is None:
+            return
+        try:
+            size = len(key[1]) + len(canonical_json(result))
+        except (TypeError, ValueError):
             return
         kept = copy.deepcopy(result)
         with self._lock:
-            self._results[key] = kept
-            while len(self._results) > REMEMBERED_RESULTS:
-                self._results.popitem(last=False)
+            if key in self._results:
+                self._remembered_bytes -= self._results.pop(key)[1]
+            self._results[key] = (kept, size)
+            self._remembered_bytes += size
+            while self._remembered_bytes > REMEMBERED_BYTES and self._results:
+                self._remembered_bytes -= self._results.popitem(last=False)[1][1]
 
     def site_id(self, text: str) -> str | None:
         """Site id from an id or a label, ignoring case, spaces and punctuation."""
