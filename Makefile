@@ -57,7 +57,7 @@ test-fast: $(STAMP)
 	$(PYCACHE) $(BIN)/python -m pytest -q -m "not slow" $(PYTEST_ARGS)
 
 bench-scale: $(STAMP)
-	$(BIN)/python -m pipeline.bench_scale
+	$(BIN)/python -m pipeline.bench.scale
 
 verify: $(STAMP)
 	$(TB) verify
@@ -87,7 +87,7 @@ lint: $(STAMP)
 	$(BIN)/ruff check .
 
 bench: $(STAMP)
-	$(BIN)/python -m pipeline.bench
+	$(BIN)/python -m pipeline.bench.throughput
 
 clean:
 	rm -rf $(VENV) artifacts/*/ingest artifacts/*/store artifacts/*/tasks artifacts/*/episodes artifacts/*/audit

@@ -17,7 +17,7 @@ class OutputFile(Frozen):
 class StageManifest(Frozen):
     """Identity of one stage's outputs. Nothing here depends on time, host, path or thread count."""
 
-    scheme_version: int = Field(description="Version of the hashing scheme (pipeline.canonical).")
+    scheme_version: int = Field(description="Version of the hashing scheme (pipeline.core.canonical).")
     corpus: str
     stage: str
     code_version: str = Field(description="xxh3-128 over the source files the stage runs (not a git id).")

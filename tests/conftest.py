@@ -22,10 +22,10 @@ def real_artifacts(tmp_path_factory, request):
     wait for it and then find it cached, so the corpora build at once on different workers, each once."""
     from click.testing import CliRunner
 
-    from pipeline.build import raw_folder
     from pipeline.cli import main
-    from pipeline.config import corpus_names, load_mapping
-    from pipeline.workspace import Workspace
+    from pipeline.core.config import corpus_names, load_mapping
+    from pipeline.core.workspace import Workspace
+    from pipeline.harness.build import raw_folder
     from tests.helpers import REPO
 
     worker = getattr(request.config, "workerinput", None)

@@ -10,10 +10,10 @@ from pathlib import Path
 import polars as pl
 from click.testing import CliRunner, Result
 
-from pipeline.build import build
 from pipeline.cli import main
-from pipeline.config import load_mapping
-from pipeline.workspace import Workspace
+from pipeline.core.config import load_mapping
+from pipeline.core.workspace import Workspace
+from pipeline.harness.build import build
 
 REPO = Path(__file__).resolve().parents[1]
 RAW = REPO / "data" / "raw"

@@ -12,7 +12,8 @@ from pydantic import TypeAdapter
 
 from contracts.agent_io import AgentInput, EpisodeStart
 from contracts.protocol import Action
-from pipeline.gym import GymError, TelemetryEnv
+from pipeline.core.errors import GymError
+from pipeline.harness.gym import TelemetryEnv
 from pipeline.runtime.gold_path import gold_actions
 from tests.helpers import REPO, run_cli
 

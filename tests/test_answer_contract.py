@@ -8,12 +8,12 @@ import math
 
 import pytest
 
-from pipeline.config import load_episodes_config
-from pipeline.play import load_episodes
+from pipeline.core.config import load_episodes_config
+from pipeline.core.workspace import Workspace
+from pipeline.harness.traces import load_episodes
 from pipeline.runtime.contract import contract_failures
 from pipeline.runtime.simulator import slot_keywords
 from pipeline.tools.access import ToolStore
-from pipeline.workspace import Workspace
 from tests.helpers import REPO, run_cli
 
 KEYWORDS = slot_keywords(load_episodes_config(Workspace.from_root(REPO)))

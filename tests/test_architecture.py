@@ -1,34 +1,28 @@
-"""Data flows one way: no module imports a later stage, and contracts never import pipeline."""
+"""Data flows one way: no module imports a later layer, contracts never import pipeline, and every module is in a layer."""
 
 from __future__ import annotations
 
 import ast
 
-from pipeline.manifest import CORE_MODULES
 from tests.helpers import REPO
 
-# Lowest first; a module may import only its own layer or lower ones.
-LAYERS = ["contracts", "core", "ingest", "store", "tools", "tasks", "episodes", "runtime", "audit", "release", "report", "cli"]
-CORE = set(CORE_MODULES)  # the modules every stage runs (and whose code enters every stage's identity)
+# Lowest first (design/ARCHITECTURE.md); a module may import only its own layer or lower ones.
+LAYERS = ["contracts", "core", "ingest", "store", "tools", "tasks", "episodes", "runtime", "audit", "release", "harness",
+          "report", "cli", "bench"]
+TOP_LEVEL = {"__init__", "__main__"}  # the only modules directly in pipeline/
 
 
 def layer_of(module: str) -> int:
     parts = module.split(".")
     if parts[0] == "contracts":
         return 0
-    if parts[0] != "pipeline" or len(parts) == 1:
+    if parts[0] != "pipeline" or len(parts) == 1 or parts[1] in TOP_LEVEL:
         return -1
-    head = parts[1]
-    if head in CORE:
-        return 1
-    if head in LAYERS:
-        return LAYERS.index(head)
-    if head in {"play", "evaluation"}:  # library entry points wiring runtime, audit and release ground truth
-        return LAYERS.index("release")
-    return LAYERS.index("cli")  # bench, build and every other top-level module
+    return LAYERS.index(parts[1])
 
 
 def imports(path) -> list[str]:
+    """Every absolute import in the file, function-level ones included."""
     tree = ast.parse(path.read_text())
     found = []
     for node in ast.walk(tree):
@@ -39,11 +33,22 @@ def imports(path) -> list[str]:
     return found
 
 
+def modules(package: str):
+    for path in sorted((REPO / package).rglob("*.py")):
+        yield ".".join(path.relative_to(REPO).with_suffix("").parts), path
+
+
+def test_every_module_is_in_a_layer():
+    loose = [m for m, _ in modules("pipeline") if m.count(".") == 1 and m.split(".")[1] not in TOP_LEVEL]
+    assert not loose, f"modules directly in pipeline/ (put each in its layer's package): {loose}"
+    packages = {p.name for p in (REPO / "pipeline").iterdir() if p.is_dir() and (p / "__init__.py").is_file()}
+    assert packages == set(LAYERS) - {"contracts"}, packages ^ (set(LAYERS) - {"contracts"})
+
+
 def test_no_backward_imports():
     problems = []
     for package in ("contracts", "pipeline"):
-        for path in (REPO / package).rglob("*.py"):
-            module = ".".join(path.relative_to(REPO).with_suffix("").parts)
+        for module, path in modules(package):
             mine = layer_of(module)
             for target in imports(path):
                 if target.split(".")[0] in {"contracts", "pipeline"} and layer_of(target) > mine >= 0:
@@ -54,3 +59,11 @@ def test_no_backward_imports():
 def test_contracts_never_import_pipeline():
     for path in (REPO / "contracts").rglob("*.py"):
         assert not [t for t in imports(path) if t.startswith("pipeline")], path
+
+
+def test_the_architecture_doc_lists_the_layers_in_order():
+    """docs/architecture.md's layer table names every layer, lowest first, with its package."""
+    rows = [line.split("|")[1:3] for line in (REPO / "docs" / "architecture.md").read_text(encoding="utf-8").splitlines()
+            if line.startswith("| ") and "`" in line.split("|")[2]]
+    assert [layer.strip() for layer, _ in rows] == LAYERS
+    assert [package.strip().strip("`").rstrip("/") for _, package in rows] == ["contracts", *(f"pipeline/{layer}" for layer in LAYERS[1:])]

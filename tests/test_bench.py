@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 from click.testing import CliRunner
 
-from pipeline.bench import main
+from pipeline.bench.throughput import main
 from tests.helpers import copy_config, tiny_workspace
 
 pytestmark = pytest.mark.slow  # builds a corpus of its own (make test-fast skips it)

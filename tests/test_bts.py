@@ -12,7 +12,7 @@ import pytest
 from click.testing import CliRunner
 
 from pipeline.cli import main
-from pipeline.synth import synth_bts
+from pipeline.ingest.synth import synth_bts
 from tests.helpers import RAW, REPO
 
 TTL = RAW / "bts-site-b" / "Site_B.ttl"

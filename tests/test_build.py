@@ -5,18 +5,19 @@ from __future__ import annotations
 import json
 import os
 import shutil
+from pathlib import Path
 
 import duckdb
 import pytest
 from click.testing import CliRunner
 
-from pipeline.build import build
 from pipeline.cli import main
-from pipeline.manifest import MANIFEST
+from pipeline.core.manifest import MANIFEST
+from pipeline.core.workspace import Workspace
+from pipeline.harness.build import build
 from pipeline.release.verify import compare_folders
-from pipeline.store.build import STORE_FILE, open_store
-from pipeline.workspace import Workspace
-from tests.helpers import TINY_XAI, tiny_workspace
+from pipeline.store.reader import STORE_FILE, open_store
+from tests.helpers import REPO, TINY_XAI, tiny_workspace
 
 pytestmark = pytest.mark.slow  # builds a corpus of its own (make test-fast skips it)
 
@@ -153,7 +154,7 @@ def test_store_file_holds_what_the_manifest_digests(ws):
 
 
 def test_tool_registry_version_enters_the_identity_of_stages_that_use_tools(ws, monkeypatch):
-    from pipeline import build as build_module
+    from pipeline.harness import build as build_module
     from pipeline.tools import registry
 
     mapping = build_module.load_mapping(ws.corpus_config("xai4heat"))
@@ -167,14 +168,14 @@ def test_tool_registry_version_enters_the_identity_of_stages_that_use_tools(ws, 
     assert before[0] != after[0] and before[1] == after[1]
 
 
-def test_upstream_code_change_that_keeps_outputs_still_rebuilds_the_release(ws, monkeypatch):
-    """release.json embeds the upstream manifests: their new code versions must reach it even when no output changed."""
-    from pipeline import build as build_module
+def test_an_edit_of_the_parquet_writer_that_keeps_its_bytes_rebuilds_only_its_importers(ws, monkeypatch):
+    """Code identity is the import closure: ingest and store import the Parquet writer and rebuild; tasks, episodes and
+    audit do not import it and their inputs are unchanged, and the release depends on upstream data, not upstream code."""
+    from pipeline.core import manifest
 
-    real = build_module.code_version
-    monkeypatch.setattr(build_module, "code_version", lambda packages: real(packages) + ("-new" if "audit" in packages else ""))
+    real, writer = manifest.digest_file, (REPO / "pipeline" / "ingest" / "parquet.py").resolve()
+    monkeypatch.setattr(manifest, "digest_file", lambda path: real(path) + ("-edited" if Path(path).resolve() == writer else ""))
     result = statuses(build(ws))
-    assert result[("hhw", "audit")] == "built" and result[("hhw", "release")] == "built"
-    assert result[("hhw", "episodes")] == "cached"
-    release = json.loads((ws.stage_dir("hhw", "release") / "release.json").read_text())
-    assert release["stages"]["audit"]["code_version"].endswith("-new")
+    for corpus in ("hhw", "xai4heat"):
+        assert [result[(corpus, s)] for s in ("ingest", "store")] == ["built", "built"]
+        assert [result[(corpus, s)] for s in ("tasks", "episodes", "audit", "release")] == ["cached"] * 4

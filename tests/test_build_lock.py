@@ -12,7 +12,7 @@ import pytest
 from click.testing import CliRunner
 
 from pipeline.cli import main
-from pipeline.manifest import LOCK
+from pipeline.core.manifest import LOCK
 from tests.helpers import tiny_workspace
 
 pytestmark = pytest.mark.slow  # builds a corpus of its own (make test-fast skips it)

@@ -6,7 +6,7 @@ import math
 
 import pytest
 
-from pipeline.canonical import HASH_SCHEME_VERSION, canonical_json, digest, digest_value, write_json
+from pipeline.core.canonical import HASH_SCHEME_VERSION, canonical_json, digest, digest_value, write_json
 
 
 def test_canonical_json_is_sorted_compact_and_utf8():
@@ -29,7 +29,7 @@ def test_pinned_digests():
 def test_untrusted_json_is_bounded_in_depth():
     import json
 
-    from pipeline.canonical import MAX_JSON_DEPTH, JSONTooDeep, json_depth, loads_untrusted
+    from pipeline.core.canonical import MAX_JSON_DEPTH, JSONTooDeep, json_depth, loads_untrusted
 
     assert loads_untrusted('{"a": [1, {"b": 2}]}') == {"a": [1, {"b": 2}]}
     assert json_depth(3) == 0 and json_depth([]) == 1 and json_depth({"a": [1, {"b": []}]}) == 4

@@ -5,7 +5,7 @@ from __future__ import annotations
 import polars as pl
 import pytest
 
-from pipeline.errors import IngestError
+from pipeline.core.errors import IngestError
 from tests.helpers import copy_config, copy_real, ingest, make_workspace, real_lines, xai_config
 
 L4 = "xai4heat_scada_L4.csv"

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from pipeline.config import load_mapping
-from pipeline.errors import ConfigError
+from pipeline.core.config import load_mapping
+from pipeline.core.errors import ConfigError
 from tests.helpers import REPO, xai_config
 
 

@@ -7,9 +7,9 @@ import json
 
 import pytest
 
-from pipeline.build import build
-from pipeline.config import load_episodes_config
-from pipeline.play import load_episodes
+from pipeline.core.config import load_episodes_config
+from pipeline.harness.build import build
+from pipeline.harness.traces import load_episodes
 from pipeline.runtime.preflight import ambiguous_questions, preflight
 from pipeline.tools.access import ToolStore
 from tests.helpers import TINY_XAI, make_workspace, xai_config

@@ -176,7 +176,7 @@ def test_wording_varies_and_no_template_dominates(real_artifacts, corpus):
     """At least 6 openings per family and 4 commitment phrasings; no opening or commitment template holds more than
     40% of a family's released rows (families with at least 10 rows); several date and instant styles appear."""
     from pipeline.audit.reading import pattern
-    from pipeline.play import load_episodes
+    from pipeline.harness.traces import load_episodes
 
     released = [e for s in ("train", "dev", "test") for e in load_episodes(real_artifacts / corpus / "audit" / f"{s}.jsonl")]
     commits = [*CFG.commit_window_prompts, *CFG.commit_timestamp_prompts]

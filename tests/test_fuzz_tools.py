@@ -10,7 +10,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from contracts.tools import ToolError
-from pipeline.canonical import digest_file
+from pipeline.core.canonical import digest_file
 from pipeline.tools import registry
 from tests.helpers import fuzz_settings
 

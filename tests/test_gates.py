@@ -13,14 +13,14 @@ from pipeline.audit.fixtures import both_withheld
 from pipeline.audit.guessers import Guesser, Memory
 from pipeline.audit.policies import ShortcutPolicy
 from pipeline.audit.stage import phases_needing, play, required_capabilities
-from pipeline.config import load_answers, load_audit_config, load_episodes_config, load_families, load_mapping
+from pipeline.core.config import load_answers, load_audit_config, load_episodes_config, load_families, load_mapping
+from pipeline.core.errors import StageError
+from pipeline.core.workspace import Workspace
 from pipeline.episodes.lift import commitment_instant, week_index
 from pipeline.episodes.stage import build_episodes, read_episodes
-from pipeline.errors import StageError
 from pipeline.release.stage import build_release
 from pipeline.runtime.simulator import slot_keywords
 from pipeline.tasks.probes import MINUTE, grid_point, grid_rules
-from pipeline.workspace import Workspace
 from tests.helpers import REPO, run_cli
 
 WS = Workspace.from_root(REPO)

@@ -5,10 +5,10 @@ from __future__ import annotations
 import pytest
 
 from contracts.answers import AnswerForm, Tolerance
-from pipeline.config import load_answers
+from pipeline.core.config import load_answers
+from pipeline.core.workspace import Workspace
 from pipeline.tasks.forms import form
 from pipeline.tasks.grading import grade, number_and_unit, passes
-from pipeline.workspace import Workspace
 from tests.helpers import REPO
 
 ANSWERS = load_answers(Workspace.from_root(REPO))

@@ -11,8 +11,8 @@ from jsonschema import Draft7Validator
 
 from contracts.episodes import EpisodesConfig
 from pipeline.cli import main
-from pipeline.evaluation import evaluate_row
-from pipeline.play import load_episodes
+from pipeline.harness.evaluation import evaluate_row
+from pipeline.harness.traces import load_episodes
 from pipeline.release.ground_truth import trajectory
 from pipeline.release.gt_validate import SCHEMA_PATH, check
 from pipeline.runtime.runner import run_episode

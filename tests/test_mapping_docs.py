@@ -6,7 +6,14 @@ from __future__ import annotations
 from click.testing import CliRunner
 
 from pipeline.cli import main
-from pipeline.schemas import INGEST_DOC, REFERENCE_BEGIN, mapping_models, mapping_reference, stale, undocumented_keys
+from pipeline.harness.schemas import (
+    INGEST_DOC,
+    REFERENCE_BEGIN,
+    mapping_models,
+    mapping_reference,
+    stale,
+    undocumented_keys,
+)
 from tests.helpers import REPO
 
 

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from pipeline.canonical import MAX_JSON_DEPTH
+from pipeline.core.canonical import MAX_JSON_DEPTH
 from tests.helpers import REPO
 
 INITIALIZE = {"jsonrpc": "2.0", "id": 0, "method": "initialize",

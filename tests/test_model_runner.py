@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from pipeline.play import load_episodes
+from pipeline.harness.traces import load_episodes
 from tests.fake_providers import STYLES, GoldServer
 from tests.helpers import REPO, run_cli
 

@@ -15,8 +15,8 @@ import pytest
 from click.testing import CliRunner
 
 from pipeline.cli import main
-from pipeline.config import load_mapping
-from pipeline.workspace import Workspace
+from pipeline.core.config import load_mapping
+from pipeline.core.workspace import Workspace
 from tests.helpers import RAW, REPO, TINY_XAI, copy_shared_configs, xai_config
 
 BELGRADE = ZoneInfo("Europe/Belgrade")

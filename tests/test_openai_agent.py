@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-from pipeline.play import load_episodes
+from pipeline.harness.traces import load_episodes
 from pipeline.runtime.gold_path import gold_actions
 from pipeline.runtime.openai_agent import OpenAIAgent, OpenAISettings, function_specs
 from pipeline.runtime.runner import run_episode
@@ -116,7 +116,7 @@ def test_malformed_parallel_and_garbage_are_protocol_issues(setup, monkeypatch):
 @pytest.mark.slow
 def test_the_key_is_optional_and_the_endpoint_is_not(monkeypatch):
     """Keyless local servers (vLLM, Ollama, llama.cpp) need no key; a missing endpoint or model is a clear error."""
-    from pipeline.runtime.openai_agent import OpenAIAgentError
+    from pipeline.core.errors import OpenAIAgentError
 
     monkeypatch.delenv("NO_SUCH_KEY", raising=False)
     for name in ("OPENAI_BASE_URL", "OPENAI_MODEL"):

@@ -8,13 +8,14 @@ from pathlib import Path
 
 import pytest
 
-from pipeline import parquet
-from pipeline.build import build
-from pipeline.errors import ConfigError
-from pipeline.parallel import Resources, Scope, parse_bytes, scopes
-from pipeline.store.build import STORE_FILE, logical_digests
-from pipeline.synth import synth_bts
-from pipeline.workspace import Workspace
+from pipeline.core.errors import ConfigError
+from pipeline.core.executor import Resources, Scope, parse_bytes, scopes
+from pipeline.core.workspace import Workspace
+from pipeline.harness.build import build
+from pipeline.ingest import parquet
+from pipeline.ingest.synth import synth_bts
+from pipeline.store.build import logical_digests
+from pipeline.store.reader import STORE_FILE
 from tests.helpers import RAW, REPO, copy_config, make_workspace, real_lines, xai_config
 
 pytestmark = pytest.mark.slow  # builds a corpus of its own (make test-fast skips it)
@@ -136,7 +137,7 @@ def test_memory_budget_parsing():
 
 
 def test_background_consumes_in_order_and_hands_back_the_first_error():
-    from pipeline.parallel import Background
+    from pipeline.core.executor import Background
 
     seen = []
     worker = Background(seen.append, depth=2, name="test")

@@ -16,7 +16,8 @@ import pytest
 from click.testing import CliRunner
 
 from pipeline.cli import main
-from pipeline.ingest.pickles import UnsafePickle, load_series
+from pipeline.core.errors import UnsafePickle
+from pipeline.ingest.pickles import load_series
 from tests.helpers import REPO
 
 LIMIT = 1 << 29

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import json
 
-from pipeline.build import build
-from pipeline.manifest import MANIFEST
+from pipeline.core.manifest import MANIFEST
+from pipeline.harness.build import build
 from tests.helpers import make_workspace, real_lines, xai_config
 
 PINNED = {

@@ -15,8 +15,8 @@ from click.testing import CliRunner
 from mcp.client.session import ClientSession
 from mcp.client.stdio import StdioServerParameters, stdio_client
 
-from pipeline.checksums import sha256_file
 from pipeline.cli import main
+from pipeline.core.checksums import sha256_file
 
 
 def snapshot(folder: Path) -> dict[str, str]:

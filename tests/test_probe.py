@@ -5,9 +5,9 @@ from __future__ import annotations
 import json
 
 from pipeline.audit.probe import artifact_probe
-from pipeline.config import load_audit_config, load_episodes_config
-from pipeline.play import load_episodes
-from pipeline.workspace import Workspace
+from pipeline.core.config import load_audit_config, load_episodes_config
+from pipeline.core.workspace import Workspace
+from pipeline.harness.traces import load_episodes
 from tests.helpers import REPO, run_cli
 
 WS = Workspace.from_root(REPO)

@@ -9,7 +9,7 @@ from click.testing import CliRunner
 
 from pipeline.cli import main
 from pipeline.release.verify import replay, verify_release
-from pipeline.store.build import KEYS
+from pipeline.store.reader import KEYS
 from tests.helpers import make_workspace, real_lines, verify_cli, xai_config
 
 

@@ -267,11 +267,11 @@ def test_departure_from_the_gold_path(real_artifacts, xai_store):
     """Plans are neutral; acceptable variants stay on the path; stopping early, a changed argument, a call before the
     question, and an unreadable turn leave it, each with what the gold path does there."""
     from contracts.runtime import TurnRecord
-    from pipeline.config import load_episodes_config
+    from pipeline.core.config import load_episodes_config
+    from pipeline.core.workspace import Workspace
+    from pipeline.harness.episodes import find_episode
     from pipeline.report.conversation import agent_conversation, departure, gold_records
-    from pipeline.runtime.episodes_api import find_episode
     from pipeline.runtime.simulator import slot_keywords
-    from pipeline.workspace import Workspace
 
     ws = Workspace.from_root(REPO, real_artifacts)
     keywords = slot_keywords(load_episodes_config(ws))
@@ -300,11 +300,11 @@ def test_departure_from_the_gold_path(real_artifacts, xai_store):
 
 def test_acceptable_variant_stays_on_the_gold_path(real_artifacts):
     """An agent that takes one of a phase's acceptable call sets (period custom instead of day) has not left the path."""
-    from pipeline.config import load_episodes_config
+    from pipeline.core.config import load_episodes_config
+    from pipeline.core.workspace import Workspace
     from pipeline.report.conversation import departure, gold_records
     from pipeline.runtime.simulator import slot_keywords
     from pipeline.tools.access import ToolStore
-    from pipeline.workspace import Workspace
 
     ws = Workspace.from_root(REPO, real_artifacts)
     keywords = slot_keywords(load_episodes_config(ws))

@@ -10,7 +10,7 @@ import pytest
 
 from contracts.episodes import EpisodesConfig
 from contracts.runtime import TurnRecord
-from pipeline.play import load_episodes
+from pipeline.harness.traces import load_episodes
 from pipeline.runtime.agents import Agent, HumanAgent, OracleAgent
 from pipeline.runtime.runner import run_episode
 from pipeline.runtime.scoring import score_episode

@@ -9,11 +9,11 @@ import pytest
 from contracts.episodes import CommitmentPhase, Episode, EpisodesConfig, FollowUp, LookupPhase, WithheldSlot
 from contracts.protocol import Answer, AskUser, CallTool, Plan
 from contracts.runtime import TurnRecord
-from pipeline.config import load_answers
+from pipeline.core.config import load_answers
+from pipeline.core.workspace import Workspace
 from pipeline.runtime.scoring import score_episode
 from pipeline.runtime.simulator import UserSimulator, asked_slots, asks_for, slot_keywords
 from pipeline.tasks.forms import form
-from pipeline.workspace import Workspace
 from tests.helpers import REPO
 
 CFG = EpisodesConfig.model_validate(tomllib.loads((REPO / "configs" / "episodes.toml").read_text()))

@@ -12,7 +12,7 @@ from click.testing import CliRunner
 from contracts.answers import AnswerForm
 from contracts.tasks import FamiliesConfig
 from pipeline.cli import main
-from pipeline.play import load_episodes
+from pipeline.harness.traces import load_episodes
 from pipeline.tasks import gold, grading
 from pipeline.tasks.grading import instant
 from pipeline.tools.access import ToolStore

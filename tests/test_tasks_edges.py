@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-from pipeline.build import build
+from pipeline.harness.build import build
 from tests.helpers import make_workspace, real_lines, xai_config
 
 # Every 8th record of L4 (years long, as time-blocked splits need), `pe` emptied in every row (its stream then has

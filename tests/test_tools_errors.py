@@ -11,7 +11,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from contracts.tools import ErrorCode
-from pipeline.build import build
+from pipeline.harness.build import build
 from pipeline.store.compute import DAY, window_bounds
 from pipeline.tools import registry
 from pipeline.tools.access import ToolStore

@@ -11,7 +11,7 @@ import pytest
 from mcp.client.session import ClientSession
 from mcp.client.stdio import StdioServerParameters, stdio_client
 
-from pipeline.build import build
+from pipeline.harness.build import build
 from pipeline.tools import registry
 from pipeline.tools.access import ToolStore
 from tests.helpers import make_workspace, real_lines, xai_config

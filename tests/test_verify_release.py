@@ -9,7 +9,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from pipeline.canonical import digest_value, pretty_json
+from pipeline.core.canonical import digest_value, pretty_json
 from pipeline.release.verify import verify_release
 from tests.helpers import fuzz_settings, verify_cli
 

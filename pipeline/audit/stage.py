@@ -14,14 +14,14 @@ from pipeline.audit.gates import gate_of
 from pipeline.audit.guessers import Guesser
 from pipeline.audit.policies import ShortcutPolicy
 from pipeline.audit.probe import accuracy_gate, artifact_probe, majority_share
+from pipeline.core.manifest import StageResult, write_splits
 from pipeline.episodes.stage import read_episodes
-from pipeline.manifest import StageResult, write_splits
 from pipeline.runtime.agents import Agent, OracleAgent
 from pipeline.runtime.preflight import preflight
 from pipeline.runtime.runner import run_episode
 from pipeline.runtime.scoring import score_episode
 from pipeline.runtime.simulator import slot_keywords
-from pipeline.store.build import STORE_FILE
+from pipeline.store.reader import STORE_FILE
 from pipeline.tasks.grading import code
 from pipeline.tasks.probes import grid_rules
 from pipeline.tools.access import ToolStore

@@ -31,8 +31,8 @@ def build(ctx: click.Context, corpora: tuple[str, ...], until: str | None, threa
       telemetry-bench build --corpus xai4heat --json
       telemetry-bench build --corpus xai4heat --partitions 4 --workers 2 --memory-budget 2GB
     """
-    from pipeline.build import build as run_build
-    from pipeline.parallel import Resources, parse_bytes
+    from pipeline.core.executor import Resources, parse_bytes
+    from pipeline.harness.build import build as run_build
 
     resources = Resources(threads=threads, partitions=partitions, workers=workers, memory_budget=parse_bytes(memory_budget))
 
@@ -66,8 +66,8 @@ def verify(ctx: click.Context, corpora: tuple[str, ...], release: str | None, as
     """
     from pathlib import Path
 
-    from pipeline.config import select_corpora
-    from pipeline.errors import StageError
+    from pipeline.core.config import select_corpora
+    from pipeline.core.errors import StageError
     from pipeline.release.verify import replay, verify_release
 
     if release:
@@ -123,7 +123,7 @@ def synth_bts_command(ctx: click.Context, streams: int, days: int, seed: int, ou
     """
     from pathlib import Path
 
-    from pipeline.synth import synth_bts
+    from pipeline.ingest.synth import synth_bts
 
     ws = cli.workspace(ctx)
     result = synth_bts(ws.root / "data" / "raw" / "bts-site-b" / "Site_B.ttl", streams, days, seed, Path(out))

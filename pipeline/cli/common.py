@@ -10,8 +10,8 @@ from typing import Any
 
 import click
 
-from pipeline.errors import TelemetryBenchError
-from pipeline.workspace import Workspace
+from pipeline.core.errors import TelemetryBenchError
+from pipeline.core.workspace import Workspace
 
 
 def handle_errors(func: Callable[..., Any]) -> Callable[..., Any]:

@@ -29,7 +29,7 @@ def export_ground_truth(ctx: click.Context, corpus: str, split: str, out: str | 
     Example:
       telemetry-bench export ground-truth --corpus xai4heat --split test --out /tmp/gt.jsonl
     """
-    from pipeline.evaluation import export_ground_truth as run_export
+    from pipeline.harness.evaluation import export_ground_truth as run_export
 
     path = Path(out or f"ground_truth_{corpus}_{split}.jsonl")
     click.echo(f"{path}: {run_export(cli.workspace(ctx), corpus, split, path)} trajectories")
@@ -73,7 +73,7 @@ def evaluate(ctx: click.Context, release: str | None, cache_dir: str | None, gro
       telemetry-bench evaluate --release artifacts/xai4heat/release --cache-dir /tmp/cache --trace /tmp/r.jsonl
     """
     from pipeline.cli.runtime import _release
-    from pipeline.evaluation import evaluate as run_evaluation
+    from pipeline.harness.evaluation import evaluate as run_evaluation
 
     report = run_evaluation(cli.workspace(ctx), Path(ground_truth) if ground_truth else None, Path(trace), _release(release, cache_dir))
     if as_json:

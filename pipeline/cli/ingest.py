@@ -19,7 +19,7 @@ def ingest(ctx: click.Context, corpora: tuple[str, ...], force: bool) -> None:
     Example:
       telemetry-bench ingest --corpus xai4heat
     """
-    from pipeline.build import build
+    from pipeline.harness.build import build
     from pipeline.ingest.stage import read_report
 
     ws = cli.workspace(ctx)

@@ -81,7 +81,7 @@ def _summary(stage: str) -> Callable:
 
         return tasks_summary
     if stage == "episodes":
-        from pipeline.runtime.episodes_api import episodes_summary
+        from pipeline.harness.episodes import episodes_summary
 
         return episodes_summary
     from pipeline.store.inspect import store_summary

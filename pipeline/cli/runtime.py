@@ -104,7 +104,8 @@ def run(ctx: click.Context, release: str | None, cache_dir: str | None, corpus: 
       telemetry-bench run --corpus xai4heat --split test --agent examples.agents.replay:ReplayAgent --agent-option trace=/tmp/t.jsonl --out /tmp/py.jsonl
       telemetry-bench run --corpus xai4heat --split test --agent-cmd "python3 examples/agents/replay_cmd.py /tmp/t.jsonl" --out /tmp/cmd.jsonl
     """
-    from pipeline.play import RunError, run_agent
+    from pipeline.core.errors import RunError
+    from pipeline.harness.play import run_agent
 
     if bool(agent_name) == bool(agent_cmd):
         raise RunError("give exactly one of --agent NAME and --agent-cmd CMD")
@@ -154,7 +155,7 @@ def score(ctx: click.Context, traces: tuple[str, ...], as_json: bool, release: s
     Example:
       telemetry-bench score /tmp/t.jsonl --json
     """
-    from pipeline.play import score_traces
+    from pipeline.harness.traces import score_traces
 
     summary = score_traces(cli.workspace(ctx), [Path(t) for t in traces], _release(release, None))
     if as_json:
@@ -175,7 +176,7 @@ def preflight(ctx: click.Context, corpus: str, as_json: bool) -> None:
     Example:
       telemetry-bench preflight --corpus xai4heat --json
     """
-    from pipeline.play import preflight_corpus
+    from pipeline.harness.play import preflight_corpus
 
     report = preflight_corpus(cli.workspace(ctx), corpus)
     if as_json:
@@ -200,7 +201,7 @@ def audit(ctx: click.Context, corpus: str, as_json: bool) -> None:
     Example:
       telemetry-bench audit --corpus xai4heat --json
     """
-    from pipeline.play import audit_summary
+    from pipeline.harness.play import audit_summary
 
     report = audit_summary(cli.workspace(ctx), corpus)
     if as_json:

@@ -93,8 +93,8 @@ def schemas(ctx: click.Context, check: bool) -> None:
     Example:
       telemetry-bench schemas --check
     """
-    from pipeline.errors import ConfigError
-    from pipeline.schemas import stale, write
+    from pipeline.core.errors import ConfigError
+    from pipeline.harness.schemas import stale, write
 
     folder = cli.workspace(ctx).root / "contracts" / "schemas"
     if check:

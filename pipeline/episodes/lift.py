@@ -24,7 +24,8 @@ from contracts.episodes import (
     WithheldSlot,
 )
 from contracts.tasks import FamiliesConfig, Family, Task
-from pipeline.canonical import digest
+from pipeline.core.canonical import digest
+from pipeline.core.errors import LiftError
 from pipeline.episodes.calls import as_calls, gold_of, revised, run
 from pipeline.store.compute import DAY, MONDAY, window_bounds
 from pipeline.tasks import forms, gold, render
@@ -67,10 +68,6 @@ def timestamp_commitment(offset_seconds: float, step_seconds: float | None, acce
     if abs(offset_seconds) <= (step_seconds or 0) * abstain_ratio:
         return "re_clarify", "timestamp_too_imprecise"
     return "abstain", "long_gap"
-
-
-class LiftError(ValueError):
-    """A task that cannot be lifted (e.g. its withheld slot would still show in the first message)."""
 
 
 class Chooser:

@@ -10,10 +10,11 @@ from pathlib import Path
 from contracts.answers import AnswersConfig
 from contracts.episodes import Episode, EpisodesConfig
 from contracts.tasks import SPLITS, FamiliesConfig, Task
-from pipeline.canonical import write_jsonl
-from pipeline.episodes.lift import Lifter, LiftError, commitment_instant, week_index
-from pipeline.manifest import StageResult, write_splits
-from pipeline.store.build import STORE_FILE
+from pipeline.core.canonical import write_jsonl
+from pipeline.core.errors import LiftError
+from pipeline.core.manifest import StageResult, write_splits
+from pipeline.episodes.lift import Lifter, commitment_instant, week_index
+from pipeline.store.reader import STORE_FILE
 from pipeline.tasks import gold, render
 from pipeline.tools.access import ToolStore
 

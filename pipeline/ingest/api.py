@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import re
 
-from pipeline import checksums
-from pipeline.config import load_mapping, select_corpora
+from pipeline.core import checksums
+from pipeline.core.config import load_mapping, select_corpora
+from pipeline.core.workspace import Workspace
 from pipeline.ingest.stage import read_report
-from pipeline.workspace import Workspace
 
 
 def ingest_summary(ws: Workspace, corpus: str) -> dict:
@@ -42,8 +42,8 @@ def draft_corpus(ws: Workspace, folder: str, name: str, force: bool, out: str | 
     into `out` instead when given."""
     from pathlib import Path
 
-    from pipeline.canonical import atomic_write_bytes
-    from pipeline.errors import ConfigError
+    from pipeline.core.canonical import atomic_write_bytes
+    from pipeline.core.errors import ConfigError
     from pipeline.ingest.draft import draft
 
     if not re.fullmatch(r"[a-z0-9][a-z0-9_-]*", name):

@@ -17,8 +17,9 @@ import polars as pl
 import pyarrow as pa
 
 from contracts.corpus import CorpusMapping
-from pipeline.canonical import digest_value
-from pipeline.errors import IngestError
+from pipeline.core.canonical import digest_value
+from pipeline.core.errors import IngestError
+from pipeline.core.executor import Scope
 from pipeline.ingest.cleaning import (
     OBS_SCHEMA,
     REJECT_SCHEMA,
@@ -31,9 +32,8 @@ from pipeline.ingest.cleaning import (
 )
 from pipeline.ingest.layouts import READERS, ReadFile
 from pipeline.ingest.metadata import Resolver
+from pipeline.ingest.parquet import write_part
 from pipeline.ingest.tables import TABLES
-from pipeline.parallel import Scope
-from pipeline.parquet import write_part
 
 OBSERVATIONS = "observations.arrow"
 REJECTS = "rejects.arrow"

@@ -14,7 +14,7 @@ from pathlib import Path
 import pyoxigraph as ox
 
 from contracts.corpus import BrickMetadata
-from pipeline.errors import IngestError
+from pipeline.core.errors import IngestError
 from pipeline.ingest.catalog import Catalog, Point
 
 RDF_TYPE = "http://www.w3.org/1999/02/22-rdf-syntax-ns#type"

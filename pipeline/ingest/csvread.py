@@ -14,7 +14,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.csv as pacsv
 
-from pipeline.errors import IngestError
+from pipeline.core.errors import IngestError
 
 
 @dataclass

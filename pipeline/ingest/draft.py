@@ -17,8 +17,8 @@ from datetime import datetime
 from pathlib import Path
 
 from contracts.corpus import CorpusMapping
-from pipeline.checksums import SUMS_NAME
-from pipeline.errors import ConfigError
+from pipeline.core.checksums import SUMS_NAME
+from pipeline.core.errors import ConfigError
 
 SAMPLE_BYTES = 256 * 1024
 SAMPLE_ROWS = 400

@@ -12,14 +12,14 @@ import numpy as np
 import polars as pl
 
 from contracts.corpus import BtsPickle, CorpusMapping, FilePerStream, LongCsv, WideCsv
-from pipeline.errors import IngestError
+from pipeline.core.errors import IngestError, UnsafePickle
+from pipeline.core.executor import Scope
 from pipeline.ingest.cleaning import Slice
 from pipeline.ingest.csvread import RawTable, read_strings
 from pipeline.ingest.metadata import Resolver
-from pipeline.ingest.pickles import UnsafePickle, load_series
+from pipeline.ingest.pickles import load_series
 from pipeline.ingest.timeparse import BAD as BAD_TIMESTAMP
 from pipeline.ingest.timeparse import parse_times
-from pipeline.parallel import Scope
 
 
 @dataclass

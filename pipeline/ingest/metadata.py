@@ -7,7 +7,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 
 from contracts.corpus import BrickMetadata, CorpusMapping, TableMetadata
-from pipeline.errors import IngestError
+from pipeline.core.errors import IngestError
 from pipeline.ingest.brick import read_brick
 from pipeline.ingest.catalog import Catalog, Point
 from pipeline.ingest.csvread import read_strings

@@ -8,16 +8,14 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from pipeline.core.errors import UnsafePickle
+
 # (module, name) the BTS format needs to rebuild numpy arrays; anything else is refused before it runs.
 ALLOWED = {
     ("numpy", "ndarray"), ("numpy", "dtype"), ("_codecs", "encode"),
     *((f"numpy.{core}.multiarray", name) for core in ("core", "_core") for name in ("_reconstruct", "scalar")),
     *((f"numpy.{core}.numeric", "_frombuffer") for core in ("core", "_core")),
 }
-
-
-class UnsafePickle(pickle.UnpicklingError):
-    """A pickle that asks for something other than numpy arrays (e.g. os.system through __reduce__)."""
 
 
 # Functions that allocate an array of a shape the pickle names: (module, name) -> (shape argument, dtype argument).

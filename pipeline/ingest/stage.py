@@ -12,13 +12,13 @@ import pyarrow as pa
 
 from contracts.corpus import CorpusMapping
 from contracts.ingest import FileAccount, IngestReport, MissingColumn
-from pipeline import checksums
-from pipeline.canonical import digest, write_json
-from pipeline.errors import IngestError, StageError
+from pipeline.core import checksums
+from pipeline.core.canonical import digest, write_json
+from pipeline.core.errors import IngestError, StageError
+from pipeline.core.executor import Resources, buckets_for, run_all, scopes, tune_allocator
 from pipeline.ingest.batch import OBSERVATIONS, REJECTS, BatchResult, BatchTask, ingest_batch, value_files
+from pipeline.ingest.parquet import RowGroupWriter, iter_part, read_part, write_frame
 from pipeline.ingest.tables import TABLES
-from pipeline.parallel import Resources, buckets_for, run_all, scopes, tune_allocator
-from pipeline.parquet import RowGroupWriter, iter_part, read_part, write_frame
 
 REPORT = "report.json"
 

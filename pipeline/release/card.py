@@ -105,8 +105,8 @@ def dataset_card(mapping: CorpusMapping, manifest: dict) -> str:
         "",
         "## Provenance",
         f"Raw data: {mapping.citation or mapping.title}. The raw files and their sha256 are listed in `release.json` "
-        "(`raw_inputs`); every stage that produced this release is listed by its cache key (`stages`), with the tool "
-        "registry version and library versions. Rebuild and compare with `telemetry-bench verify`.",
+        "(`raw_inputs`); every stage that produced this release is listed by its configuration hash and the digest of "
+        "its outputs (`stages`), with the tool registry version and library versions. Rebuild and compare with `telemetry-bench verify`.",
         "",
         "## License",
         f"Raw data: {mapping.license}" + (f" ({mapping.license_url})" if mapping.license_url else "")

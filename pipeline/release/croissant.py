@@ -14,7 +14,7 @@ from contracts.corpus import CorpusMapping
 from contracts.episodes import Episode
 from contracts.tasks import SPLITS
 from pipeline import __version__
-from pipeline.errors import StageError
+from pipeline.core.errors import StageError
 
 SCALARS = {str: mlc.DataType.TEXT, int: mlc.DataType.INTEGER, float: mlc.DataType.FLOAT, bool: mlc.DataType.BOOL}
 FORMATS = {".jsonl": mlc.EncodingFormat.JSON_LINES, ".json": mlc.EncodingFormat.JSON, ".parquet": mlc.EncodingFormat.PARQUET}

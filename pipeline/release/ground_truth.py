@@ -13,7 +13,7 @@ import re
 from typing import Any
 
 from contracts.episodes import Episode
-from pipeline.canonical import digest
+from pipeline.core.canonical import digest
 from pipeline.runtime.gold_path import gold_actions
 
 SERVER = "telemetry-bench"

@@ -10,9 +10,11 @@ from typing import Any
 
 from jsonschema import Draft7Validator
 
-from pipeline.canonical import loads_untrusted
+from pipeline.core.canonical import loads_untrusted
+from pipeline.core.code_identity import PACKAGE_ROOT
 
-SCHEMA_PATH = Path(__file__).resolve().parents[2] / "contracts" / "schemas" / "ground_truth_trajectory.schema.json"
+DATA_FILES = ("contracts/schemas/ground_truth_trajectory.schema.json",)  # read at run time: part of the code identity
+SCHEMA_PATH = PACKAGE_ROOT / DATA_FILES[0]
 IDENTIFIER = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 FLAGS = ("name", "action", "arguments", "outputs")
 

@@ -18,18 +18,14 @@ from pathlib import Path
 import duckdb
 
 from contracts.tasks import SPLITS
-from pipeline.checksums import sha256_file
-from pipeline.errors import TelemetryBenchError
+from pipeline.core.checksums import sha256_file
+from pipeline.core.errors import ReleaseError
 from pipeline.release.stage import RELEASE_MANIFEST, SIMULATOR, STORE_TABLES
 from pipeline.runtime.simulator import Lexicon, lexicon
-from pipeline.store.build import KEYS, STORE_FILE
+from pipeline.store.reader import KEYS, STORE_FILE
 from pipeline.tools.access import ToolStore
 
 NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]*$")  # what may become a folder name in the cache
-
-
-class ReleaseError(TelemetryBenchError):
-    """A release folder cannot be played (missing files, digests that do not match, an unwritable cache)."""
 
 
 def default_cache_dir() -> Path:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import shutil
 from collections import Counter
 from pathlib import Path
@@ -10,14 +11,14 @@ from contracts.corpus import CorpusMapping
 from contracts.episodes import Episode
 from contracts.tasks import SPLITS
 from pipeline.audit.gates import gate_of
-from pipeline.canonical import digest, digest_value, pretty_json, write_json, write_jsonl
-from pipeline.checksums import sha256_file
-from pipeline.errors import StageError
-from pipeline.manifest import StageResult
+from pipeline.core.canonical import digest, digest_value, pretty_json, write_json, write_jsonl
+from pipeline.core.checksums import sha256_file
+from pipeline.core.errors import StageError
+from pipeline.core.manifest import StageResult, data_identity
 from pipeline.release.card import dataset_card
 from pipeline.release.croissant import croissant
 from pipeline.release.ground_truth import trajectory
-from pipeline.store.build import KEYS
+from pipeline.store.reader import KEYS
 
 RELEASE_MANIFEST = "release.json"
 
@@ -58,7 +59,7 @@ def build_release(mapping: CorpusMapping, audit_dir: Path, episodes_dir: Path, u
                 for line in (out / f"{split}.jsonl").read_text(encoding="utf-8").splitlines()]
     released = {e.provenance_ref for e in episodes}
     provenance = [line for line in (episodes_dir / "provenance.jsonl").read_text(encoding="utf-8").splitlines()
-                  if line and line.split('"id":"', 1)[1].split('"', 1)[0] in released]
+                  if line and json.loads(line)["id"] in released]
     (out / "provenance.jsonl").write_text("".join(p + "\n" for p in provenance), encoding="utf-8")
     counts = {
         "family": dict(sorted(Counter(e.family for e in episodes).items())),
@@ -91,7 +92,7 @@ def build_release(mapping: CorpusMapping, audit_dir: Path, episodes_dir: Path, u
         "gates": {name: _gate_summary(name, audit) for name in audit.get("gates", {})},
         "raw_inputs": dict(sorted(raw_sha256.items())),
         "metadata_inputs": dict(sorted((metadata_sha256 or {}).items())),  # metadata kept beside the mapping
-        "stages": {stage: {"cache_key": m["cache_key"], "code_version": m["code_version"]} for stage, m in sorted(upstream.items())},
+        "stages": {stage: data_identity(m) for stage, m in sorted(upstream.items())},
         "tool_registry_version": registry_version, "libraries": libraries,
     }
     manifest["release_version"] = digest_value([files[n]["xxh3"] for n in sorted(files)])[:16]

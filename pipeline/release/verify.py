@@ -17,11 +17,11 @@ from pydantic import ValidationError
 
 from contracts.episodes import Episode
 from contracts.tasks import SPLITS
-from pipeline.canonical import HASH_SCHEME_VERSION, digest, digest_value, loads_untrusted, pretty_json
-from pipeline.errors import StageError
-from pipeline.manifest import StageIdentity
+from pipeline.core.canonical import HASH_SCHEME_VERSION, digest, digest_value, loads_untrusted, pretty_json
+from pipeline.core.errors import StageError
+from pipeline.core.manifest import StageIdentity
+from pipeline.core.workspace import Workspace
 from pipeline.release.stage import RELEASE_MANIFEST, STORE_TABLES
-from pipeline.workspace import Workspace
 
 IGNORED = {"store.duckdb"}  # never byte-identical between builds; its tables are compared by logical digest
 ENVIRONMENTS = (
@@ -177,8 +177,9 @@ def _stage_claims(stage: dict, manifest: dict) -> list[str]:
         "details": (stage.get("details"), {"counts": manifest["counts"], "release_version": manifest.get("release_version")}),
         "logical_digests": (stage.get("logical_digests"), {}),
         "inputs.tool_registry": (inputs.get("tool_registry"), manifest.get("tool_registry_version")),
-        **{f"inputs.{name}/cache_key": (inputs.get(f"{name}/cache_key"), (entry or {}).get("cache_key") if isinstance(entry, dict) else entry)
-           for name, entry in (manifest["stages"].items() if isinstance(manifest.get("stages"), dict) else [])},
+        **{f"inputs.{name}/{key}": (inputs.get(f"{name}/{key}"), entry.get(key) if isinstance(entry, dict) else entry)
+           for name, entry in (manifest["stages"].items() if isinstance(manifest.get("stages"), dict) else [])
+           for key in ("config_hash", "outputs")},
         **{f"inputs.{key}": (inputs.get(key), files.get(name, {}).get("xxh3")) for key, name in
            [*((f"audit/{s}.jsonl", f"{s}.jsonl") for s in SPLITS), *((k, k) for k in inputs if k.startswith(f"{STORE_TABLES}/") and k.endswith(".parquet"))]},
     }

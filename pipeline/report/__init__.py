@@ -1,0 +1,1 @@
+"""Report: the self-contained HTML report and the terminal views of episodes and results."""

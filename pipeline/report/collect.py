@@ -12,10 +12,13 @@ from typing import Any
 from contracts.episodes import Episode
 from contracts.runtime import TraceHeader
 from pipeline.audit.gates import figures, gate_of
-from pipeline.config import load_episodes_config, load_mapping, select_corpora
-from pipeline.errors import StageError
-from pipeline.manifest import read_manifest
-from pipeline.play import Played, audit_summary, load_episodes, played_episodes, trace_header
+from pipeline.core.config import load_episodes_config, load_mapping, select_corpora
+from pipeline.core.errors import ReportError
+from pipeline.core.manifest import read_manifest
+from pipeline.core.workspace import Workspace
+from pipeline.harness.episodes import episodes_summary
+from pipeline.harness.play import audit_summary
+from pipeline.harness.traces import Played, load_episodes, played_episodes, trace_header
 from pipeline.report.conversation import (
     Conversation,
     failure_modes_of,
@@ -23,21 +26,15 @@ from pipeline.report.conversation import (
     gold_records,
     played_conversation,
 )
-from pipeline.runtime.episodes_api import episodes_summary
 from pipeline.runtime.scoring import summarize
 from pipeline.runtime.simulator import Lexicon, slot_keywords
-from pipeline.store.build import STORE_FILE, open_store
 from pipeline.store.inspect import store_summary
+from pipeline.store.reader import STORE_FILE, open_store
 from pipeline.tasks.inspect import tasks_summary
 from pipeline.tools.access import ToolStore
-from pipeline.workspace import Workspace
 
 PARTS = ("final", "evidence", "phase", "temporal", "protocol")  # the five part scores (task = the first four together)
 NEEDED_STAGES = ("ingest", "store", "tasks", "episodes", "audit", "release")  # every stage whose output the report reads
-
-
-class ReportError(StageError):
-    """The report cannot be made from what was asked (a corpus not built, a trace of another corpus)."""
 
 
 @dataclass

@@ -11,8 +11,8 @@ from typing import Any
 
 from contracts.episodes import Episode
 from contracts.runtime import TurnRecord
-from pipeline.evaluation import evaluate_row, resolved_signature
-from pipeline.play import Played
+from pipeline.harness.evaluation import evaluate_row, resolved_signature
+from pipeline.harness.traces import Played
 from pipeline.release.ground_truth import render_action, trajectory
 from pipeline.runtime.agents import OracleAgent
 from pipeline.runtime.runner import run_episode

@@ -13,11 +13,12 @@ from typing import Any
 from jinja2 import Environment, PackageLoader, StrictUndefined
 from markupsafe import Markup
 
-from pipeline.canonical import atomic_write_bytes
-from pipeline.config import corpus_names
+from pipeline.core.canonical import atomic_write_bytes
+from pipeline.core.config import corpus_names
+from pipeline.core.errors import ReportError
+from pipeline.core.workspace import Workspace
 from pipeline.report import plots
-from pipeline.report.collect import PARTS, CorpusReport, ReportError, built_corpora, corpus_report, read_traces
-from pipeline.workspace import Workspace
+from pipeline.report.collect import PARTS, CorpusReport, built_corpora, corpus_report, read_traces
 
 SECTIONS = ("corpus-overview", "benchmark-overview", "results", "episodes")
 BAND_ORDER = ["healthy", "marginal", "low_coverage", "long_gap"]

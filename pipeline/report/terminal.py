@@ -14,8 +14,11 @@ from rich.text import Text
 from contracts.agent_view import AgentObservation
 from contracts.answers import AnswerForm
 from contracts.episodes import Episode
-from pipeline.config import load_episodes_config
-from pipeline.play import RunError, played_episodes
+from pipeline.core.config import load_episodes_config
+from pipeline.core.errors import RunError
+from pipeline.core.workspace import Workspace
+from pipeline.harness.episodes import agent_views, find_episode
+from pipeline.harness.traces import played_episodes
 from pipeline.report.conversation import (
     Conversation,
     failure_modes_of,
@@ -23,10 +26,8 @@ from pipeline.report.conversation import (
     gold_records,
     played_conversation,
 )
-from pipeline.runtime.episodes_api import agent_views, find_episode
 from pipeline.runtime.simulator import slot_keywords
 from pipeline.tools.access import ToolStore
-from pipeline.workspace import Workspace
 
 
 def episode_conversations(ws: Workspace, corpus: str, episode_id: str, trace: Path | None = None) -> tuple[Episode, list[Conversation]]:

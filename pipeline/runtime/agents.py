@@ -12,8 +12,8 @@ from typing import Any, TextIO
 from contracts.agent_view import AgentObservation, ViewMessage
 from contracts.answers import AnswerForm
 from contracts.episodes import Episode
-from pipeline.canonical import loads_untrusted
-from pipeline.errors import TelemetryBenchError
+from pipeline.core.canonical import loads_untrusted
+from pipeline.core.errors import AgentFailure
 from pipeline.runtime.gold_path import gold_actions
 
 
@@ -34,19 +34,10 @@ class Observation:
                                 messages=[ViewMessage(**m) for m in self.messages], answer_form=self.answer_form)
 
 
-class AgentFailure(Exception):
-    """The agent itself failed (its process crashed or stayed silent past the turn timeout): the runner records an
-    agent_error turn with this message and ends the episode."""
-
-
 class InfraFailure(AgentFailure):
     """What the agent stands on failed, not the agent (a model endpoint answering 5xx, refusing, timing out, or
     replying with something that is not a completion, after retries): the episode ends as infra_error, is left out
     of the scores and counted apart, and `run` exits non-zero; `run --resume` plays it again."""
-
-
-class FatalAgentError(TelemetryBenchError):
-    """The agent cannot play at all (a refused API key, an unknown model): the run stops with this one-line message."""
 
 
 class Agent(ABC):

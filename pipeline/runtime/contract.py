@@ -17,7 +17,7 @@ from typing import Any
 
 from contracts.answers import AnswerForm, FormField
 from contracts.episodes import Episode
-from pipeline.canonical import digest
+from pipeline.core.canonical import digest
 from pipeline.runtime.agents import Observation, OracleAgent
 from pipeline.runtime.runner import run_episode
 from pipeline.runtime.scoring import score_episode

@@ -23,9 +23,9 @@ from typing import Any
 from contracts.agent_view import AgentObservation
 from contracts.answers import AnswerForm
 from contracts.protocol import Answer, AskUser, Plan
-from pipeline.canonical import loads_untrusted
-from pipeline.errors import TelemetryBenchError
-from pipeline.runtime.agents import AgentFailure, FatalAgentError, InfraFailure
+from pipeline.core.canonical import loads_untrusted
+from pipeline.core.errors import AgentFailure, FatalAgentError, OpenAIAgentError
+from pipeline.runtime.agents import InfraFailure
 from pipeline.tools import registry
 
 SYSTEM = (
@@ -41,10 +41,6 @@ PROTOCOL = {
     "answer": ("Answer the current request: a short text and the requested values as `fields`.", Answer),
     "plan": ("State what you will do next (no effect on the conversation).", Plan),
 }
-
-
-class OpenAIAgentError(TelemetryBenchError):
-    """The endpoint cannot be used (no key, not reachable after retries)."""
 
 
 def _protocol_schema(model: type) -> dict:
@@ -94,8 +90,6 @@ class OpenAISettings:
             raise OpenAIAgentError(f"the openai agent needs {missing}")
         given = {k: v for k, v in options.items() if v is not None}
         return cls(base_url=base_url, model=model, api_key_env=api_key_env or "OPENAI_API_KEY", **given)
-
-
 
 
 def _usage(response: Any) -> dict | None:

@@ -33,16 +33,12 @@ from pydantic import BaseModel
 
 from contracts.agent_io import EpisodeFinish, EpisodeStart, ObservationMessage, ToolSpec
 from contracts.episodes import Episode
-from pipeline.canonical import loads_untrusted
-from pipeline.errors import TelemetryBenchError
-from pipeline.runtime.agents import Agent, AgentFailure, Observation
+from pipeline.core.canonical import loads_untrusted
+from pipeline.core.errors import AgentFailure, PluginError
+from pipeline.runtime.agents import Agent, Observation
 from pipeline.tools import registry
 
 ACTION_KINDS = ["ask_user", "call_tool", "answer", "plan"]
-
-
-class PluginError(TelemetryBenchError):
-    """An agent plugin cannot be loaded or started (the message says which and how to fix it)."""
 
 
 def episode_start(episode: Episode) -> EpisodeStart:

@@ -12,7 +12,8 @@ from pydantic import TypeAdapter, ValidationError
 from contracts.episodes import Episode
 from contracts.protocol import Action, CallTool
 from contracts.runtime import EpisodeEnd, TurnRecord
-from pipeline.runtime.agents import Agent, AgentFailure, FatalAgentError, InfraFailure, Observation
+from pipeline.core.errors import AgentFailure, FatalAgentError
+from pipeline.runtime.agents import Agent, InfraFailure, Observation
 from pipeline.runtime.plugins import PythonAgent
 from pipeline.runtime.simulator import Lexicon, UserSimulator
 from pipeline.tools import registry
@@ -45,7 +46,7 @@ def _parse(raw: Any) -> tuple[Action | None, list[str]]:
 
 class EpisodeSession:
     """One episode in play, a turn at a time: the simulator, the read-only tools and the observation the agent sees.
-    `run_episode` drives it with an Agent; the gym API (pipeline.gym) lets a caller drive it action by action."""
+    `run_episode` drives it with an Agent; the gym API (pipeline.harness.gym) lets a caller drive it action by action."""
 
     def __init__(self, episode: Episode, store: ToolStore, keywords: Lexicon, run: int = 0, player: str | None = None) -> None:
         self.episode, self.store, self.run, self.player = episode, store, run, player

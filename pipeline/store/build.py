@@ -15,31 +15,14 @@ import pyarrow.parquet as pq
 
 from contracts.build import StoreConfig
 from contracts.tools import VALUE_DP
-from pipeline.errors import StageError
+from pipeline.core.errors import StageError
+from pipeline.core.executor import Background, Resources, run_ordered, tune_allocator
+from pipeline.core.manifest import StageResult
+from pipeline.ingest.parquet import RowGroupWriter, iter_part, read_part, read_rows, write_part, write_table
 from pipeline.ingest.stage import read_report
-from pipeline.manifest import StageResult
-from pipeline.parallel import Background, Resources, run_ordered, tune_allocator
-from pipeline.parquet import RowGroupWriter, iter_part, read_part, read_rows, write_part, write_table
 from pipeline.store import compute, sql
 from pipeline.store.digest import ChunkedDigest, reader_digest
-
-STORE_FILE = "store.duckdb"
-READER_MEMORY = "1GB"
-
-# Table -> full sort key. Every table is exported to <name>.parquet in this order.
-KEYS: dict[str, list[str]] = {
-    "sites": ["site_id"],
-    "entities": ["entity_id"],
-    "relations": ["subject", "predicate", "object"],
-    "streams": ["stream_id"],
-    "observations": ["stream_id", "ts"],
-    "quality": ["stream_id"],
-    "aggregates": ["stream_id", "period", "window_start"],
-    "profiles": ["stream_id", "dow", "hour"],
-    "previews": ["stream_id", "idx"],
-    "thresholds": ["name"],
-    "rejects": ["stream_id", "ts", "reason", "raw"],
-}
+from pipeline.store.reader import KEYS, STORE_FILE, open_store
 
 
 def _quantile(values: pl.Series, q: float) -> float:
@@ -340,16 +323,6 @@ def build_store(ingest_dir: Path, out: Path, cfg: StoreConfig, resources: Resour
         details={"thresholds": limits, "std_ddof": cfg.std_ddof},
         unhashed_outputs=[STORE_FILE],
     )
-
-
-def open_store(path: Path, threads: int | None = None) -> duckdb.DuckDBPyConnection:
-    """Open a built store read-only (writes are refused by DuckDB)."""
-    if not path.is_file():
-        raise StageError(f"{path}: no tool store; run `telemetry-bench build` first")
-    # A read-only store only reads: DuckDB's page cache is capped so that the readers of a large
-    # store (the tasks stage opens two) stay within the build's memory budget.
-    config = {"memory_limit": READER_MEMORY, **({"threads": int(threads)} if threads else {})}
-    return duckdb.connect(str(path), read_only=True, config=config)
 
 
 def logical_digests(path: Path) -> dict[str, str]:

@@ -9,7 +9,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import xxhash
 
-from pipeline.canonical import HASH_SCHEME_VERSION
+from pipeline.core.canonical import HASH_SCHEME_VERSION
 
 
 def _column_bytes(column: pa.ChunkedArray) -> list[bytes | memoryview]:
@@ -81,7 +81,7 @@ class ChunkedDigest:
 
 def reader_digest(batches, schema: pa.Schema) -> str:
     """ChunkedDigest of a stream of record batches, regrouped into ROW_GROUP_SIZE-row groups."""
-    from pipeline.parquet import ROW_GROUP_SIZE
+    from pipeline.ingest.parquet import ROW_GROUP_SIZE
 
     digest = ChunkedDigest(schema)
     pending: list[pa.RecordBatch] = []

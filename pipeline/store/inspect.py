@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
-from pipeline.config import select_corpora
+from pipeline.core.config import select_corpora
+from pipeline.core.manifest import require_manifest
+from pipeline.core.workspace import Workspace
 from pipeline.ingest.api import ingest_summary
-from pipeline.manifest import require_manifest
-from pipeline.store.build import STORE_FILE, open_store
-from pipeline.workspace import Workspace
+from pipeline.store.reader import STORE_FILE, open_store
 
 
 def store_summary(ws: Workspace, corpus: str) -> dict:

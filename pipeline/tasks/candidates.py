@@ -8,8 +8,8 @@ from dataclasses import dataclass
 import duckdb
 
 from contracts.tasks import Family
-from pipeline.canonical import canonical_json, digest
-from pipeline.errors import StageError
+from pipeline.core.canonical import canonical_json, digest
+from pipeline.core.errors import StageError
 
 PLACEHOLDER = re.compile(r"\{([a-z_]+)\}")
 

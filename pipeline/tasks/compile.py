@@ -10,9 +10,9 @@ from pathlib import Path
 
 from contracts.answers import AnswersConfig
 from contracts.tasks import SPLITS, FamiliesConfig, Family, Task
-from pipeline.errors import StageError
-from pipeline.manifest import StageResult, write_splits
-from pipeline.store.build import STORE_FILE, open_store
+from pipeline.core.errors import StageError
+from pipeline.core.manifest import StageResult, write_splits
+from pipeline.store.reader import STORE_FILE, open_store
 from pipeline.tasks import candidates, forms, gold, grading, render
 from pipeline.tasks.splits import Block, SplitPlan, plan
 from pipeline.tools.access import ToolStore

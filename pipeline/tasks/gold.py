@@ -5,12 +5,9 @@ from __future__ import annotations
 from typing import Any
 
 from contracts.tasks import GoldField
+from pipeline.core.errors import GoldError
 from pipeline.tools import refs, registry
 from pipeline.tools.access import ToolStore
-
-
-class GoldError(ValueError):
-    """A call set that does not yield a gold answer (a tool error, or a missing or unmapped value)."""
 
 
 def execute(store: ToolStore, calls: list[dict], earlier: dict[str, Any] | None = None) -> dict[str, Any]:

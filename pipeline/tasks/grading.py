@@ -16,7 +16,8 @@ import re
 from typing import Any
 
 from contracts.answers import AnswerForm, FormField, Rejection
-from pipeline.tools.timeutil import TimestampError, parse_us
+from pipeline.core.errors import TimestampError
+from pipeline.tools.timeutil import parse_us
 
 ISO = re.compile(r"^\d{4}-\d{2}-\d{2}[T ]\d{2}:\d{2}")
 NUMBER = re.compile(r"^\s*([+-]?(?:\d+(?:\.\d*)?|\.\d+)(?:[eE][+-]?\d+)?)\s*(.*?)\s*$")

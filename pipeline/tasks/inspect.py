@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-from pipeline.config import select_corpora
-from pipeline.manifest import require_manifest
-from pipeline.workspace import Workspace
+from pipeline.core.config import select_corpora
+from pipeline.core.manifest import require_manifest
+from pipeline.core.workspace import Workspace
 
 
 def tasks_summary(ws: Workspace, corpus: str) -> dict:

@@ -9,16 +9,13 @@ from typing import Any
 from zoneinfo import ZoneInfo
 
 from contracts.tasks import CallSet
+from pipeline.core.errors import RenderError, TimestampError
 from pipeline.tools.access import words
-from pipeline.tools.timeutil import TimestampError, format_us, parse_us
+from pipeline.tools.timeutil import format_us, parse_us
 
 WHOLE = re.compile(r"^\{([a-z_][a-z0-9_.]*)\}$")
 EACH = re.compile(r"^\{each:([a-z][a-z0-9_]*)\.([A-Za-z0-9_.\[\]]+)\}$")
 ANY = re.compile(r"\{([a-z_][a-z0-9_.]*)\}")
-
-
-class RenderError(ValueError):
-    pass
 
 
 @lru_cache(maxsize=65536)

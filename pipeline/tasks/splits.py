@@ -15,8 +15,8 @@ from dataclasses import dataclass
 import duckdb
 
 from contracts.tasks import PERIOD_DAYS, Family, SplitRule
-from pipeline.canonical import digest
-from pipeline.errors import StageError
+from pipeline.core.canonical import digest
+from pipeline.core.errors import StageError
 from pipeline.tools.timeutil import format_us
 
 DAY = 86_400_000_000

@@ -11,9 +11,9 @@ from pathlib import Path
 
 import numpy as np
 
-from pipeline.canonical import canonical_json
-from pipeline.store.build import STORE_FILE, open_store
-from pipeline.workspace import Workspace
+from pipeline.core.canonical import canonical_json
+from pipeline.core.workspace import Workspace
+from pipeline.store.reader import STORE_FILE, open_store
 
 DEFAULT_CACHE_BYTES = 512 * 1024 * 1024
 REMEMBERED_BYTES = 64 << 20  # tool results a store that remembers keeps, by their JSON size (least recently used go first)

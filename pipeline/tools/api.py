@@ -4,11 +4,11 @@ from __future__ import annotations
 
 import json
 
-from pipeline.canonical import JSONTooDeep, loads_untrusted
-from pipeline.config import select_corpora
+from pipeline.core.canonical import JSONTooDeep, loads_untrusted
+from pipeline.core.config import select_corpora
+from pipeline.core.workspace import Workspace
 from pipeline.tools import registry
 from pipeline.tools.access import ToolStore
-from pipeline.workspace import Workspace
 
 
 def open_tools(ws: Workspace, corpus: str) -> ToolStore:

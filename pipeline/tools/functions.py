@@ -31,18 +31,13 @@ from contracts.tools import (
     Window,
     WindowInput,
 )
+from pipeline.core.errors import TimestampError, ToolFailure
 from pipeline.store import compute
 from pipeline.tools import rounding
 from pipeline.tools.access import ToolStore, compact
-from pipeline.tools.timeutil import TimestampError, format_us, parse_us
+from pipeline.tools.timeutil import format_us, parse_us
 
 STD_DDOF = 0  # the store's declared ddof (configs/build.toml); windows computed here use the same
-
-
-class ToolFailure(Exception):
-    def __init__(self, code: str, message: str, argument: str | None = None) -> None:
-        super().__init__(message)
-        self.code, self.message, self.argument = code, message, argument
 
 
 def _time(text: str, argument: str) -> int:

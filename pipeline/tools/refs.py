@@ -6,17 +6,11 @@ import re
 from collections.abc import Mapping
 from typing import Any
 
+from pipeline.core.errors import ReferenceError_
+
 # A call id as providers write them: c1, call_abc, chatcmpl-tool-1f2e (vLLM), toolu_01A (Anthropic via OpenRouter), ...
 REFERENCE = re.compile(r"^\$(?P<call>[A-Za-z0-9_][A-Za-z0-9_:\-]*)(?P<path>(?:\.[A-Za-z_][A-Za-z0-9_]*|\[\d+\])*)$")
 STEP = re.compile(r"\.([A-Za-z_][A-Za-z0-9_]*)|\[(\d+)\]")
-
-
-class ReferenceError_(ValueError):
-    """A reference that names no earlier output, or a path that output does not have."""
-
-    def __init__(self, message: str, argument: str) -> None:
-        super().__init__(message)
-        self.argument = argument
 
 
 def _follow(value: Any, path: str, text: str, argument: str) -> Any:

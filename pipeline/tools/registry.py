@@ -27,7 +27,7 @@ from contracts.tools import (
     ResolvePointResult,
     ToolError,
 )
-from pipeline.canonical import canonical_json, digest_value
+from pipeline.core.canonical import canonical_json, digest_value
 from pipeline.tools import functions, refs, rounding
 from pipeline.tools.access import ToolStore
 

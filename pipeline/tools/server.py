@@ -16,7 +16,7 @@ from mcp.shared.message import SessionMessage
 from pydantic import ValidationError
 
 from pipeline import __version__
-from pipeline.canonical import MAX_JSON_DEPTH, JSONTooDeep, json_depth, loads_untrusted
+from pipeline.core.canonical import MAX_JSON_DEPTH, JSONTooDeep, json_depth, loads_untrusted
 from pipeline.tools import registry
 from pipeline.tools.access import ToolStore
 

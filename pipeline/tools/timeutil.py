@@ -4,13 +4,9 @@ from __future__ import annotations
 
 from datetime import UTC, datetime, timedelta
 
+from pipeline.core.errors import TimestampError
+
 EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
-
-
-class TimestampError(ValueError):
-    def __init__(self, code: str, message: str) -> None:
-        super().__init__(message)
-        self.code = code
 
 
 def parse_us(text: object) -> int:

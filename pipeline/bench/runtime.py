@@ -4,14 +4,14 @@ from __future__ import annotations
 
 import time
 
-from pipeline.config import load_episodes_config
-from pipeline.play import episode_file, load_episodes
+from pipeline.core.config import load_episodes_config
+from pipeline.core.workspace import Workspace
+from pipeline.harness.traces import episode_file, load_episodes
 from pipeline.runtime.agents import OracleAgent
 from pipeline.runtime.runner import run_episode
 from pipeline.runtime.scoring import score_episode
 from pipeline.runtime.simulator import slot_keywords
 from pipeline.tools.access import ToolStore
-from pipeline.workspace import Workspace
 
 
 def runtime_figures(ws: Workspace, corpus: str, split: str = "test", score_rounds: int = 20) -> dict[str, float]:

@@ -1,6 +1,6 @@
 """A gym-style API for agent frameworks (docs/agents.md): the caller drives the episode, one action at a time.
 
-    from pipeline.gym import TelemetryEnv
+    from pipeline.harness.gym import TelemetryEnv
 
     env = TelemetryEnv("xai4heat", split="test")
     observation = env.reset(env.episode_ids[0])          # contracts.agent_view.AgentObservation
@@ -23,19 +23,15 @@ from typing import Any
 from contracts.agent_io import EpisodeStart
 from contracts.agent_view import AgentObservation
 from contracts.runtime import EpisodeEnd, EpisodeScore, TurnRecord
-from pipeline.config import load_episodes_config, select_corpora
-from pipeline.errors import TelemetryBenchError
-from pipeline.play import episode_file, load_episodes
+from pipeline.core.config import load_episodes_config, select_corpora
+from pipeline.core.errors import GymError
+from pipeline.core.workspace import Workspace
+from pipeline.harness.traces import episode_file, load_episodes
 from pipeline.runtime.plugins import as_action, episode_start
 from pipeline.runtime.runner import EpisodeSession
 from pipeline.runtime.scoring import score_episode
 from pipeline.runtime.simulator import slot_keywords
 from pipeline.tools.access import ToolStore
-from pipeline.workspace import Workspace
-
-
-class GymError(TelemetryBenchError):
-    """The environment is used out of order (step before reset, after done) or asked for an unknown episode."""
 
 
 class TelemetryEnv:

@@ -14,7 +14,7 @@ from contracts.episodes import AuditConfig, Episode, EpisodesConfig
 from contracts.ingest import IngestReport
 from contracts.manifest import StageManifest
 from contracts.tasks import FamiliesConfig, Task
-from pipeline.config import (
+from pipeline.core.config import (
     load_answers,
     load_audit_config,
     load_build_config,
@@ -23,8 +23,9 @@ from pipeline.config import (
     load_mapping,
     select_corpora,
 )
-from pipeline.errors import ConfigError
-from pipeline.manifest import (
+from pipeline.core.errors import ConfigError
+from pipeline.core.executor import Resources
+from pipeline.core.manifest import (
     StageIdentity,
     StageOutcome,
     StageResult,
@@ -32,13 +33,13 @@ from pipeline.manifest import (
     config_digest,
     contract_hash,
     corpus_lock,
+    data_identity,
     library_versions,
     raw_inputs,
     require_manifest,
     run_stage,
 )
-from pipeline.parallel import Resources
-from pipeline.workspace import Workspace
+from pipeline.core.workspace import Workspace
 
 
 @dataclass(frozen=True)
@@ -141,12 +142,14 @@ RELEASE_UPSTREAM = ("ingest", "store", "tasks", "episodes", "audit")
 
 
 def _release_identity(ctx: Context) -> tuple[dict, dict[str, str]]:
-    # release.json embeds every upstream manifest, so their cache keys (code, config, inputs) are inputs too:
-    # a change of upstream code that leaves its outputs alone must still rebuild the release.
+    # release.json records every upstream stage's data identity (config hash, outputs digest), so those are inputs too;
+    # code versions are not: an upstream code change that leaves its outputs alone leaves the release alone.
+    identities = {stage: data_identity(require_manifest(ctx.stage_dir(stage), stage).model_dump(mode="json"))
+                  for stage in RELEASE_UPSTREAM}
     return {"mapping": ctx.mapping.model_dump(mode="json")}, {
         **_upstream_outputs(ctx, "audit"), **_upstream_outputs(ctx, "episodes"), **_upstream_outputs(ctx, "store"),
         **_upstream_outputs(ctx, "ingest"),
-        **{f"{stage}/cache_key": require_manifest(ctx.stage_dir(stage), stage).cache_key for stage in RELEASE_UPSTREAM},
+        **{f"{stage}/{key}": value for stage, identity in identities.items() for key, value in identity.items()},
     }
 
 
@@ -167,7 +170,7 @@ def _release_run(ctx: Context, out: Path) -> StageResult:
 @dataclass(frozen=True)
 class Stage:
     name: str
-    packages: tuple[str, ...]  # pipeline subpackages the stage runs (core and contracts always count)
+    entries: tuple[str, ...]  # the modules the stage runs: their import closure is its code identity
     contracts: tuple[type, ...]
     identity: Callable[[Context], tuple[dict, dict[str, str]]]  # (config slice, inputs)
     run: Callable[[Context, Path], StageResult]
@@ -175,14 +178,15 @@ class Stage:
 
 
 STAGES: tuple[Stage, ...] = (
-    Stage("ingest", ("ingest",), (CorpusMapping, IngestReport), _ingest_identity, _ingest_run),
-    Stage("store", ("store",), (StoreConfig, StageManifest), _store_identity, _store_run),
-    Stage("tasks", ("store", "tools", "tasks"), (FamiliesConfig, Task), _tasks_identity, _tasks_run, uses_tools=True),
-    Stage("episodes", ("store", "tools", "tasks", "episodes"), (EpisodesConfig, Episode), _episodes_identity, _episodes_run,
+    Stage("ingest", ("pipeline.ingest.stage", "pipeline.ingest.tables"), (CorpusMapping, IngestReport), _ingest_identity,
+          _ingest_run),
+    Stage("store", ("pipeline.store.build",), (StoreConfig, StageManifest), _store_identity, _store_run),
+    Stage("tasks", ("pipeline.tasks.compile",), (FamiliesConfig, Task), _tasks_identity, _tasks_run, uses_tools=True),
+    Stage("episodes", ("pipeline.episodes.stage",), (EpisodesConfig, Episode), _episodes_identity, _episodes_run,
           uses_tools=True),
-    Stage("audit", ("store", "tools", "tasks", "episodes", "runtime", "audit"), (AuditConfig, Episode), _audit_identity,
-          _audit_run, uses_tools=True),
-    Stage("release", ("release",), (CorpusMapping, Episode), _release_identity, _release_run, uses_tools=True),
+    Stage("audit", ("pipeline.audit.stage",), (AuditConfig, Episode), _audit_identity, _audit_run, uses_tools=True),
+    Stage("release", ("pipeline.release.stage", "pipeline.tools.registry"), (CorpusMapping, Episode), _release_identity,
+          _release_run, uses_tools=True),
 )
 
 
@@ -197,7 +201,7 @@ def identity_of(stage: Stage, ctx: Context) -> StageIdentity:
 
         inputs = {**inputs, "tool_registry": registry_version()}
     return StageIdentity(
-        corpus=ctx.corpus, stage=stage.name, code_version=code_version(stage.packages),
+        corpus=ctx.corpus, stage=stage.name, code_version=code_version(stage.entries),
         contract_hash=contract_hash(stage.contracts), config_hash=config_digest(config),
         libraries=library_versions(), inputs=inputs,
     )

@@ -11,7 +11,7 @@ import pyarrow as pa
 import pyarrow.ipc  # noqa: F401  (pa.ipc)
 import pyarrow.parquet as pq
 
-from pipeline.parallel import Background
+from pipeline.core.executor import Background
 
 ROW_GROUP_SIZE = 1 << 20
 

@@ -7,13 +7,13 @@ from typing import Any
 from contracts.agent_view import AgentObservation
 from contracts.episodes import Episode
 from contracts.tasks import SPLITS
-from pipeline.config import select_corpora
-from pipeline.errors import StageError
+from pipeline.core.config import select_corpora
+from pipeline.core.errors import StageError
+from pipeline.core.workspace import Workspace
 from pipeline.runtime.agents import Observation, OracleAgent
 from pipeline.runtime.runner import run_episode
 from pipeline.runtime.simulator import Lexicon
 from pipeline.tools.access import ToolStore
-from pipeline.workspace import Workspace
 
 
 def find_episode(ws: Workspace, corpus: str, episode_id: str) -> Episode:
@@ -30,7 +30,7 @@ def find_episode(ws: Workspace, corpus: str, episode_id: str) -> Episode:
 
 
 def episodes_summary(ws: Workspace, corpus: str) -> dict:
-    from pipeline.manifest import require_manifest
+    from pipeline.core.manifest import require_manifest
 
     select_corpora(ws, [corpus])
     folder = ws.stage_dir(corpus, "episodes")

@@ -25,8 +25,8 @@ from typing import TypeVar
 
 import xxhash
 
-from pipeline.errors import ConfigError
-from pipeline.progress import track
+from pipeline.core.errors import ConfigError
+from pipeline.core.progress import track
 
 T = TypeVar("T")
 R = TypeVar("R")

@@ -5,8 +5,8 @@ from __future__ import annotations
 import hashlib
 from pathlib import Path
 
-from pipeline.canonical import atomic_write_bytes
-from pipeline.errors import ChecksumError
+from pipeline.core.canonical import atomic_write_bytes
+from pipeline.core.errors import ChecksumError
 
 SUMS_NAME = "SHA256SUMS"
 

@@ -13,8 +13,8 @@ from contracts.build import BuildConfig
 from contracts.corpus import CorpusMapping
 from contracts.episodes import AuditConfig, EpisodesConfig
 from contracts.tasks import FamiliesConfig
-from pipeline.errors import ConfigError
-from pipeline.workspace import Workspace
+from pipeline.core.errors import ConfigError
+from pipeline.core.workspace import Workspace
 
 M = TypeVar("M", bound=BaseModel)
 

@@ -1,6 +1,6 @@
 """`make bench`: throughput of ingest+store against DuckDB's own CSV -> Parquet copy of the same files.
 
-Run as `python -m pipeline.bench [--repeat N]`. Prints a Markdown table for docs/benchmarks.md.
+Run as `python -m pipeline.bench.throughput [--repeat N]`. Prints a Markdown table for docs/benchmarks.md.
 Both sides run in this process after imports, on the same files, medians over N runs.
 """
 
@@ -20,9 +20,9 @@ import click
 import duckdb
 
 from contracts.corpus import BtsPickle
-from pipeline.build import build, raw_folder
-from pipeline.config import load_mapping, select_corpora
-from pipeline.workspace import Workspace
+from pipeline.core.config import load_mapping, select_corpora
+from pipeline.core.workspace import Workspace
+from pipeline.harness.build import build, raw_folder
 
 
 def _csv_value_files(ws: Workspace, corpus: str) -> tuple[list[Path], str | None]:
@@ -86,7 +86,7 @@ def _cached_cli(ws: Workspace, corpora: list[str]) -> float:
 
 def _tool_table(ws: Workspace, names: list[str], calls: int) -> None:
     """p50/p99 per tool over `calls` calls on each corpus's built store."""
-    from pipeline.bench_tools import latencies
+    from pipeline.bench.tools import latencies
     from pipeline.tools.access import ToolStore
 
     click.echo(f"\n| tool | {' | '.join(f'{n} p50 ms | {n} p99 ms' for n in names)} |")
@@ -152,7 +152,7 @@ def _figures(ws: Workspace, tmp: Path, names: list[str], files: dict[str, list[P
     click.echo(f"| {written:,.0f} tasks written (gold and alternatives run through the tools) | {tasks:.3f} | {written / tasks:,.1f} tasks/s |")
     if tool_calls:
         _tool_table(built, names, tool_calls)
-    from pipeline.bench_runtime import runtime_figures
+    from pipeline.bench.runtime import runtime_figures
 
     click.echo("\n| corpus (test split) | episodes | oracle ms per episode | scorer traces/s (target >= 5,000) |\n|---|---|---|---|")
     for name in names:

@@ -16,9 +16,10 @@ from typing import Any
 from rapidfuzz.distance import Levenshtein
 from rouge_score import rouge_scorer
 
-from pipeline.config import load_episodes_config
-from pipeline.errors import TelemetryBenchError
-from pipeline.play import load_episodes, read_trace
+from pipeline.core.config import load_episodes_config
+from pipeline.core.errors import EvaluationError
+from pipeline.core.workspace import Workspace
+from pipeline.harness.traces import load_episodes, read_trace
 from pipeline.release.ground_truth import render_action
 from pipeline.release.gt_validate import load
 from pipeline.release.playable import Release
@@ -27,14 +28,9 @@ from pipeline.runtime.simulator import slot_keywords
 from pipeline.tasks.grading import instant
 from pipeline.tools import refs, registry
 from pipeline.tools.access import ToolStore
-from pipeline.workspace import Workspace
 
 WEIGHTS = {"outcome": 0.5, "process": 0.3, "planning": 0.2}
 ROUGE = rouge_scorer.RougeScorer(["rouge1", "rouge2", "rougeL"], use_stemmer=False)
-
-
-class EvaluationError(TelemetryBenchError):
-    pass
 
 
 def _normal(value: Any) -> Any:
@@ -221,8 +217,8 @@ def evaluate(ws: Workspace, gt_path: Path | None, trace_path: Path, release: Rel
 
 
 def export_ground_truth(ws: Workspace, corpus: str, split: str, out: Path) -> int:
-    from pipeline.canonical import write_jsonl
-    from pipeline.play import episode_file
+    from pipeline.core.canonical import write_jsonl
+    from pipeline.harness.traces import episode_file
     from pipeline.release.ground_truth import trajectory
 
     rows = [trajectory(e) for e in load_episodes(episode_file(ws, corpus, split)[1])]

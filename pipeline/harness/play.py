@@ -1,4 +1,4 @@
-"""Library entry points behind `run`, `score`, `preflight` and `audit` (above runtime and audit: it wires both)."""
+"""Playing agents on episodes (`run`), and the library entry points behind `preflight` and `audit`."""
 
 from __future__ import annotations
 
@@ -9,43 +9,25 @@ from collections import defaultdict
 from concurrent.futures import ThreadPoolExecutor
 from importlib import metadata
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, NamedTuple
+from typing import TYPE_CHECKING, Any
 
 from contracts.episodes import Episode
-from contracts.runtime import EpisodeEnd, EpisodeScore, TraceHeader, TurnRecord
+from contracts.runtime import EpisodeScore, TraceHeader, TurnRecord
 from contracts.tasks import SPLITS
-from pipeline.canonical import atomic_write_bytes, canonical_bytes, digest_file, loads_untrusted
-from pipeline.config import load_episodes_config, select_corpora
-from pipeline.errors import StageError, TelemetryBenchError
+from pipeline.core.canonical import atomic_write_bytes, canonical_bytes, digest_file, loads_untrusted
+from pipeline.core.config import load_episodes_config, select_corpora
+from pipeline.core.errors import RunError
+from pipeline.core.workspace import Workspace
 from pipeline.runtime.agents import AGENTS, Agent
 from pipeline.runtime.preflight import preflight
 from pipeline.runtime.runner import run_episode
-from pipeline.runtime.scoring import score_episode, summarize
+from pipeline.runtime.scoring import score_episode
 from pipeline.runtime.simulator import slot_keywords
 from pipeline.tools.access import ToolStore
-from pipeline.workspace import Workspace
 
 if TYPE_CHECKING:
     from pipeline.release.playable import Release
-
-
-class RunError(TelemetryBenchError):
-    """A run or a score cannot start (unknown agent or split, trace and episodes that do not belong together)."""
-
-
-def episode_file(ws: Workspace, corpus: str, split: str) -> tuple[str, Path]:
-    """The newest stage's episodes of a split: the audited set once it exists, else the episodes stage."""
-    if split not in SPLITS:
-        raise RunError(f"unknown split {split!r}: use one of {', '.join(SPLITS)}")
-    for stage in ("audit", "episodes"):
-        path = ws.stage_dir(corpus, stage) / f"{split}.jsonl"
-        if path.is_file():
-            return stage, path
-    raise StageError(f"{ws.stage_dir(corpus, 'episodes')}: no episodes for {split}; run `telemetry-bench build` first")
-
-
-def load_episodes(path: Path) -> list[Episode]:
-    return [Episode.model_validate_json(line) for line in path.read_text(encoding="utf-8").splitlines() if line]
+from pipeline.harness.traces import episode_file, load_episodes, score_rank, score_traces
 
 
 def make_agent(name: str, options: dict | None = None) -> Agent:
@@ -246,7 +228,7 @@ class _RunProgress:
         self.bar: Any = None
 
     def __enter__(self) -> _RunProgress:
-        from pipeline.progress import interactive
+        from pipeline.core.progress import interactive
 
         if interactive() and self.total:
             from rich.console import Console
@@ -279,7 +261,7 @@ def _players(ws: Workspace, store: ToolStore, agent_name: str, options: dict | N
             made.append(agent)
         return lambda episode: [(None, agent)]
     from pipeline.audit.stage import policies, required_capabilities
-    from pipeline.config import load_audit_config, load_families
+    from pipeline.core.config import load_audit_config, load_families
 
     cfg = load_audit_config(ws)
     gated = {p.name for p in cfg.policies if p.gate == "exclude"}  # guessers and grid rules are gated statistically
@@ -293,130 +275,7 @@ def _any_of(episode: Episode, scores: list, run: int):
         return scores[0]
     if not scores:
         return score_episode(episode, [], {}, run)
-    return max(scores, key=_rank)
-
-
-def _rank(score: EpisodeScore) -> tuple[bool, bool, bool]:
-    """How the best of several players of one episode is chosen (any accomplishes: the controller's rule)."""
-    return score.accomplished, score.task, score.protocol
-
-
-def _trace_lines(path: Path, first_only: bool = False) -> list[str]:
-    if not path.is_file():
-        raise RunError(f"{path}: no such trace file")
-    try:
-        with path.open("rb") as handle:
-            data = handle.readline() if first_only else handle.read()
-        return data.decode("utf-8").splitlines()
-    except UnicodeDecodeError as exc:
-        raise RunError(f"{path}: not UTF-8 text ({exc}); was it written by `telemetry-bench run`?") from exc
-
-
-def _header(path: Path, lines: list[str]) -> TraceHeader:
-    try:
-        return TraceHeader.model_validate_json(lines[0])
-    except (IndexError, ValueError) as exc:
-        raise RunError(f"{path}: line 1 is not a trace header ({exc}); was it written by `telemetry-bench run`?") from exc
-
-
-def trace_header(path: Path) -> TraceHeader:
-    """Only the header of a trace (which corpus, split and agent), without reading its records."""
-    return _header(path, _trace_lines(path, first_only=True))
-
-
-def read_trace(path: Path) -> tuple[TraceHeader, dict, set[int]]:
-    """The header, the turns by (episode, run) and player, and the runs; episode runs that ended in infra_error are
-    in `turns.infra` (a set of (episode, run)), left out of the scores."""
-    lines = _trace_lines(path)
-    header = _header(path, lines)
-    turns: _Turns = _Turns(lambda: defaultdict(list))
-    runs: set[int] = set()
-    for number, line in enumerate(lines[1:], start=2):
-        try:
-            data = loads_untrusted(line)
-            if not isinstance(data, dict):
-                raise ValueError(f"a JSON {type(data).__name__}, not an object")
-            if data.get("type") == "turn":
-                record = TurnRecord.model_validate(data)
-                turns[(record.episode_id, record.run)][record.player].append(record)
-                runs.add(record.run)
-            elif data.get("type") == "end":
-                end = EpisodeEnd.model_validate(data)
-                runs.add(end.run)
-                turns.ended.add((end.episode_id, end.run))
-                if end.infra_error:
-                    turns.infra.add((end.episode_id, end.run))
-        except ValueError as exc:
-            raise RunError(f"{path}: line {number}: not a trace record ({exc})") from exc
-    return header, turns, runs
-
-
-class _Turns(defaultdict):
-    """Turns by (episode, run) and player, with the episode runs that ended, and those that ended in infra_error."""
-
-    def __init__(self, *args: Any) -> None:
-        super().__init__(*args)
-        self.ended: set[tuple[str, int]] = set()
-        self.infra: set[tuple[str, int]] = set()
-
-
-class Played(NamedTuple):
-    """One run of one episode as scored: the player that counts (the best of a controller's policies), its turns and score."""
-
-    episode: Episode
-    run: int
-    player: str | None
-    turns: list[TurnRecord]
-    score: EpisodeScore
-
-
-def played_episodes(ws: Workspace, path: Path, release: Release | None = None) -> tuple[TraceHeader, list[Played]]:
-    """A saved trace scored against the episodes it was played on (the episode file's hash must match). A trace played
-    on a release folder is scored on that folder (`release`), else on the project's built release."""
-    header, played, _ = _played(ws, path, release)
-    return header, played
-
-
-def _played(ws: Workspace, path: Path, release: Release | None) -> tuple[TraceHeader, list[Played], _Turns]:
-    header, turns, runs = read_trace(path)
-    if header.episode_set == "release":
-        from pipeline.release.playable import Release
-
-        release = release or Release(ws.stage_dir(header.corpus, "release"))
-        episodes_path, keywords = release.episodes_path(header.split), release.keywords()
-    else:
-        episodes_path, keywords = ws.stage_dir(header.corpus, header.episode_set) / f"{header.split}.jsonl", None
-    if not episodes_path.is_file() or digest_file(episodes_path) != header.episode_set_hash:
-        raise RunError(f"{path}: played on an episode set that {episodes_path} no longer is (hash differs); "
-                       "re-run the agent on the current build")
-    keywords = keywords or slot_keywords(load_episodes_config(ws))
-    out = []
-    episodes = load_episodes(episodes_path)
-    for run in sorted(runs):
-        for episode in episodes:
-            if (episode.id, run) in turns.infra:  # the endpoint failed, not the agent: not scored (counted apart)
-                continue
-            if header.settings.get("limit") is None or (episode.id, run) in turns:
-                played = turns.get((episode.id, run)) or {None: []}
-                scored = [(player, t, score_episode(episode, t, keywords, run)) for player, t in played.items()]
-                player, chosen, score = max(scored, key=lambda p: _rank(p[2]))
-                out.append(Played(episode, run, player, chosen, score))
-    return header, out, turns
-
-
-def score_traces(ws: Workspace, paths: list[Path], release: Release | None = None) -> dict:
-    """Score saved traces against the episodes they were played on. Episode runs that ended in infra_error are left
-    out and counted (`infra_errors`); runs without an end record are counted as `unfinished` (scored as played)."""
-    scores, infra, unfinished = [], 0, 0
-    for path in paths:
-        _, played, turns = _played(ws, path, release)  # the trace is read once
-        infra += len(turns.infra)
-        unfinished += sum(1 for unit in turns if unit not in turns.ended)
-        scores += [p.score for p in played]
-    summary = summarize(scores)
-    summary["infra_errors"], summary["unfinished"] = infra, unfinished
-    summary["rows"] = [s.model_dump() for s in scores]
-    return summary
+    return max(scores, key=score_rank)
 
 
 def preflight_corpus(ws: Workspace, corpus: str) -> dict:
@@ -431,7 +290,7 @@ def preflight_corpus(ws: Workspace, corpus: str) -> dict:
 
 
 def audit_summary(ws: Workspace, corpus: str) -> dict:
-    from pipeline.manifest import require_manifest
+    from pipeline.core.manifest import require_manifest
 
     select_corpora(ws, [corpus])
     manifest = require_manifest(ws.stage_dir(corpus, "audit"), "audit")

@@ -17,15 +17,11 @@ from pydantic import BaseModel, ValidationError
 
 from contracts.manifest import OutputFile, StageManifest
 from contracts.tasks import SPLITS
-from pipeline.canonical import HASH_SCHEME_VERSION, digest_file, digest_value, write_json, write_jsonl
-from pipeline.errors import StageError
+from pipeline.core.canonical import HASH_SCHEME_VERSION, digest_file, digest_value, write_json, write_jsonl
+from pipeline.core.code_identity import PACKAGE_ROOT, import_closure
+from pipeline.core.errors import StageError
 
 MANIFEST = "manifest.json"
-PACKAGE_ROOT = Path(__file__).resolve().parents[1]
-# Modules of pipeline/ that every stage runs; stage packages are added per stage.
-CORE_MODULES = (
-    "__init__", "canonical", "checksums", "config", "errors", "manifest", "parallel", "parquet", "progress", "workspace",
-)
 LIBRARIES = ("duckdb", "huggingface_hub", "mlcroissant", "numpy", "polars", "pyarrow", "pydantic", "pyoxigraph", "scikit-learn",
              "xxhash")
 
@@ -34,19 +30,18 @@ def library_versions() -> dict[str, str]:
     return {name: metadata.version(name) for name in LIBRARIES}
 
 
-def code_files(packages: Iterable[str]) -> list[Path]:
-    """contracts/, the core modules of pipeline/, and the named pipeline subpackages."""
-    files = sorted((PACKAGE_ROOT / "contracts").rglob("*.py"))
-    files += [PACKAGE_ROOT / "pipeline" / f"{name}.py" for name in CORE_MODULES]
-    for package in packages:
-        files += sorted((PACKAGE_ROOT / "pipeline" / package).rglob("*.py"))
-    return files
-
-
-def code_version(packages: Iterable[str]) -> str:
-    """Content hash of the source the stage runs; independent of git, paths and mtimes."""
-    parts = [(path.relative_to(PACKAGE_ROOT).as_posix(), digest_file(path)) for path in code_files(packages)]
+def code_version(entries: Iterable[str]) -> str:
+    """Content hash of the source the stage runs (the import closure of its entry modules); independent of git,
+    paths and mtimes."""
+    parts = [(path.relative_to(PACKAGE_ROOT).as_posix(), digest_file(path)) for path in import_closure(entries)]
     return digest_value(parts)
+
+
+def data_identity(manifest: dict) -> dict[str, str]:
+    """What a stage produced and from which configuration, without its code version: a release depends on its upstream
+    stages through this, so an upstream code change that leaves every output byte alone leaves the release alone."""
+    outputs = sorted((name, out["xxh3"]) for name, out in manifest["outputs"].items())
+    return {"config_hash": manifest["config_hash"], "outputs": digest_value(outputs)}
 
 
 def contract_hash(models: Iterable[type[BaseModel]]) -> str:

@@ -20,7 +20,7 @@ from contracts.manifest import StageManifest
 from contracts.protocol import Action, Answer, AskUser, CallTool, Plan
 from contracts.runtime import EpisodeScore, TraceHeader, TurnRecord
 from contracts.tasks import FamiliesConfig, Task
-from pipeline.canonical import pretty_json
+from pipeline.core.canonical import pretty_json
 from pipeline.tools import registry
 
 MODELS = {

@@ -16,7 +16,7 @@ from pathlib import Path
 import numpy as np
 
 from contracts.corpus import BrickMetadata
-from pipeline.errors import ConfigError
+from pipeline.core.errors import ConfigError
 from pipeline.ingest.brick import read_brick
 
 START = np.datetime64("2021-01-01T00:00:00", "ms")

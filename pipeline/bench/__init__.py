@@ -1,0 +1,1 @@
+"""Benchmarks: `make bench` (throughput, tools, runtime) and `make bench-scale`."""

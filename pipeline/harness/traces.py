@@ -1,0 +1,158 @@
+"""Reading and scoring saved traces: the episode set a trace was played on, its header and records, and its scores."""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, NamedTuple
+
+from contracts.episodes import Episode
+from contracts.runtime import EpisodeEnd, EpisodeScore, TraceHeader, TurnRecord
+from contracts.tasks import SPLITS
+from pipeline.core.canonical import digest_file, loads_untrusted
+from pipeline.core.config import load_episodes_config
+from pipeline.core.errors import RunError, StageError
+from pipeline.core.workspace import Workspace
+from pipeline.runtime.scoring import score_episode, summarize
+from pipeline.runtime.simulator import slot_keywords
+
+if TYPE_CHECKING:
+    from pipeline.release.playable import Release
+
+
+def episode_file(ws: Workspace, corpus: str, split: str) -> tuple[str, Path]:
+    """The newest stage's episodes of a split: the audited set once it exists, else the episodes stage."""
+    if split not in SPLITS:
+        raise RunError(f"unknown split {split!r}: use one of {', '.join(SPLITS)}")
+    for stage in ("audit", "episodes"):
+        path = ws.stage_dir(corpus, stage) / f"{split}.jsonl"
+        if path.is_file():
+            return stage, path
+    raise StageError(f"{ws.stage_dir(corpus, 'episodes')}: no episodes for {split}; run `telemetry-bench build` first")
+
+
+def load_episodes(path: Path) -> list[Episode]:
+    return [Episode.model_validate_json(line) for line in path.read_text(encoding="utf-8").splitlines() if line]
+
+
+def score_rank(score: EpisodeScore) -> tuple[bool, bool, bool]:
+    """How the best of several players of one episode is chosen (any accomplishes: the controller's rule)."""
+    return score.accomplished, score.task, score.protocol
+
+
+def _trace_lines(path: Path, first_only: bool = False) -> list[str]:
+    if not path.is_file():
+        raise RunError(f"{path}: no such trace file")
+    try:
+        with path.open("rb") as handle:
+            data = handle.readline() if first_only else handle.read()
+        return data.decode("utf-8").splitlines()
+    except UnicodeDecodeError as exc:
+        raise RunError(f"{path}: not UTF-8 text ({exc}); was it written by `telemetry-bench run`?") from exc
+
+
+def _header(path: Path, lines: list[str]) -> TraceHeader:
+    try:
+        return TraceHeader.model_validate_json(lines[0])
+    except (IndexError, ValueError) as exc:
+        raise RunError(f"{path}: line 1 is not a trace header ({exc}); was it written by `telemetry-bench run`?") from exc
+
+
+def trace_header(path: Path) -> TraceHeader:
+    """Only the header of a trace (which corpus, split and agent), without reading its records."""
+    return _header(path, _trace_lines(path, first_only=True))
+
+
+def read_trace(path: Path) -> tuple[TraceHeader, dict, set[int]]:
+    """The header, the turns by (episode, run) and player, and the runs; episode runs that ended in infra_error are
+    in `turns.infra` (a set of (episode, run)), left out of the scores."""
+    lines = _trace_lines(path)
+    header = _header(path, lines)
+    turns: _Turns = _Turns(lambda: defaultdict(list))
+    runs: set[int] = set()
+    for number, line in enumerate(lines[1:], start=2):
+        try:
+            data = loads_untrusted(line)
+            if not isinstance(data, dict):
+                raise ValueError(f"a JSON {type(data).__name__}, not an object")
+            if data.get("type") == "turn":
+                record = TurnRecord.model_validate(data)
+                turns[(record.episode_id, record.run)][record.player].append(record)
+                runs.add(record.run)
+            elif data.get("type") == "end":
+                end = EpisodeEnd.model_validate(data)
+                runs.add(end.run)
+                turns.ended.add((end.episode_id, end.run))
+                if end.infra_error:
+                    turns.infra.add((end.episode_id, end.run))
+        except ValueError as exc:
+            raise RunError(f"{path}: line {number}: not a trace record ({exc})") from exc
+    return header, turns, runs
+
+
+class _Turns(defaultdict):
+    """Turns by (episode, run) and player, with the episode runs that ended, and those that ended in infra_error."""
+
+    def __init__(self, *args: Any) -> None:
+        super().__init__(*args)
+        self.ended: set[tuple[str, int]] = set()
+        self.infra: set[tuple[str, int]] = set()
+
+
+class Played(NamedTuple):
+    """One run of one episode as scored: the player that counts (the best of a controller's policies), its turns and score."""
+
+    episode: Episode
+    run: int
+    player: str | None
+    turns: list[TurnRecord]
+    score: EpisodeScore
+
+
+def played_episodes(ws: Workspace, path: Path, release: Release | None = None) -> tuple[TraceHeader, list[Played]]:
+    """A saved trace scored against the episodes it was played on (the episode file's hash must match). A trace played
+    on a release folder is scored on that folder (`release`), else on the project's built release."""
+    header, played, _ = _played(ws, path, release)
+    return header, played
+
+
+def _played(ws: Workspace, path: Path, release: Release | None) -> tuple[TraceHeader, list[Played], _Turns]:
+    header, turns, runs = read_trace(path)
+    if header.episode_set == "release":
+        from pipeline.release.playable import Release
+
+        release = release or Release(ws.stage_dir(header.corpus, "release"))
+        episodes_path, keywords = release.episodes_path(header.split), release.keywords()
+    else:
+        episodes_path, keywords = ws.stage_dir(header.corpus, header.episode_set) / f"{header.split}.jsonl", None
+    if not episodes_path.is_file() or digest_file(episodes_path) != header.episode_set_hash:
+        raise RunError(f"{path}: played on an episode set that {episodes_path} no longer is (hash differs); "
+                       "re-run the agent on the current build")
+    keywords = keywords or slot_keywords(load_episodes_config(ws))
+    out = []
+    episodes = load_episodes(episodes_path)
+    for run in sorted(runs):
+        for episode in episodes:
+            if (episode.id, run) in turns.infra:  # the endpoint failed, not the agent: not scored (counted apart)
+                continue
+            if header.settings.get("limit") is None or (episode.id, run) in turns:
+                played = turns.get((episode.id, run)) or {None: []}
+                scored = [(player, t, score_episode(episode, t, keywords, run)) for player, t in played.items()]
+                player, chosen, score = max(scored, key=lambda p: score_rank(p[2]))
+                out.append(Played(episode, run, player, chosen, score))
+    return header, out, turns
+
+
+def score_traces(ws: Workspace, paths: list[Path], release: Release | None = None) -> dict:
+    """Score saved traces against the episodes they were played on. Episode runs that ended in infra_error are left
+    out and counted (`infra_errors`); runs without an end record are counted as `unfinished` (scored as played)."""
+    scores, infra, unfinished = [], 0, 0
+    for path in paths:
+        _, played, turns = _played(ws, path, release)  # the trace is read once
+        infra += len(turns.infra)
+        unfinished += sum(1 for unit in turns if unit not in turns.ended)
+        scores += [p.score for p in played]
+    summary = summarize(scores)
+    summary["infra_errors"], summary["unfinished"] = infra, unfinished
+    summary["rows"] = [s.model_dump() for s in scores]
+    return summary

@@ -1,0 +1,41 @@
+"""The store's reader API: where the tool store is, its tables' keys, and opening it read-only.
+
+Everything that reads a built store (tools, tasks, episodes, audit, release, report) imports this module, never
+the builder, so that editing how the store is built does not change the code identity of the stages that read it.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import duckdb
+
+from pipeline.core.errors import StageError
+
+STORE_FILE = "store.duckdb"
+READER_MEMORY = "1GB"
+
+# Table -> full sort key. Every table is exported to <name>.parquet in this order.
+KEYS: dict[str, list[str]] = {
+    "sites": ["site_id"],
+    "entities": ["entity_id"],
+    "relations": ["subject", "predicate", "object"],
+    "streams": ["stream_id"],
+    "observations": ["stream_id", "ts"],
+    "quality": ["stream_id"],
+    "aggregates": ["stream_id", "period", "window_start"],
+    "profiles": ["stream_id", "dow", "hour"],
+    "previews": ["stream_id", "idx"],
+    "thresholds": ["name"],
+    "rejects": ["stream_id", "ts", "reason", "raw"],
+}
+
+
+def open_store(path: Path, threads: int | None = None) -> duckdb.DuckDBPyConnection:
+    """Open a built store read-only (writes are refused by DuckDB)."""
+    if not path.is_file():
+        raise StageError(f"{path}: no tool store; run `telemetry-bench build` first")
+    # A read-only store only reads: DuckDB's page cache is capped so that the readers of a large
+    # store (the tasks stage opens two) stay within the build's memory budget.
+    config = {"memory_limit": READER_MEMORY, **({"threads": int(threads)} if threads else {})}
+    return duckdb.connect(str(path), read_only=True, config=config)
