@@ -143,11 +143,16 @@ RELEASE_UPSTREAM = ("ingest", "store", "tasks", "episodes", "audit")
 def _release_identity(ctx: Context) -> tuple[dict, dict[str, str]]:
     # release.json embeds every upstream manifest, so their cache keys (code, config, inputs) are inputs too:
     # a change of upstream code that leaves its outputs alone must still rebuild the release.
-    return {"mapping": ctx.mapping.model_dump(mode="json")}, {
+    return {"mapping": ctx.mapping.model_dump(mode="json"), "categories": _categories(ctx)}, {
         **_upstream_outputs(ctx, "audit"), **_upstream_outputs(ctx, "episodes"), **_upstream_outputs(ctx, "store"),
         **_upstream_outputs(ctx, "ingest"),
         **{f"{stage}/cache_key": require_manifest(ctx.stage_dir(stage), stage).cache_key for stage in RELEASE_UPSTREAM},
     }
+
+
+def _categories(ctx: Context) -> dict[str, str]:
+    """Family -> ground-truth category (configs/families.toml): the release's trajectories carry it."""
+    return {name: family.category for name, family in sorted(load_families(ctx.ws).families.items())}
 
 
 def _release_run(ctx: Context, out: Path) -> StageResult:
@@ -161,7 +166,8 @@ def _release_run(ctx: Context, out: Path) -> StageResult:
     slots = {slot: spec.phrases for slot, spec in load_episodes_config(ctx.ws).slots.items()}
     return build_release(ctx.mapping, ctx.stage_dir("audit"), ctx.stage_dir("episodes"), upstream, out, registry_version(),
                          library_versions(), report["raw_sha256"], ctx.stage_dir("store"), slots,
-                         report.get("metadata_sha256", {}))
+                         report.get("metadata_sha256", {}),
+                         categories=_categories(ctx))
 
 
 @dataclass(frozen=True)

@@ -16,7 +16,7 @@ from typing import Any
 from rapidfuzz.distance import Levenshtein
 from rouge_score import rouge_scorer
 
-from pipeline.config import load_episodes_config
+from pipeline.config import load_episodes_config, load_families
 from pipeline.errors import TelemetryBenchError
 from pipeline.play import load_episodes, read_trace
 from pipeline.release.ground_truth import render_action
@@ -225,7 +225,8 @@ def export_ground_truth(ws: Workspace, corpus: str, split: str, out: Path) -> in
     from pipeline.play import episode_file
     from pipeline.release.ground_truth import trajectory
 
-    rows = [trajectory(e) for e in load_episodes(episode_file(ws, corpus, split)[1])]
+    families = load_families(ws).families
+    rows = [trajectory(e, families[e.family].category) for e in load_episodes(episode_file(ws, corpus, split)[1])]
     write_jsonl(out, rows)
     return len(rows)
 
