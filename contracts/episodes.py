@@ -156,6 +156,10 @@ class FamilyLift(Frozen):
             raise ValueError(f"initial: {len(self.initial)} opening templates; write at least 6")
         if self.revision != "none" and len(self.revision_prompts) < 4:
             raise ValueError(f"revision_prompts: {len(self.revision_prompts)} templates; write at least 4")
+        if self.withhold == "time" and not self.time_reply:
+            raise ValueError("withhold = 'time' needs time_reply, the user's answer naming the time")
+        if self.prefer and not self.prefer_prompt:
+            raise ValueError("prefer = true needs prefer_prompt, the question that asks which window to trust")
         return self
 
 

@@ -53,7 +53,12 @@ class Predicate(Frozen):
 
 
 Period = Literal["day", "week", "month", "relative", "instant", "none"]
+Category = Literal["Knowledge Query", "Data Query", "Inference Query", "Decision Support"]
+TargetShape = Literal["single", "pair", "members"]
 PERIOD_DAYS = {"day": 1, "week": 7, "month": 31, "relative": 1, "instant": 0, "none": 0}
+# The slot that says a window of each windowed period (what the user replies when the time is withheld); only these
+# periods have a previous and next window to revise to.
+WINDOW_SLOT = {"relative": "anchor_iso", "week": "week_start", "month": "month_name", "day": "day"}
 
 
 class SplitRule(Frozen):
@@ -82,6 +87,14 @@ class Family(Frozen):
     """One static task family, declared as data."""
 
     description: str
+    category: Category = Field(description="The ground-truth category its trajectories carry (the seed's export format): "
+                                           "Knowledge Query (metadata), Data Query (one stream's values), Inference Query "
+                                           "(comparing streams) or Decision Support (a quality decision). Declared by every family.")
+    target_shape: TargetShape = Field("single", description="How the streams a question names become the call slots: single "
+                                      "(site_id, equipment), pair (left_/right_site_id, left_/right_equipment) or members "
+                                      "(a list of {stream_id, site_id, equipment}); the shortcut policies rebuild the calls so.")
+    commit_stream: str | None = Field(None, description="The gold field naming the stream the commitment asks about (e.g. "
+                                      "the top of a ranking); none: the task's first evidence stream.")
     period: Period = Field(description="The window the family asks about (a revision moves it by one): day, week, month, "
                                        "relative (24 hours up to an instant), instant (a reading) or none.")
     time_columns: list[str] = Field(default=[], description="Candidate columns (epoch us) spanning the row's windows or instants; "
@@ -121,6 +134,8 @@ class Family(Frozen):
         unknown = [f for f in self.tolerances if f not in self.answer_fields]
         if unknown:
             raise ValueError(f"tolerances name {unknown}, not answer fields")
+        if self.commit_stream is not None and self.commit_stream not in golds:
+            raise ValueError(f"commit_stream {self.commit_stream!r} is not a field of canonical.gold ({', '.join(sorted(golds))})")
         for alternative in [*self.alternatives, *([self.distinct_from] if self.distinct_from else [])]:
             if set(alternative.gold) != golds:
                 raise ValueError("every alternative must give the same gold fields as the canonical call set")

@@ -7,7 +7,7 @@ Windows are half-open [window_start, window_end). Values are rounded to the deci
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import Literal, get_args
 
 from pydantic import Field
 
@@ -17,6 +17,9 @@ VALUE_DP = 4  # values, means, stds, coverage, ratios, fractions
 OFFSET_DP = 3  # offsets and durations in seconds
 Period = Literal["day", "week", "month", "custom"]
 Metric = Literal["mean", "min", "max", "std", "count"]
+# The quality bands in the order they are decided (pipeline/store/bands.py): the first whose condition holds.
+QualityBand = Literal["low_coverage", "long_gap", "healthy", "marginal"]
+QUALITY_BANDS: tuple[str, ...] = get_args(QualityBand)
 ErrorCode = Literal[
     "invalid_argument", "malformed_timestamp", "naive_timestamp", "unknown_stream", "unknown_site",
     "unknown_tool", "dangling_reference", "invalid_window", "misaligned_window", "empty_window", "empty_stream",
@@ -249,5 +252,5 @@ class InspectQualityWindowResult(Frozen):
     gap_ratio: float | None
     duplicate_fraction: float
     nan_fraction: float
-    quality_band: Literal["low_coverage", "long_gap", "healthy", "marginal"]
+    quality_band: QualityBand
     thresholds: Thresholds

@@ -168,7 +168,7 @@ def test_release_refuses_a_failed_gate(tmp_path):
     mapping = load_mapping(WS.corpus_config("xai4heat"))
     upstream = {"audit": {"details": {"gates": {"artifact_probe": "fail", "week_memory": "pass", "grid_rules": "fail"}}}}
     with pytest.raises(StageError) as failed:
-        build_release(mapping, tmp_path, tmp_path, upstream, tmp_path, "v", {}, {})
+        build_release(mapping, tmp_path, tmp_path, upstream, tmp_path, "v", {}, {}, categories={})
     message = str(failed.value)
     assert "\n" not in message and "artifact_probe, grid_rules" in message and "telemetry-bench audit --corpus xai4heat" in message
     assert not list(tmp_path.iterdir())

@@ -11,9 +11,11 @@ from jsonschema import Draft7Validator
 
 from contracts.episodes import EpisodesConfig
 from pipeline.cli import main
+from pipeline.core.config import load_families
+from pipeline.core.workspace import Workspace
 from pipeline.harness.evaluation import evaluate_row
 from pipeline.harness.traces import load_episodes
-from pipeline.release.ground_truth import trajectory
+from pipeline.release.ground_truth import execution, trajectory
 from pipeline.release.gt_validate import SCHEMA_PATH, check
 from pipeline.runtime.runner import run_episode
 from pipeline.runtime.simulator import slot_keywords
@@ -57,7 +59,7 @@ def test_seed_examples_findings():
 
 def test_validator_rules_on_hand_made_trajectories(real_artifacts):
     episode = load_episodes(real_artifacts / "xai4heat" / "audit" / "test.jsonl")[0]
-    good = trajectory(episode)
+    good = trajectory(episode, load_families(Workspace.from_root(REPO)).families[episode.family].category)
     assert check(good, VALIDATOR) == []
     bad = json.loads(json.dumps(good))
     bad["execution_links"].append({"source": "finish", "target": bad["execution_steps"][0]["name"]})
@@ -83,7 +85,7 @@ def world(real_artifacts, xai_store):
 
 def evaluate_with(edit, episode, store):
     turns = [r for r in run_episode(Scripted(edit), episode, store, KEYWORDS) if r.type == "turn"]
-    return evaluate_row(trajectory(episode), episode, turns, store, KEYWORDS)
+    return evaluate_row(execution(episode), episode, turns, store, KEYWORDS)
 
 
 def test_oracle_scores_one_at_every_level_and_noop_low(real_artifacts, tmp_path, world):

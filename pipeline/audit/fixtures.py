@@ -5,7 +5,6 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from contracts.episodes import Episode, EpisodesConfig, WithheldSlot
-from pipeline.episodes.lift import local_phrase
 from pipeline.tasks import render
 from pipeline.tools.access import ToolStore
 
@@ -24,7 +23,7 @@ def both_withheld(candidates: list[Episode], store: ToolStore, lifts: EpisodesCo
         if stream is None or stream["site_id"] != episode.site_ids[0]:
             continue
         phrase = render.point_phrase(stream["label"])
-        local = local_phrase(phrase, label)
+        local = render.local_phrase(phrase, label)
         if local == phrase or episode.initial_message.count(phrase) != 1:
             continue
         opening = episode.initial_message.replace(phrase, local)

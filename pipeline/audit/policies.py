@@ -17,7 +17,13 @@ from pipeline.audit.guessers import Guesser
 from pipeline.audit.probe import surface_features
 from pipeline.audit.reading import Catalog, day_window, month_window, read, split_list, week_window
 from pipeline.episodes.calls import _rename
-from pipeline.episodes.lift import BAND_OUTCOME, timestamp_commitment
+from pipeline.episodes.rules import (
+    BAND_OUTCOME,
+    NEAREST_FIELDS,
+    preferred_window,
+    quality_decision_answer,
+    timestamp_commitment,
+)
 from pipeline.runtime.agents import Agent, Observation
 from pipeline.runtime.simulator import words_of
 from pipeline.tasks import gold, render
@@ -187,12 +193,13 @@ class ShortcutPolicy(Agent):
         window = self._window()
         if window:
             slots.update(window)
-        if family == "window_pairwise_compare":
+        shape = self.families.families[family].target_shape
+        if shape == "pair":
             if len(rows) != 2:
                 return None
             slots.update(left_site_id=rows[0]["site_id"], right_site_id=rows[1]["site_id"],
                          left_equipment=rows[0]["equipment"], right_equipment=rows[1]["equipment"])
-        elif family == "window_rank":
+        elif shape == "members":
             slots["members"] = [{"stream_id": r["stream_id"], "site_id": r["site_id"], "equipment": r["equipment"]} for r in rows]
         else:
             slots.update(site_id=rows[0]["site_id"], equipment=rows[0]["equipment"])
@@ -218,8 +225,8 @@ class ShortcutPolicy(Agent):
             answer = gold.extract(spec.gold, outputs)
         except gold.GoldError:
             return {}
-        if self.family == "quality_gate":
-            answer = {"quality_band": outputs[calls[-1]["id"]].get("quality_band")}
+        if self.lifts.families[self.family].phase == "quality_decision":  # the phase asks for the band the gold decides on
+            answer = quality_decision_answer(outputs[calls[-1]["id"]])
         self.used.update(streams)
         self.windows.append({**slots, "streams": streams})
         return answer
@@ -254,7 +261,7 @@ class ShortcutPolicy(Agent):
         for name in candidates:
             lift = self.lifts.families[name]
             if lift.prefer and text == lift.prefer_prompt:
-                yield from self._prefer()
+                yield from self._prefer(name)
                 return
             new = read(lift.revision_prompts, text)
             if new is not None:
@@ -281,22 +288,18 @@ class ShortcutPolicy(Agent):
         out = yield from self._call([{"id": "p", "tool": "lookup_observation",
                                       "arguments": {"stream_id": streams[0], "timestamp": probe_iso, "mode": mode}}], f"s{self.steps_done}_")
         result = out["p"]
-        yield from self._answer({k: result.get(k) for k in ("value", "observed_timestamp", "offset_seconds", "fallback_reason")})
+        yield from self._answer({k: result.get(k) for k in NEAREST_FIELDS})
 
-    def _prefer(self) -> Step:
+    def _prefer(self, family: str) -> Step:
         if len(self.windows) < 2 or len(self.windows[0]["streams"]) != 2:
             yield from self._answer({})
             return
         calls = [{"id": f"q{w}{s}", "tool": "inspect_quality_window", "arguments": {
             "stream_id": self.windows[w - 1]["streams"][s - 1], "window_start": self.windows[w - 1]["window_start_iso"],
-            "window_end": self.windows[w - 1]["window_end_iso"], "period": "week"}} for w in (1, 2) for s in (1, 2)]
+            "window_end": self.windows[w - 1]["window_end_iso"], "period": self.families.families[family].period}}
+            for w in (1, 2) for s in (1, 2)]
         out = yield from self._call(calls, f"s{self.steps_done}_")
-
-        def score(w: int) -> tuple:
-            sides = [out[f"q{w}{s}"] for s in (1, 2)]
-            return (min(q.get("coverage", 0) for q in sides), -max(q.get("gap_ratio") or 1e9 for q in sides))
-
-        yield from self._answer({"preferred": "first" if score(1) >= score(2) else "second"})
+        yield from self._answer({"preferred": preferred_window(*([out[f"q{w}{s}"] for s in (1, 2)] for w in (1, 2)))})
 
     def _commit(self, slots: dict, text: str) -> Step:
         streams = self.catalog.by_phrase(slots["phrase"])

@@ -59,11 +59,7 @@ class Catalog:
                 continue
             full = render.point_phrase(row["label"])
             label = self.store.sites[row["site_id"]]["label"]
-            local = full
-            for joint in (" at ", " in "):
-                if full.endswith(f"{joint}{label}"):
-                    local = full[: -len(joint + label)]
-            for key in {(None, full), (row["site_id"], local)}:
+            for key in {(None, full), (row["site_id"], render.local_phrase(full, label))}:
                 self._phrases.setdefault(key, []).append(stream_id)
 
     def site(self, label: str) -> str | None:

@@ -11,8 +11,8 @@ from pydantic import BaseModel, ValidationError
 from contracts.answers import AnswersConfig
 from contracts.build import BuildConfig
 from contracts.corpus import CorpusMapping
-from contracts.episodes import AuditConfig, EpisodesConfig
-from contracts.tasks import FamiliesConfig
+from contracts.episodes import AuditConfig, EpisodesConfig, FamilyLift
+from contracts.tasks import WINDOW_SLOT, FamiliesConfig, Family
 from pipeline.core.errors import ConfigError
 from pipeline.core.workspace import Workspace
 
@@ -23,7 +23,10 @@ def _format_validation(path: Path, exc: ValidationError) -> str:
     problems = []
     for err in exc.errors():
         where = ".".join(str(part) for part in err["loc"]) or "(top level)"
-        problems.append(f"{where}: {err['msg']}")
+        if err["type"] == "missing":  # say the fix: every declaration a family needs is named in its contract
+            problems.append(f"{where}: required, not declared; add `{err['loc'][-1]} = ...` there (contracts/ describe each field)")
+        else:
+            problems.append(f"{where}: {err['msg']}")
     return f"{path}: invalid configuration: " + "; ".join(problems)
 
 
@@ -100,11 +103,48 @@ def load_families(ws: Workspace) -> FamiliesConfig:
     return families
 
 
+def _lift_problems(lift: FamilyLift, family: Family) -> list[tuple[str, str]]:
+    """(field, what is wrong and how to fix it) for a family's lift that its declaration in configs/families.toml
+    cannot carry: each lift step reads slots, golds or calls that only some families have."""
+    problems = []
+    windowed = ", ".join(WINDOW_SLOT)
+    if lift.withhold == "time" and family.period not in WINDOW_SLOT and family.period != "instant":
+        problems.append(("withhold", f"'time' but the family's period is {family.period!r}: withhold the time only of a "
+                                     f"family with a window ({windowed}) or an instant"))
+    if lift.revision == "revise_window" and family.period not in WINDOW_SLOT:
+        problems.append(("revision", f"'revise_window' needs a windowed period ({windowed}), not {family.period!r}"))
+    if lift.revision == "revise_target" and family.target_shape != "single":
+        problems.append(("revision", f"'revise_target' moves to another single stream; the family's target_shape is {family.target_shape!r}"))
+    if lift.revision == "probe_nearest" and "observed_timestamp" not in family.canonical.gold:
+        problems.append(("revision", "'probe_nearest' probes near the reading the gold found: declare an observed_timestamp gold field"))
+    if lift.prefer and (family.target_shape != "pair" or family.period not in ("day", "week", "month")):
+        problems.append(("prefer", "true compares the two windows of a pair: it needs target_shape = 'pair' and a day, week or "
+                                   f"month period (the family has {family.target_shape!r}, {family.period!r})"))
+    if lift.commit_target == "timestamp" and family.period != "instant" and "observed_timestamp" not in family.canonical.gold:
+        problems.append(("commit_target", "'timestamp' commits near the reading asked about: the family needs period 'instant' "
+                                          "or an observed_timestamp gold field; use 'window'"))
+    if lift.phase == "quality_decision" and family.canonical.calls[-1].tool != "inspect_quality_window":
+        problems.append(("phase", "'quality_decision' asks for the band of the last canonical call: make it inspect_quality_window"))
+    return problems
+
+
 def load_episodes_config(ws: Workspace) -> EpisodesConfig:
-    """configs/episodes.toml; its commitments must stay within the reach the splits leave (configs/families.toml)."""
+    """configs/episodes.toml: one lift per family of configs/families.toml that the family's declaration can carry, and
+    commitments within the reach the splits leave."""
     path = ws.configs_dir / "episodes.toml"
     episodes = _load_model(path, EpisodesConfig, "the episodes stage needs the lift declarations")
-    reach = load_families(ws).splits.reach_days
+    families = load_families(ws)
+    missing = sorted(set(families.families) - set(episodes.families))
+    if missing:
+        raise ConfigError(f"{path}: families.{missing[0]}: no lift declared for this family of configs/families.toml; "
+                          f"add [families.{missing[0]}] (phase, withhold, initial, revision, commit_target, follow_ups)")
+    unknown = sorted(set(episodes.families) - set(families.families))
+    if unknown:
+        raise ConfigError(f"{path}: families.{unknown[0]}: not a family of configs/families.toml; declare it there or remove this lift")
+    for name, lift in sorted(episodes.families.items()):
+        for field, problem in _lift_problems(lift, families.families[name]):
+            raise ConfigError(f"{path}: families.{name}.{field}: {problem}")
+    reach = families.splits.reach_days
     if episodes.commit_within_days + 7 > reach:
         raise ConfigError(f"{path}: commit_within_days = {episodes.commit_within_days} reaches past the splits' reach_days = {reach} "
                           "(a commitment week starts within commit_within_days and lasts 7); raise reach_days in configs/families.toml")

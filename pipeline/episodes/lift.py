@@ -23,10 +23,17 @@ from contracts.episodes import (
     TimestampValuePhase,
     WithheldSlot,
 )
-from contracts.tasks import FamiliesConfig, Family, Task
+from contracts.tasks import WINDOW_SLOT, FamiliesConfig, Family, Task
 from pipeline.core.canonical import digest
 from pipeline.core.errors import LiftError
 from pipeline.episodes.calls import as_calls, gold_of, revised, run
+from pipeline.episodes.rules import (
+    BAND_OUTCOME,
+    NEAREST_FIELDS,
+    preferred_window,
+    quality_decision_answer,
+    timestamp_commitment,
+)
 from pipeline.store.compute import DAY, MONDAY, window_bounds
 from pipeline.tasks import forms, gold, render
 from pipeline.tasks.probes import grid_solvable
@@ -38,11 +45,6 @@ PHASES = {
     "timestamp_value": TimestampValuePhase, "nearest_timestamp": NearestTimestampPhase,
     "quality_decision": QualityDecisionPhase,
 }
-BAND_OUTCOME = {
-    "healthy": ("answer", "healthy_quality"), "low_coverage": ("abstain", "low_coverage"),
-    "long_gap": ("abstain", "long_gap"), "marginal": ("re_clarify", "marginal_quality"),
-}
-NEAREST_FIELDS = ["value", "observed_timestamp", "offset_seconds", "fallback_reason"]
 
 
 def week_index(us: int | np.ndarray) -> int | np.ndarray:
@@ -59,15 +61,6 @@ def commitment_instant(calls: list[dict]) -> int | None:
     return None
 
 
-def timestamp_commitment(offset_seconds: float, step_seconds: float | None, acceptable: float, abstain_ratio: float) -> tuple[str, str]:
-    """The declared rule for reporting a reading: exact, near enough, too imprecise, or inside a long gap."""
-    if offset_seconds == 0:
-        return "answer", "exact_timestamp"
-    if abs(offset_seconds) <= acceptable:
-        return "answer", "nearest_but_acceptable"
-    if abs(offset_seconds) <= (step_seconds or 0) * abstain_ratio:
-        return "re_clarify", "timestamp_too_imprecise"
-    return "abstain", "long_gap"
 
 
 class Chooser:
@@ -81,13 +74,6 @@ class Chooser:
 
     def index(self, purpose: str, n: int) -> int:
         return int(digest(f"{self.base}|{purpose}")[:12], 16) % n
-
-
-def local_phrase(phrase: str, site_label: str) -> str:
-    for joint in (" at ", " in "):
-        if phrase.endswith(f"{joint}{site_label}"):
-            return phrase[: -len(joint + site_label)]
-    return phrase
 
 
 def _shift(slots: dict, period: str, direction: int) -> dict | None:
@@ -158,9 +144,8 @@ class Lifter:
         outputs.update(run(self.store, calls, outputs))
         answer, form = task.gold, task.verifier
         if lift.phase == "quality_decision":
-            band = outputs[calls[-1]["id"]]["quality_band"]
-            answer = {"quality_band": band}
-            form = self._form(["quality_band"])
+            answer = quality_decision_answer(outputs[calls[-1]["id"]])
+            form = self._form(list(answer))
         return PHASES[lift.phase](
             obligation="decide_quality" if lift.phase == "quality_decision" else "answer", prompt=prompt, gold=answer,
             form=form, canonical_calls=task.canonical_calls,
@@ -206,7 +191,7 @@ class Lifter:
         other = self.store.streams[others[choose.index("other_stream", len(others))]]
         new = {**slots, "equipment": other["equipment"], "equipment_words": render.role_words(other["equipment_role"]),
                "phrase": render.point_phrase(other["label"])}
-        new["local_phrase"] = local_phrase(new["phrase"], slots["site_label"])
+        new["local_phrase"] = render.local_phrase(new["phrase"], slots["site_label"])
         calls, names = revised(family.canonical, new, "p2_", set())
         golds = gold_of(family.canonical, names)
         merged = run(self.store, calls, outputs)
@@ -256,26 +241,22 @@ class Lifter:
         answer = {k: result[k] for k in NEAREST_FIELDS}
         new = {**slots, "probe_iso": format_us(probe)}
         prompt = self._say(lift.revision_prompts, "revision_prompt", new, choose)
-        form = self._form(NEAREST_FIELDS, self._stream_units(NEAREST_FIELDS, result["stream_id"]))
+        form = self._form(list(NEAREST_FIELDS), self._stream_units(list(NEAREST_FIELDS), result["stream_id"]))
         return NearestTimestampPhase(obligation="probe_nearest", prompt=prompt, gold=answer, form=form,
                                      canonical_calls=as_calls(calls), evidence_stream_ids=task.evidence_stream_ids), new
 
-    def _prefer(self, lift, first: Any, second: Any, outputs, windows: list[dict]):
-        """Which of the two compared weeks has data to trust more: higher worst coverage, then lower worst gap ratio."""
+    def _prefer(self, lift, family: Family, first: Any, second: Any, outputs, windows: list[dict]):
+        """Which of the two compared windows (of the family's period) has data to trust more (rules.preferred_window)."""
+        resolves = [c.id for c in first.canonical_calls if c.tool == "resolve_point"]  # left, right (a pair family)
         calls = []
         for w_index, window in enumerate(windows, start=1):
-            for s_index in (1, 2):  # left, right
+            for s_index, resolve in enumerate(resolves, start=1):
                 calls.append({"id": f"p3_q{w_index}{s_index}", "tool": "inspect_quality_window", "arguments": {
-                    "stream_id": f"$c{s_index}.stream_id", "window_start": window["window_start_iso"],
-                    "window_end": window["window_end_iso"], "period": "week"}})
+                    "stream_id": f"${resolve}.stream_id", "window_start": window["window_start_iso"],
+                    "window_end": window["window_end_iso"], "period": family.period}})
         merged = run(self.store, calls, outputs)
         outputs.update(merged)
-
-        def score(w: int) -> tuple[float, float]:
-            sides = [merged[f"p3_q{w}{s}"] for s in (1, 2)]
-            return (min(q["coverage"] for q in sides), -max(q["gap_ratio"] or 1e9 for q in sides))
-
-        preferred = "first" if score(1) >= score(2) else "second"
+        preferred = preferred_window(*([merged[f"p3_q{w}{s}"] for s in range(1, len(resolves) + 1)] for w in (1, 2)))
         return PreferencePhase(obligation="prefer", prompt=lift.prefer_prompt, gold={"preferred": preferred},
                                form=self._form(["preferred"]),
                                canonical_calls=as_calls(calls), evidence_stream_ids=first.evidence_stream_ids)
@@ -397,7 +378,7 @@ class Lifter:
         site = task.site_ids[0]
         slots["site_label"] = self.store.sites[site]["label"]
         if "phrase" in slots:
-            slots["local_phrase"] = local_phrase(slots["phrase"], slots["site_label"])
+            slots["local_phrase"] = render.local_phrase(slots["phrase"], slots["site_label"])
         return slots
 
     def _withheld(self, task: Task, lift: FamilyLift, slots: dict, choose: Chooser) -> list[WithheldSlot]:
@@ -407,11 +388,7 @@ class Lifter:
         if lift.withhold == "time":
             reply = self._say([lift.time_reply], "time_reply", slots, choose)
             period = self.families[task.family].period
-            if "timestamp_iso" in slots:
-                value = slots["timestamp_iso"]
-            else:
-                value = {"relative": "anchor_iso", "week": "week_start", "month": "month_name", "day": "day"}[period]
-                value = slots[value]
+            value = slots["timestamp_iso"] if "timestamp_iso" in slots else slots[WINDOW_SLOT[period]]
             return [WithheldSlot(slot="time", value=value, reply=reply)]
         return []
 
@@ -453,13 +430,15 @@ class Lifter:
             phases.append(phase)
             obligations.append(phase.obligation)
             if lift.prefer and phase.obligation == "revise_window":
-                phases.append(self._prefer(lift, phases[0], phase, outputs, [first_slots, slots]))
+                phases.append(self._prefer(lift, family, phases[0], phase, outputs, [first_slots, slots]))
                 obligations.append("prefer")
         canonical = [c.model_dump() for c in task.canonical_calls]
         resolve, stream = _first_resolve(canonical), task.evidence_stream_ids[0]
-        if task.family == "window_rank":
-            stream = task.gold["top_stream_id"]
-            resolve = next(c["id"] for c in canonical if c["tool"] == "resolve_point" and c["arguments"]["equipment"] == self.store.streams[stream]["equipment"] and c["arguments"]["site"] == self.store.streams[stream]["site_id"])
+        if family.commit_stream is not None:  # the commitment asks about the stream a gold field names
+            stream = task.gold[family.commit_stream]
+            row = self.store.streams[stream]
+            resolve = next(c["id"] for c in canonical if c["tool"] == "resolve_point"
+                           and c["arguments"]["equipment"] == row["equipment"] and c["arguments"]["site"] == row["site_id"])
         if lift.commit_target == "window":
             spans = [_span(s) for s in (first_slots, slots) if "window_start" in s]
             calls, answer, prompt = self._commit_window(task, stream, resolve, sorted(set(spans)), choose, outputs)

@@ -146,11 +146,16 @@ def _release_identity(ctx: Context) -> tuple[dict, dict[str, str]]:
     # code versions are not: an upstream code change that leaves its outputs alone leaves the release alone.
     identities = {stage: data_identity(require_manifest(ctx.stage_dir(stage), stage).model_dump(mode="json"))
                   for stage in RELEASE_UPSTREAM}
-    return {"mapping": ctx.mapping.model_dump(mode="json")}, {
+    return {"mapping": ctx.mapping.model_dump(mode="json"), "categories": _categories(ctx)}, {
         **_upstream_outputs(ctx, "audit"), **_upstream_outputs(ctx, "episodes"), **_upstream_outputs(ctx, "store"),
         **_upstream_outputs(ctx, "ingest"),
         **{f"{stage}/{key}": value for stage, identity in identities.items() for key, value in identity.items()},
     }
+
+
+def _categories(ctx: Context) -> dict[str, str]:
+    """Family -> ground-truth category (configs/families.toml): the release's trajectories carry it."""
+    return {name: family.category for name, family in sorted(load_families(ctx.ws).families.items())}
 
 
 def _release_run(ctx: Context, out: Path) -> StageResult:
@@ -164,7 +169,8 @@ def _release_run(ctx: Context, out: Path) -> StageResult:
     slots = {slot: spec.phrases for slot, spec in load_episodes_config(ctx.ws).slots.items()}
     return build_release(ctx.mapping, ctx.stage_dir("audit"), ctx.stage_dir("episodes"), upstream, out, registry_version(),
                          library_versions(), report["raw_sha256"], ctx.stage_dir("store"), slots,
-                         report.get("metadata_sha256", {}))
+                         report.get("metadata_sha256", {}),
+                         categories=_categories(ctx))
 
 
 @dataclass(frozen=True)

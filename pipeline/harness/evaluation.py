@@ -16,7 +16,7 @@ from typing import Any
 from rapidfuzz.distance import Levenshtein
 from rouge_score import rouge_scorer
 
-from pipeline.core.config import load_episodes_config
+from pipeline.core.config import load_episodes_config, load_families
 from pipeline.core.errors import EvaluationError
 from pipeline.core.workspace import Workspace
 from pipeline.harness.traces import load_episodes, read_trace
@@ -221,7 +221,8 @@ def export_ground_truth(ws: Workspace, corpus: str, split: str, out: Path) -> in
     from pipeline.harness.traces import episode_file
     from pipeline.release.ground_truth import trajectory
 
-    rows = [trajectory(e) for e in load_episodes(episode_file(ws, corpus, split)[1])]
+    families = load_families(ws).families
+    rows = [trajectory(e, families[e.family].category) for e in load_episodes(episode_file(ws, corpus, split)[1])]
     write_jsonl(out, rows)
     return len(rows)
 

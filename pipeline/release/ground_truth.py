@@ -18,11 +18,6 @@ from pipeline.runtime.gold_path import gold_actions
 
 SERVER = "telemetry-bench"
 FINISH = "finish"
-CATEGORIES = {
-    "point_disambiguation": "Knowledge Query", "day_mean_lookup": "Data Query", "relative_24h_mean_lookup": "Data Query",
-    "window_mean_lookup": "Data Query", "timestamp_value_lookup": "Data Query", "timestamp_nearest_lookup": "Data Query",
-    "window_pairwise_compare": "Inference Query", "window_rank": "Inference Query", "quality_gate": "Decision Support",
-}
 REF = re.compile(r"^\$([A-Za-z_][A-Za-z0-9_]*)((?:\.[A-Za-z_][A-Za-z0-9_]*|\[\d+\])*)$")
 DETERMINISTIC = {"name": False, "action": True, "arguments": True, "outputs": True}
 
@@ -89,8 +84,13 @@ def _descriptions(episode: Episode) -> list[str]:
     return lines
 
 
-def trajectory(episode: Episode) -> dict:
-    """The ground-truth trajectory of one episode."""
+def trajectory(episode: Episode, category: str) -> dict:
+    """The ground-truth trajectory of one episode; `category` is its family's (configs/families.toml)."""
+    return {**execution(episode), "category": category}
+
+
+def execution(episode: Episode) -> dict:
+    """The trajectory without its category: what the evaluator compares a run with."""
     steps, links = [], []
     for phase in episode.phases:
         for call in phase.canonical_calls:
@@ -105,7 +105,7 @@ def trajectory(episode: Episode) -> dict:
                   "deterministic": dict(DETERMINISTIC)})
     return {
         "id": int(digest(episode.id)[:12], 16), "episode_id": episode.id, "text": episode.hidden_instruction,
-        "type": SERVER, "category": CATEGORIES.get(episode.family, "Data Query"), "deterministic": True,
+        "type": SERVER, "deterministic": True,
         "characteristic_form": _form(episode),
         "planning_steps": [{"agent": SERVER, "instruction": render_action(a.model_dump())} for a in gold_actions(episode)],
         "execution_steps": steps, "execution_links": links, "final_out": final,

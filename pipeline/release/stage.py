@@ -47,7 +47,10 @@ SIMULATOR = "simulator.json"  # what the user simulator needs beside the episode
 
 def build_release(mapping: CorpusMapping, audit_dir: Path, episodes_dir: Path, upstream: dict[str, dict], out: Path,
                   registry_version: str, libraries: dict[str, str], raw_sha256: dict[str, str], store_dir: Path | None = None,
-                  slot_phrases: dict[str, list[str]] | None = None, metadata_sha256: dict[str, str] | None = None) -> StageResult:
+                  slot_phrases: dict[str, list[str]] | None = None, metadata_sha256: dict[str, str] | None = None, *,
+                  categories: dict[str, str]) -> StageResult:
+    """Copy the audited episodes into the release with their exports; `categories` (family -> ground-truth category,
+    configs/families.toml) labels the trajectories."""
     audit = upstream["audit"]["details"]
     failed = [name for name, status in audit.get("gates", {}).items() if status == "fail"]
     if failed:
@@ -71,7 +74,7 @@ def build_release(mapping: CorpusMapping, audit_dir: Path, episodes_dir: Path, u
     }
     (out / "ground_truth").mkdir()
     for split in SPLITS:
-        rows = [trajectory(e) for e in episodes if e.split == split]
+        rows = [trajectory(e, categories[e.family]) for e in episodes if e.split == split]
         write_jsonl(out / "ground_truth" / f"{split}.jsonl", rows)
     playable = []
     if store_dir is not None:

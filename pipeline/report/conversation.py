@@ -13,7 +13,7 @@ from contracts.episodes import Episode
 from contracts.runtime import TurnRecord
 from pipeline.harness.evaluation import evaluate_row, resolved_signature
 from pipeline.harness.traces import Played
-from pipeline.release.ground_truth import render_action, trajectory
+from pipeline.release.ground_truth import execution, render_action
 from pipeline.runtime.agents import OracleAgent
 from pipeline.runtime.runner import run_episode
 from pipeline.runtime.simulator import Lexicon, asked_slots, asks_for, opening_message
@@ -201,7 +201,7 @@ def agent_conversation(episode: Episode, who: str, records: list[TurnRecord], go
 
 def failure_modes_of(episode: Episode, turns: list[TurnRecord], store: ToolStore, keywords: Lexicon) -> tuple[str, ...]:
     """The evaluator's failure modes of one run against the episode's ground-truth trajectory."""
-    return tuple(evaluate_row(trajectory(episode), episode, turns, store, keywords)["failure_modes"])
+    return tuple(evaluate_row(execution(episode), episode, turns, store, keywords)["failure_modes"])
 
 
 def played_conversation(who: str, played: Played, gold: list[TurnRecord], keywords: Lexicon,

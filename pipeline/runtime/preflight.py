@@ -6,7 +6,13 @@ from collections import Counter
 from typing import Any
 
 from contracts.episodes import Episode, EpisodesConfig
-from pipeline.episodes.lift import BAND_OUTCOME, timestamp_commitment
+from pipeline.episodes.rules import (
+    BAND_OUTCOME,
+    NEAREST_FIELDS,
+    preferred_window,
+    quality_decision_answer,
+    timestamp_commitment,
+)
 from pipeline.runtime import contract
 from pipeline.runtime.simulator import slot_keywords
 from pipeline.tasks import gold, grading
@@ -37,14 +43,11 @@ def rederive(phase: Any, outputs: dict, thresholds: dict, acceptable: float) -> 
     if kind == "timestamp_value":
         return {"value": last["value"], "observed_timestamp": last["observed_timestamp"]}
     if kind == "nearest_timestamp":
-        return {k: last[k] for k in ("value", "observed_timestamp", "offset_seconds", "fallback_reason")}
+        return {k: last[k] for k in NEAREST_FIELDS}
     if kind == "quality_decision":
-        return {"quality_band": last["quality_band"]}
-    if kind == "preference":
-        q = {c.id[-2:]: outputs[c.id] for c in phase.canonical_calls}
-        score = {w: (min(q[f"{w}1"]["coverage"], q[f"{w}2"]["coverage"]),
-                     -max(q[f"{w}1"]["gap_ratio"] or 1e9, q[f"{w}2"]["gap_ratio"] or 1e9)) for w in "12"}
-        return {"preferred": "first" if score["1"] >= score["2"] else "second"}
+        return quality_decision_answer(last)
+    if kind == "preference":  # calls ..q<window><side>: the sides of the first window, then of the second
+        return {"preferred": preferred_window(*([outputs[c.id] for c in phase.canonical_calls if c.id[-2] == w] for w in "12"))}
     first = outputs[phase.canonical_calls[0].id]
     if "quality_band" in first:
         decision, reason = BAND_OUTCOME[first["quality_band"]]

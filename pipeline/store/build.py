@@ -14,13 +14,13 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from contracts.build import StoreConfig
-from contracts.tools import VALUE_DP
+from contracts.tools import QUALITY_BANDS, VALUE_DP
 from pipeline.core.errors import StageError
 from pipeline.core.executor import Background, Resources, run_ordered, tune_allocator
 from pipeline.core.manifest import StageResult
 from pipeline.ingest.parquet import RowGroupWriter, iter_part, read_part, read_rows, write_part, write_table
 from pipeline.ingest.stage import read_report
-from pipeline.store import compute, sql
+from pipeline.store import bands, compute, sql
 from pipeline.store.digest import ChunkedDigest, reader_digest
 from pipeline.store.reader import KEYS, STORE_FILE, open_store
 
@@ -75,18 +75,14 @@ def shown(column: str) -> pl.Expr:
     return pl.col(column).map_batches(batch, return_dtype=pl.Float64)
 
 
-def quality_band(limits: dict[str, float], gap_limit: str, clean: pl.Expr | None = None) -> pl.Expr:
-    """The quality decision on the rounded values, in order: low_coverage, long_gap, healthy, marginal."""
+def quality_band(limits: dict[str, float], gap_limit: str, clean: pl.Expr) -> pl.Expr:
+    """The quality band (bands.py) of every row, on the rounded values; a condition that is null does not hold."""
     coverage, ratio = shown("coverage").fill_null(0.0), shown("gap_ratio")
-    healthy = (coverage >= limits["coverage_answer"]) & (ratio <= limits["gap_ratio_answer"])
-    if clean is not None:
-        healthy = healthy & clean
-    return (
-        pl.when(coverage < limits["coverage_abstain"]).then(pl.lit("low_coverage"))
-        .when(ratio.is_null() | (ratio > limits[gap_limit])).then(pl.lit("long_gap"))
-        .when(healthy.fill_null(False)).then(pl.lit("healthy"))
-        .otherwise(pl.lit("marginal"))
-    )
+    held = bands.conditions(coverage, ratio, ratio.is_null(), clean, limits, gap_limit)
+    decided = pl.when(held[0]).then(pl.lit(QUALITY_BANDS[0]))
+    for name, condition in zip(QUALITY_BANDS[1:], held[1:], strict=False):
+        decided = decided.when(condition.fill_null(False)).then(pl.lit(name))
+    return decided.otherwise(pl.lit(QUALITY_BANDS[-1]))
 
 
 # Peak working set of a store unit per observation row (measured with `make bench-scale`); it sizes units.
@@ -253,6 +249,8 @@ def derive_tables(ingest_dir: Path, out: Path, cfg: StoreConfig, resources: Reso
         "profiles": joined["profiles"],
         "previews": joined["previews"],
         "thresholds": limits_frame,
+        # The build settings the tools must share with the store: a custom window's std takes the store's ddof.
+        "settings": pl.DataFrame({"name": ["std_ddof"], "value": [cfg.std_ddof]}, schema={"name": pl.String, "value": pl.Int64}),
         # Rejected cells that have a stream and a time: tools report defect fractions per window.
         "rejects": timed_rejects.select("stream_id", "ts", "reason", "raw").sort("stream_id", "ts", "reason", "raw"),
     }

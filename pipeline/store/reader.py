@@ -27,6 +27,7 @@ KEYS: dict[str, list[str]] = {
     "profiles": ["stream_id", "dow", "hour"],
     "previews": ["stream_id", "idx"],
     "thresholds": ["name"],
+    "settings": ["name"],
     "rejects": ["stream_id", "ts", "reason", "raw"],
 }
 

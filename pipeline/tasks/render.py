@@ -26,6 +26,14 @@ def point_phrase(label: str) -> str:
     return text[:1].lower() + text[1:] if text[:2] != text[:2].upper() else text
 
 
+def local_phrase(phrase: str, site_label: str) -> str:
+    """A point phrase as said at its own site: the trailing ' at <site>' or ' in <site>' dropped."""
+    for joint in (" at ", " in "):
+        if phrase.endswith(f"{joint}{site_label}"):
+            return phrase[: -len(joint + site_label)]
+    return phrase
+
+
 def class_words(point_class: str) -> str:
     return " ".join(words(point_class.replace("_", " ")))
 

@@ -81,6 +81,7 @@ class ToolStore:
         self.sites = {row["site_id"]: row for row in self._rows("SELECT * FROM sites ORDER BY site_id")}
         self.quality = {row["stream_id"]: row for row in self._rows("SELECT * FROM quality ORDER BY stream_id")}
         self.thresholds = {row["name"]: row["value"] for row in self._rows("SELECT name, value FROM thresholds ORDER BY name")}
+        self.settings = {row["name"]: row["value"] for row in self._rows("SELECT name, value FROM settings ORDER BY name")}
         for row in self.streams.values():  # compact keys, computed once, for name matching
             row["_keys"] = {k: _compact(row[k]) for k in ("point_class", "equipment_type")}
             row["_tails"] = {k: _tails(row[k]) for k in ("equipment", "location")}

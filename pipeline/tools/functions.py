@@ -32,12 +32,10 @@ from contracts.tools import (
     WindowInput,
 )
 from pipeline.core.errors import TimestampError, ToolFailure
-from pipeline.store import compute
+from pipeline.store import bands, compute
 from pipeline.tools import rounding
 from pipeline.tools.access import ToolStore, compact
 from pipeline.tools.timeutil import format_us, parse_us
-
-STD_DDOF = 0  # the store's declared ddof (configs/build.toml); windows computed here use the same
 
 
 def _time(text: str, argument: str) -> int:
@@ -122,7 +120,7 @@ def _stats(store: ToolStore, stream_id: str, start: int, end: int, period: str) 
     if period != "custom":
         return store.aggregate(stream_id, period, start)
     arrays = store.arrays(stream_id)
-    return compute.window_stats(arrays.ts, arrays.value, arrays.step, start, end, STD_DDOF)
+    return compute.window_stats(arrays.ts, arrays.value, arrays.step, start, end, store.settings["std_ddof"])  # the store's own ddof
 
 
 def _metric(stats: dict, metric: str) -> float:
@@ -235,16 +233,9 @@ def inspect_quality(store: ToolStore, args: InspectQualityInput) -> InspectQuali
 
 
 def window_band(store: ToolStore, coverage: float, gap_ratio: float | None, clean: bool) -> str:
-    """The window quality decision on the values as shown (rounded), in order: low_coverage, long_gap,
-    healthy, marginal (as in the store), so an agent reading the result can reach the same band."""
-    t = store.thresholds
-    if coverage < t["coverage_abstain"]:
-        return "low_coverage"
-    if gap_ratio is None or gap_ratio > t["gap_ratio_abstain_window"]:
-        return "long_gap"
-    if coverage >= t["coverage_answer"] and gap_ratio <= t["gap_ratio_answer"] and clean:
-        return "healthy"
-    return "marginal"
+    """A window's quality band by the store's rule (bands.py) on the values as shown (rounded), so an agent reading
+    the result can reach the same band."""
+    return bands.band(coverage, gap_ratio, clean, store.thresholds, "gap_ratio_abstain_window")
 
 
 def inspect_quality_window(store: ToolStore, args: InspectQualityWindowInput) -> InspectQualityWindowResult:

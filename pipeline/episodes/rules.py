@@ -1,0 +1,39 @@
+"""The decision rules episode golds follow, each defined once: the lift writes golds by them, the preflight
+re-derives golds by them and the shortcut policies answer by them."""
+
+from __future__ import annotations
+
+# What a nearest-reading phase asks for: the reading, its time, its offset and why it is not an exact match.
+NEAREST_FIELDS = ("value", "observed_timestamp", "offset_seconds", "fallback_reason")
+
+# A week's commitment follows its quality band (marginal weeks need the user to say what they accept).
+BAND_OUTCOME = {
+    "healthy": ("answer", "healthy_quality"), "low_coverage": ("abstain", "low_coverage"),
+    "long_gap": ("abstain", "long_gap"), "marginal": ("re_clarify", "marginal_quality"),
+}
+
+
+def timestamp_commitment(offset_seconds: float, step_seconds: float | None, acceptable: float, abstain_ratio: float) -> tuple[str, str]:
+    """The declared rule for reporting a reading: exact, near enough, too imprecise, or inside a long gap."""
+    if offset_seconds == 0:
+        return "answer", "exact_timestamp"
+    if abs(offset_seconds) <= acceptable:
+        return "answer", "nearest_but_acceptable"
+    if abs(offset_seconds) <= (step_seconds or 0) * abstain_ratio:
+        return "re_clarify", "timestamp_too_imprecise"
+    return "abstain", "long_gap"
+
+
+def preferred_window(first: list[dict], second: list[dict]) -> str:
+    """Which of two compared windows has data to trust more, from the inspect_quality_window results of the streams
+    compared in each: the higher worst coverage, then the lower worst gap ratio (none counts as the worst); a tie
+    goes to the first. A missing result (a failed call) counts as no coverage."""
+    def score(sides: list[dict]) -> tuple[float, float]:
+        return min(q.get("coverage", 0) for q in sides), -max(q.get("gap_ratio") or 1e9 for q in sides)
+
+    return "first" if score(first) >= score(second) else "second"
+
+
+def quality_decision_answer(last_output: dict) -> dict:
+    """A quality-decision phase asks for the band that its family's gold decides on: the last call's quality_band."""
+    return {"quality_band": last_output.get("quality_band")}
