@@ -34,7 +34,6 @@ from pipeline.tools.access import ToolStore
 from pipeline.tools.timeutil import format_us, parse_us
 
 Step = Generator[dict, Any, None]
-NOTHING = {"kind": "answer", "text": "I cannot tell.", "fields": {}}
 QUESTIONS = {"site": "Which site or building is it?", "time": "Which date and time (UTC)?"}
 
 

@@ -404,6 +404,52 @@ class Lifter:
                        for v in render.display(timed, d, i, self.zone).values()]
         return any(str(v).lower() in lowered for v in values if v)
 
+    def _revisions(self, task: Task, lift: FamilyLift, family: Family, first: Any, slots: dict, outputs: dict,
+                   choose: Chooser) -> tuple[list, dict]:
+        """The phases after the first: the family's declared revision (none, a window, a target or a nearest probe) and,
+        after a window revision, the preference between the two windows; with the slots the revision left."""
+        first_slots = slots
+        if lift.revision == "revise_window":
+            phase, slots = self._revise_window(task, lift, family, slots, outputs, choose)
+        elif lift.revision == "revise_target":
+            phase, slots = self._revise_target(task, lift, family, slots, outputs, choose)
+        elif lift.revision == "probe_nearest":
+            phase, slots = self._probe_nearest(task, lift, slots, outputs, choose)
+        else:
+            phase = None
+        if phase is None:  # no revision declared, or none found inside the split's time block
+            return [], slots
+        if lift.prefer and phase.obligation == "revise_window":
+            return [phase, self._prefer(lift, family, first, phase, outputs, [first_slots, slots])], slots
+        return [phase], slots
+
+    def _commitment(self, task: Task, lift: FamilyLift, family: Family, windows: list[dict], outputs: dict,
+                    choose: Chooser) -> CommitmentPhase:
+        """The reporting commitment on the stream the task is about (or the one a declared gold field names), for the
+        windows asked about (first and revised slots) or the instant looked up."""
+        canonical = [c.model_dump() for c in task.canonical_calls]
+        resolve, stream = _first_resolve(canonical), task.evidence_stream_ids[0]
+        if family.commit_stream is not None:  # the commitment asks about the stream a gold field names
+            stream = task.gold[family.commit_stream]
+            row = self.store.streams[stream]
+            resolve = next(c["id"] for c in canonical if c["tool"] == "resolve_point"
+                           and c["arguments"]["equipment"] == row["equipment"] and c["arguments"]["site"] == row["site_id"])
+        if lift.commit_target == "window":
+            spans = [_span(s) for s in windows if "window_start" in s]
+            calls, answer, prompt = self._commit_window(task, stream, resolve, sorted(set(spans)), choose, outputs)
+        else:
+            near = parse_us(task.gold.get("observed_timestamp") or windows[0]["timestamp_iso"])
+            calls, answer, prompt = self._commit_timestamp(task, stream, resolve, near, choose, outputs)
+        return CommitmentPhase(obligation="commit", prompt=prompt, gold=answer, form=self._form(["decision", "reason"]),
+                               canonical_calls=as_calls(calls), evidence_stream_ids=[stream])
+
+    def _follow_up(self, kind: str, answer: dict, evidence: list[str]) -> FollowUp:
+        if kind == "rationale":  # why the commitment went the way it did: its quality reason
+            return FollowUp(kind="rationale", prompt=self.cfg.rationale_prompt, gold={"reason": answer["reason"]},
+                            form=self._form(["reason"]))
+        return FollowUp(kind="evidence", prompt=self.cfg.evidence_prompt, gold={"stream_ids": evidence},
+                        form=self._form(["stream_ids"]))
+
     def lift(self, task: Task) -> tuple[dict, dict]:
         """(episode fields, provenance) for one task; raises LiftError or GoldError when it cannot be lifted."""
         lift, family = self.cfg.families[task.family], self.families[task.family]
@@ -418,46 +464,16 @@ class Lifter:
         phases = [self._first_phase(task, lift, family, initial, outputs)]
         obligations = [f"clarify_{w.slot}" for w in withheld] + [phases[0].obligation]
         first_slots = slots
-        if lift.revision == "revise_window":
-            phase, slots = self._revise_window(task, lift, family, slots, outputs, choose)
-        elif lift.revision == "revise_target":
-            phase, slots = self._revise_target(task, lift, family, slots, outputs, choose)
-        elif lift.revision == "probe_nearest":
-            phase, slots = self._probe_nearest(task, lift, slots, outputs, choose)
-        else:
-            phase = None
-        if phase is not None:
-            phases.append(phase)
-            obligations.append(phase.obligation)
-            if lift.prefer and phase.obligation == "revise_window":
-                phases.append(self._prefer(lift, family, phases[0], phase, outputs, [first_slots, slots]))
-                obligations.append("prefer")
-        canonical = [c.model_dump() for c in task.canonical_calls]
-        resolve, stream = _first_resolve(canonical), task.evidence_stream_ids[0]
-        if family.commit_stream is not None:  # the commitment asks about the stream a gold field names
-            stream = task.gold[family.commit_stream]
-            row = self.store.streams[stream]
-            resolve = next(c["id"] for c in canonical if c["tool"] == "resolve_point"
-                           and c["arguments"]["equipment"] == row["equipment"] and c["arguments"]["site"] == row["site_id"])
-        if lift.commit_target == "window":
-            spans = [_span(s) for s in (first_slots, slots) if "window_start" in s]
-            calls, answer, prompt = self._commit_window(task, stream, resolve, sorted(set(spans)), choose, outputs)
-        else:
-            near = parse_us(task.gold.get("observed_timestamp") or first_slots["timestamp_iso"])
-            calls, answer, prompt = self._commit_timestamp(task, stream, resolve, near, choose, outputs)
-        phases.append(CommitmentPhase(obligation="commit", prompt=prompt, gold=answer, form=self._form(["decision", "reason"]),
-                                      canonical_calls=as_calls(calls), evidence_stream_ids=[stream]))
+        revisions, slots = self._revisions(task, lift, family, phases[0], slots, outputs, choose)
+        phases += revisions
+        obligations += [p.obligation for p in revisions]
+        commitment = self._commitment(task, lift, family, [first_slots, slots], outputs, choose)
+        phases.append(commitment)
         obligations.append("commit")
+        answer = commitment.gold
         evidence = sorted({s for p in phases for s in p.evidence_stream_ids})
-        follow_ups = []
-        for kind in lift.follow_ups:
-            if kind == "rationale":  # why the commitment went the way it did: its quality reason
-                follow_ups.append(FollowUp(kind="rationale", prompt=self.cfg.rationale_prompt, gold={"reason": answer["reason"]},
-                                           form=self._form(["reason"])))
-            else:
-                follow_ups.append(FollowUp(kind="evidence", prompt=self.cfg.evidence_prompt, gold={"stream_ids": evidence},
-                                           form=self._form(["stream_ids"])))
-            obligations.append(kind)
+        follow_ups = [self._follow_up(kind, answer, evidence) for kind in lift.follow_ups]
+        obligations += list(lift.follow_ups)
         calls_total = sum(len(p.canonical_calls) for p in phases)
         budget = max(12, calls_total + len(phases) + len(withheld) + len(follow_ups) + 1)
         fields = {

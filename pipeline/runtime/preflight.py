@@ -57,8 +57,8 @@ def rederive(phase: Any, outputs: dict, thresholds: dict, acceptable: float) -> 
     return {"decision": decision, "reason": reason}
 
 
-def check_episode(episode: Episode, store: ToolStore, cfg: EpisodesConfig) -> list[str]:
-    """Names of the checks this episode fails (empty: it passes every one)."""
+def _shape_failures(episode: Episode, cfg: EpisodesConfig) -> list[str]:
+    """The checks on the episode's shape: its phases, the commitment's options and every step's gold."""
     failed = []
     revisions = [o for o in episode.obligations if o in REVISIONS]
     if len(episode.phases) != 1 + len(revisions):
@@ -72,23 +72,37 @@ def check_episode(episode: Episode, store: ToolStore, cfg: EpisodesConfig) -> li
         failed.append("required_fields_present")
     if any(not grading.passes(step.form, step.gold, step.gold) for step in steps):
         failed.append("gold_passes_own_checks")
+    return failed
+
+
+def _phase_failures(phase: Any, outputs: dict, store: ToolStore, cfg: EpisodesConfig) -> list[str]:
+    """The checks on one phase's gold against its canonical calls' outputs (re-derived, and by a second route)."""
+    failed = []
+    again = rederive(phase, outputs, store.thresholds, cfg.acceptable_offset_seconds)
+    if set(again) != set(phase.gold) or not grading.passes(phase.form, phase.gold, again):
+        failed.append("golds_rederived")
+    if phase.type in ("timestamp_value", "nearest_timestamp"):
+        stream = phase.evidence_stream_ids[0]
+        exact = registry.call(store, "lookup_observation", {"stream_id": stream, "timestamp": phase.gold["observed_timestamp"],
+                                                            "mode": "exact"})
+        if not exact.get("exact_match_found") or exact.get("value") != phase.gold["value"]:
+            failed.append("timestamp_golds_via_exact_and_nearest")
+    if phase.type == "quality_decision":
+        result = outputs[phase.canonical_calls[-1].id]
+        clean = result["duplicate_fraction"] == 0 and result["nan_fraction"] == 0
+        if window_band(store, result["coverage"], result["gap_ratio"], clean) != phase.gold["quality_band"]:
+            failed.append("quality_golds_vs_thresholds")
+    return failed
+
+
+def check_episode(episode: Episode, store: ToolStore, cfg: EpisodesConfig) -> list[str]:
+    """Names of the checks this episode fails (empty: it passes every one)."""
+    failed = _shape_failures(episode, cfg)
     outputs: dict = {}
     try:
         for phase in episode.phases:
             outputs = gold.execute(store, [c.model_dump() for c in phase.canonical_calls], outputs)
-            again = rederive(phase, outputs, store.thresholds, cfg.acceptable_offset_seconds)
-            if set(again) != set(phase.gold) or not grading.passes(phase.form, phase.gold, again):
-                failed.append("golds_rederived")
-            if phase.type in ("timestamp_value", "nearest_timestamp"):
-                stream = phase.evidence_stream_ids[0]
-                exact = registry.call(store, "lookup_observation", {"stream_id": stream, "timestamp": phase.gold["observed_timestamp"], "mode": "exact"})
-                if not exact.get("exact_match_found") or exact.get("value") != phase.gold["value"]:
-                    failed.append("timestamp_golds_via_exact_and_nearest")
-            if phase.type == "quality_decision":
-                result = outputs[phase.canonical_calls[-1].id]
-                clean = result["duplicate_fraction"] == 0 and result["nan_fraction"] == 0
-                if window_band(store, result["coverage"], result["gap_ratio"], clean) != phase.gold["quality_band"]:
-                    failed.append("quality_golds_vs_thresholds")
+            failed += _phase_failures(phase, outputs, store, cfg)
     except (gold.GoldError, KeyError, IndexError, TypeError):
         failed.append("golds_rederived")
     if any(s not in store.streams for s in episode.evidence_stream_ids):
