@@ -7,7 +7,7 @@ import json
 
 import pytest
 
-from pipeline.core.config import load_episodes_config
+from pipeline.core.config import load_episodes_config, load_families
 from pipeline.harness.build import build
 from pipeline.harness.traces import load_episodes
 from pipeline.runtime.preflight import ambiguous_questions, preflight
@@ -48,7 +48,7 @@ def test_copies_are_reported_and_never_asked(tmp_path):
         copies = {"L8__t_sup_prim", "L8__t_sup_prim_copy"}
         assert not [t for t in tasks if t["family"] == "point_disambiguation" and copies & set(t["evidence_stream_ids"])]
         episodes = [e for s in ("train", "dev", "test") for e in load_episodes(ws.stage_dir("xai4heat", "audit") / f"{s}.jsonl")]
-        assert preflight(episodes, store, load_episodes_config(ws))["issue_count"] == 0
+        assert preflight(episodes, store, load_episodes_config(ws), load_families(ws))["issue_count"] == 0
         # The same question with another gold (what a copy as distractor would give) is caught.
         lookup = next(e for e in episodes if e.family in ("point_disambiguation", "day_mean_lookup"))
         first = lookup.phases[0]
@@ -57,6 +57,6 @@ def test_copies_are_reported_and_never_asked(tmp_path):
                                                                              *lookup.phases[1:]]})
         assert ambiguous_questions([lookup, twin]) == {lookup.id, twin.id}
         assert ambiguous_questions([lookup, lookup.model_copy(update={"id": lookup.id + ".same"})]) == set()
-        assert preflight([lookup, twin], store, load_episodes_config(ws))["by_check"]["same_question_different_gold"] == 2
+        assert preflight([lookup, twin], store, load_episodes_config(ws), load_families(ws))["by_check"]["same_question_different_gold"] == 2
     finally:
         store.close()

@@ -9,6 +9,7 @@ import pytest
 
 from contracts.episodes import OBLIGATIONS, EpisodesConfig
 from contracts.protocol import Answer
+from contracts.tasks import FamiliesConfig
 from pipeline.episodes.stage import read_episodes
 from pipeline.runtime.gold_path import gold_actions
 from pipeline.runtime.preflight import rederive
@@ -19,6 +20,7 @@ from tests.helpers import REPO
 
 CORPORA = ["hhw", "xai4heat"]
 CFG = EpisodesConfig.model_validate(tomllib.loads((REPO / "configs" / "episodes.toml").read_text()))
+FAMILIES = FamiliesConfig.model_validate(tomllib.loads((REPO / "configs" / "families.toml").read_text()))
 
 
 @pytest.fixture(scope="module")
@@ -49,7 +51,8 @@ def test_phase_golds_rederived_through_the_tools(real_artifacts, episodes, corpu
             outputs: dict = {}
             for phase in episode.phases:
                 outputs = gold.execute(store, [c.model_dump() for c in phase.canonical_calls], outputs)
-                assert rederive(phase, outputs, store.thresholds, CFG.acceptable_offset_seconds) == phase.gold, (episode.id, phase.type)
+                family = FAMILIES.families[episode.family]
+                assert rederive(phase, outputs, store.thresholds, CFG.acceptable_offset_seconds, family) == phase.gold, (episode.id, phase.type)
             evidence = [f for f in episode.follow_ups if f.kind == "evidence"]
             assert evidence and evidence[0].gold["stream_ids"] == episode.evidence_stream_ids
     finally:

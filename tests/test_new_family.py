@@ -14,15 +14,16 @@ from pipeline.harness.build import build
 from pipeline.harness.play import run_agent
 from tests.helpers import tiny_workspace
 
-# The mean of one stream over one calendar month: no code knows this family, only these declarations.
+# The highest reading of one stream in one calendar month, answered in a field no other family has: no code knows this
+# family or its answer field, only these declarations.
 MONTH_FAMILY = '''
-[families.month_mean_lookup]
-description = "The mean of one stream over one UTC calendar month."
+[families.month_max_lookup]
+description = "The highest reading of one stream in one UTC calendar month."
 category = "Data Query"
 period = "month"
 time_columns = ["window_start", "window_end"]
 candidates = """
-SELECT a.stream_id, s.site_id, s.point_class, s.equipment, s.ambiguity_count, a.window_start, a.window_end, a.mean, a.coverage,
+SELECT a.stream_id, s.site_id, s.point_class, s.equipment, s.ambiguity_count, a.window_start, a.window_end, a.max, a.coverage,
        a.min < a.max AS varies, [s.site_id] AS sites, [a.stream_id] AS streams
 FROM aggregates a JOIN streams s USING (stream_id)
 WHERE a.period = 'month'
@@ -36,29 +37,36 @@ key = ["stream_id", "window_start"]
 balance_key = ["point_class"]
 cap_fraction = 0.5
 cap_per_stream = 3
-answer_fields = ["mean"]
-templates = ["What was the mean {phrase} in {month_name} (UTC)?"]
+answer_fields = ["max"]
+templates = ["What was the highest {phrase} in {month_name} (UTC)?"]
 
-[families.month_mean_lookup.canonical]
+[families.month_max_lookup.canonical]
 calls = [
   { id = "c1", tool = "resolve_point", arguments = { site = "{site_id}", point_class = "{point_class}", equipment = "{equipment}" } },
-  { id = "c2", tool = "aggregate_window", arguments = { stream_id = "$c1.stream_id", window_start = "{window_start_iso}", window_end = "{window_end_iso}", period = "month", metric = "mean" } },
+  { id = "c2", tool = "aggregate_window", arguments = { stream_id = "$c1.stream_id", window_start = "{window_start_iso}", window_end = "{window_end_iso}", period = "month", metric = "max" } },
 ]
-gold = { mean = { ref = "$c2.value" } }
+gold = { max = { ref = "$c2.value" } }
+'''
+
+MAX_FIELD = '''
+[fields.max]
+type = "number"
+unit = "stream"
+description = "The highest reading of the stream in the window, as aggregate_window returns it with metric max."
 '''
 
 MONTH_LIFT = '''
-[families.month_mean_lookup]
+[families.month_max_lookup]
 phase = "aggregate"
 withhold = "time"
 time_reply = "I mean {month_name} (UTC)."
 initial = [
-  "What was the monthly mean of the {phrase}?",
-  "Give me the average {phrase} over one month.",
-  "I need the month's average {phrase} for a month I'm reviewing.",
-  "How did the {phrase} average out over one particular month?",
-  "Pull the monthly average of the {phrase} for me, please.",
-  "For a month I have in mind, what was the mean {phrase}?",
+  "What was the monthly maximum of the {phrase}?",
+  "Give me the highest {phrase} over one month.",
+  "I need the month's peak {phrase} for a month I'm reviewing.",
+  "How high did the {phrase} get in one particular month?",
+  "Pull the monthly maximum of the {phrase} for me, please.",
+  "For a month I have in mind, what was the highest {phrase}?",
 ]
 revision = "revise_window"
 revision_prompts = [
@@ -73,7 +81,7 @@ follow_ups = ["evidence"]
 
 
 def _declare(ws: Workspace, family: str = MONTH_FAMILY, lift: str = MONTH_LIFT) -> None:
-    for name, text in (("families.toml", family), ("episodes.toml", lift)):
+    for name, text in (("families.toml", family), ("episodes.toml", lift), ("answers.toml", MAX_FIELD)):
         path = ws.configs_dir / name
         path.write_text(path.read_text(encoding="utf-8") + text, encoding="utf-8")
 
@@ -87,11 +95,11 @@ def test_a_family_declared_in_configuration_alone_builds_and_the_oracle_scores_o
     played = 0
     for split in ("train", "dev", "test"):
         rows = [json.loads(line) for line in (ws.stage_dir("xai4heat", "audit") / f"{split}.jsonl").read_text().splitlines()]
-        ours = [row for row in rows if row["family"] == "month_mean_lookup"]
+        ours = [row for row in rows if row["family"] == "month_max_lookup"]
         if not ours:
             continue
         summary = run_agent(ws, "xai4heat", split, "oracle", 1, tmp_path / f"{split}.jsonl")
-        assert summary["per_family"]["month_mean_lookup"] == 1.0, summary
+        assert summary["per_family"]["month_max_lookup"] == 1.0, summary
         assert summary["final"] == 1.0 and summary["accomplished_rate"] == 1.0, summary
         played += len(ours)
     assert played >= 3  # the new family reached the audited episodes, with month windows and their revisions
@@ -103,7 +111,7 @@ def test_a_family_without_a_category_fails_at_load(tmp_path):
     with pytest.raises(ConfigError) as failed:
         load_families(ws)
     message = str(failed.value)
-    assert "\n" not in message and "families.toml" in message and "families.month_mean_lookup.category" in message
+    assert "\n" not in message and "families.toml" in message and "families.month_max_lookup.category" in message
     assert "add `category = ...`" in message
 
 
@@ -113,8 +121,8 @@ def test_a_family_without_a_lift_fails_at_load(tmp_path):
     with pytest.raises(ConfigError) as failed:
         load_episodes_config(ws)
     message = str(failed.value)
-    assert "\n" not in message and "episodes.toml" in message and "families.month_mean_lookup" in message
-    assert "add [families.month_mean_lookup]" in message
+    assert "\n" not in message and "episodes.toml" in message and "families.month_max_lookup" in message
+    assert "add [families.month_max_lookup]" in message
 
 
 @pytest.mark.parametrize(("edit", "field"), [
@@ -128,11 +136,11 @@ def test_a_lift_the_family_cannot_carry_fails_at_load(tmp_path, edit, field):
     with pytest.raises(ConfigError) as failed:
         load_episodes_config(ws)
     message = str(failed.value)
-    assert "\n" not in message and f"families.month_mean_lookup.{field}:" in message
+    assert "\n" not in message and f"families.month_max_lookup.{field}:" in message
 
 
 def test_commit_stream_must_name_a_gold_field(tmp_path):
     ws = tiny_workspace(tmp_path / "project")
     _declare(ws, MONTH_FAMILY.replace('period = "month"\n', 'period = "month"\ncommit_stream = "top_stream_id"\n'))
-    with pytest.raises(ConfigError, match=r"families\.month_mean_lookup: .*commit_stream 'top_stream_id' is not a field of canonical\.gold"):
+    with pytest.raises(ConfigError, match=r"families\.month_max_lookup: .*commit_stream 'top_stream_id' is not a field of canonical\.gold"):
         load_families(ws)

@@ -149,7 +149,7 @@ def run_audit(store_dir: Path, episodes_dir: Path, cfg: AuditConfig, families: F
                 controls[spec.name] = {"rule": "wins some candidate", "ok": bool(won[spec.name]), "why": None if won[spec.name] else why}
         oracle = OracleAgent()
         oracle_ok = sum(accomplishes(oracle, e, store, keywords) for e in released)
-        checks = preflight(released, store, lifts)
+        checks = preflight(released, store, lifts, families)
     finally:
         store.close()
     counts = write_splits(out, released)

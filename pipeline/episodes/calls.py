@@ -10,6 +10,7 @@ from pipeline.tasks import gold, render
 from pipeline.tools.access import ToolStore
 
 REF = re.compile(r"\$([A-Za-z_][A-Za-z0-9_]*)")
+REVISION_PREFIX = "p2_"  # the ids a revision phase gives the calls it runs again
 
 
 def _rename(value: Any, names: dict[str, str]) -> Any:
@@ -36,6 +37,13 @@ def revised(callset: CallSet, slots: dict, prefix: str, keep: set[str]) -> tuple
 def gold_of(callset: CallSet, names: dict[str, str]) -> dict:
     """The call set's gold references, renamed like its calls."""
     return {field: spec.model_copy(update={"ref": _rename(spec.ref, names)}) for field, spec in callset.gold.items()}
+
+
+def phase_gold(callset: CallSet, phase_call_ids: list[str]) -> dict:
+    """The call set's gold references as a phase that ran it names its calls: the revision's ids for the calls it ran
+    again, the earlier phase's for the resolutions it kept."""
+    ran = set(phase_call_ids)
+    return gold_of(callset, {c.id: REVISION_PREFIX + c.id for c in callset.calls if REVISION_PREFIX + c.id in ran})
 
 
 def run(store: ToolStore, calls: list[dict], outputs: dict[str, Any]) -> dict[str, Any]:

@@ -26,7 +26,7 @@ from contracts.episodes import (
 from contracts.tasks import WINDOW_SLOT, FamiliesConfig, Family, Task
 from pipeline.core.canonical import digest
 from pipeline.core.errors import LiftError
-from pipeline.episodes.calls import as_calls, gold_of, revised, run
+from pipeline.episodes.calls import REVISION_PREFIX, as_calls, gold_of, revised, run
 from pipeline.episodes.rules import (
     BAND_OUTCOME,
     NEAREST_FIELDS,
@@ -161,7 +161,7 @@ class Lifter:
             new = {**slots, **_shift(slots, period, direction), "direction": "previous" if direction < 0 else "next"}
             if not _inside(task, new["window_start"], new.get("window_end") or new.get("anchor")):
                 continue  # the conversation stays in its split's time block
-            calls, names = revised(family.canonical, new, "p2_", keep)
+            calls, names = revised(family.canonical, new, REVISION_PREFIX, keep)
             golds = gold_of(family.canonical, names)
             try:
                 merged = run(self.store, calls, outputs)
@@ -171,7 +171,7 @@ class Lifter:
             outputs.update(merged)
             alternatives = []
             for alt in family.alternatives:
-                alt_calls, _ = revised(alt, new, "p2_", keep)
+                alt_calls, _ = revised(alt, new, REVISION_PREFIX, keep)
                 alternatives.append(as_calls(alt_calls))
             prompt = self._say(lift.revision_prompts, "revision_prompt", new, choose)
             form = self._form(family.answer_fields, forms.field_units(self.store, golds, merged), family)
@@ -192,7 +192,7 @@ class Lifter:
         new = {**slots, "equipment": other["equipment"], "equipment_words": render.role_words(other["equipment_role"]),
                "phrase": render.point_phrase(other["label"])}
         new["local_phrase"] = render.local_phrase(new["phrase"], slots["site_label"])
-        calls, names = revised(family.canonical, new, "p2_", set())
+        calls, names = revised(family.canonical, new, REVISION_PREFIX, set())
         golds = gold_of(family.canonical, names)
         merged = run(self.store, calls, outputs)
         answer = gold.extract(golds, merged)
@@ -233,11 +233,11 @@ class Lifter:
         else:
             return None, slots
         resolve = _first_resolve([c.model_dump() for c in task.canonical_calls])
-        calls = [{"id": "p2_c1", "tool": "lookup_observation",
+        calls = [{"id": f"{REVISION_PREFIX}c1", "tool": "lookup_observation",
                   "arguments": {"stream_id": f"${resolve}.stream_id", "timestamp": format_us(probe), "mode": "nearest"}}]
         merged = run(self.store, calls, outputs)
         outputs.update(merged)
-        result = merged["p2_c1"]
+        result = merged[f"{REVISION_PREFIX}c1"]
         answer = {k: result[k] for k in NEAREST_FIELDS}
         new = {**slots, "probe_iso": format_us(probe)}
         prompt = self._say(lift.revision_prompts, "revision_prompt", new, choose)

@@ -15,7 +15,7 @@ from contracts.episodes import Episode
 from contracts.runtime import EpisodeScore, TraceHeader, TurnRecord
 from contracts.tasks import SPLITS
 from pipeline.core.canonical import atomic_write_bytes, canonical_bytes, digest_file, loads_untrusted
-from pipeline.core.config import load_episodes_config, select_corpora
+from pipeline.core.config import load_episodes_config, load_families, select_corpora
 from pipeline.core.errors import RunError
 from pipeline.core.workspace import Workspace
 from pipeline.runtime.agents import AGENTS, Agent
@@ -284,7 +284,7 @@ def preflight_corpus(ws: Workspace, corpus: str) -> dict:
     episodes = [e for split in SPLITS for e in load_episodes(episode_file(ws, corpus, split)[1])]
     store = ToolStore.for_corpus(ws, corpus)
     try:
-        return {"corpus": corpus, **preflight(episodes, store, cfg)}
+        return {"corpus": corpus, **preflight(episodes, store, cfg, load_families(ws))}
     finally:
         store.close()
 

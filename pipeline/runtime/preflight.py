@@ -6,6 +6,8 @@ from collections import Counter
 from typing import Any
 
 from contracts.episodes import Episode, EpisodesConfig
+from contracts.tasks import FamiliesConfig, Family
+from pipeline.episodes.calls import phase_gold
 from pipeline.episodes.rules import (
     BAND_OUTCOME,
     NEAREST_FIELDS,
@@ -28,20 +30,16 @@ CHECKS = (
 )
 
 
-def rederive(phase: Any, outputs: dict, thresholds: dict, acceptable: float) -> dict:
-    """A phase's gold recomputed from the outputs of its canonical calls."""
+DECLARED_GOLD = ("lookup", "aggregate", "compare", "rank", "timestamp_value")  # phase types whose gold the family declares
+
+
+def rederive(phase: Any, outputs: dict, thresholds: dict, acceptable: float, family: Family) -> dict:
+    """A phase's gold recomputed from the outputs of its canonical calls: by the family's declared gold for the phases
+    that answer the family's question (first and revised), by the episode rules for the others."""
     last = outputs[phase.canonical_calls[-1].id]
     kind = phase.type
-    if kind == "lookup":
-        return {"stream_id": last["stream_id"]}
-    if kind == "aggregate":
-        return {"mean": last["value"]}
-    if kind == "compare":
-        return {"winning_stream_id": last["winning_stream_id"], "left_mean": last["left"]["value"], "right_mean": last["right"]["value"]}
-    if kind == "rank":
-        return {"top_stream_id": last["ranked_streams"][0]["stream_id"], "top_mean": last["ranked_streams"][0]["value"]}
-    if kind == "timestamp_value":
-        return {"value": last["value"], "observed_timestamp": last["observed_timestamp"]}
+    if kind in DECLARED_GOLD:
+        return gold.extract(phase_gold(family.canonical, [c.id for c in phase.canonical_calls]), outputs)
     if kind == "nearest_timestamp":
         return {k: last[k] for k in NEAREST_FIELDS}
     if kind == "quality_decision":
@@ -75,10 +73,10 @@ def _shape_failures(episode: Episode, cfg: EpisodesConfig) -> list[str]:
     return failed
 
 
-def _phase_failures(phase: Any, outputs: dict, store: ToolStore, cfg: EpisodesConfig) -> list[str]:
+def _phase_failures(phase: Any, outputs: dict, store: ToolStore, cfg: EpisodesConfig, family: Family) -> list[str]:
     """The checks on one phase's gold against its canonical calls' outputs (re-derived, and by a second route)."""
     failed = []
-    again = rederive(phase, outputs, store.thresholds, cfg.acceptable_offset_seconds)
+    again = rederive(phase, outputs, store.thresholds, cfg.acceptable_offset_seconds, family)
     if set(again) != set(phase.gold) or not grading.passes(phase.form, phase.gold, again):
         failed.append("golds_rederived")
     if phase.type in ("timestamp_value", "nearest_timestamp"):
@@ -95,14 +93,14 @@ def _phase_failures(phase: Any, outputs: dict, store: ToolStore, cfg: EpisodesCo
     return failed
 
 
-def check_episode(episode: Episode, store: ToolStore, cfg: EpisodesConfig) -> list[str]:
+def check_episode(episode: Episode, store: ToolStore, cfg: EpisodesConfig, families: FamiliesConfig) -> list[str]:
     """Names of the checks this episode fails (empty: it passes every one)."""
     failed = _shape_failures(episode, cfg)
     outputs: dict = {}
     try:
         for phase in episode.phases:
             outputs = gold.execute(store, [c.model_dump() for c in phase.canonical_calls], outputs)
-            failed += _phase_failures(phase, outputs, store, cfg)
+            failed += _phase_failures(phase, outputs, store, cfg, families.families[episode.family])
     except (gold.GoldError, KeyError, IndexError, TypeError):
         failed.append("golds_rederived")
     if any(s not in store.streams for s in episode.evidence_stream_ids):
@@ -127,12 +125,12 @@ def ambiguous_questions(episodes: list[Episode]) -> set[str]:
     return ambiguous
 
 
-def preflight(episodes: list[Episode], store: ToolStore, cfg: EpisodesConfig) -> dict:
+def preflight(episodes: list[Episode], store: ToolStore, cfg: EpisodesConfig, families: FamiliesConfig) -> dict:
     """Issue counts by check, family and split; `issue_count` must be 0 for a release."""
     by_check, by_family, by_split, rows = Counter(), Counter(), Counter(), {}
     ambiguous = ambiguous_questions(episodes)
     for episode in episodes:
-        failed = check_episode(episode, store, cfg) + (["same_question_different_gold"] if episode.id in ambiguous else [])
+        failed = check_episode(episode, store, cfg, families) + (["same_question_different_gold"] if episode.id in ambiguous else [])
         if failed:
             rows[episode.id] = failed
             by_family[episode.family] += len(failed)
