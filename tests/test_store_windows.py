@@ -198,3 +198,37 @@ def test_shown_keeps_nulls_and_rounds_the_rest():
     out = frame.select(shown("v"))["v"].to_list()
     assert out[0] == round(0.00005, 4) == 0.0001 and out[1] is None and out[2] == round(0.12345, 4) and out[3] != out[3]
     assert out[4] == 0.0 and not np.signbit(out[4])  # -0.0 is shown as 0.0
+
+
+@pytest.mark.slow
+def test_a_custom_window_std_follows_the_ddof_the_store_was_built_with(tmp_path):
+    """std_ddof lives in configs/build.toml only: the store records it and the tools' custom windows read it back, so a
+    custom window over a calendar day gives that day's stored std under either ddof."""
+    from pipeline.harness.build import build
+    from pipeline.tools import registry
+    from pipeline.tools.access import ToolStore
+    from pipeline.tools.timeutil import format_us
+    from tests.helpers import tiny_workspace
+
+    stds = {}
+    for ddof in (0, 1):
+        ws = tiny_workspace(tmp_path / f"ddof{ddof}")
+        (ws.configs_dir / "corpora" / "hhw.toml").unlink()
+        build_toml = ws.configs_dir / "build.toml"
+        build_toml.write_text(build_toml.read_text().replace("std_ddof = 0 ", f"std_ddof = {ddof} "))
+        build(ws, ["xai4heat"], until="store")
+        store = ToolStore(ws.stage_dir("xai4heat", "store") / "store.duckdb")
+        try:
+            assert store.settings["std_ddof"] == ddof
+            day = store._rows("SELECT stream_id, window_start, window_end FROM aggregates WHERE period = 'day' AND count >= 3 "
+                              "AND std > 0 ORDER BY stream_id, window_start LIMIT 1")[0]
+            args = {"stream_id": day["stream_id"], "window_start": format_us(day["window_start"]),
+                    "window_end": format_us(day["window_end"]),
+                    "period": "custom", "metric": "std"}
+            custom = registry.call(store, "aggregate_window", args)
+            stored = registry.call(store, "aggregate_window", {**args, "period": "day"})
+            assert custom["value"] == stored["value"], (ddof, custom, stored)
+            stds[ddof] = custom["value"]
+        finally:
+            store.close()
+    assert stds[1] > stds[0]  # the setting reached the tools: a sample std is larger than a population std
