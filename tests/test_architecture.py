@@ -67,3 +67,24 @@ def test_the_architecture_doc_lists_the_layers_in_order():
             if line.startswith("| ") and "`" in line.split("|")[2]]
     assert [layer.strip() for layer, _ in rows] == LAYERS
     assert [package.strip().strip("`").rstrip("/") for _, package in rows] == ["contracts", *(f"pipeline/{layer}" for layer in LAYERS[1:])]
+
+
+def test_no_code_switches_on_a_family_name():
+    """Families are data: no family name of configs/families.toml is written in pipeline/ code (docstrings, which hold
+    the CLI's help examples, aside); what differs per family is declared and dispatched on."""
+    import tomllib
+
+    families = set(tomllib.loads((REPO / "configs" / "families.toml").read_text(encoding="utf-8"))["families"])
+    found = []
+    for module, path in modules("pipeline"):
+        tree = ast.parse(path.read_text(encoding="utf-8"))
+        docstrings = {id(node.body[0].value) for node in ast.walk(tree)
+                      if isinstance(node, ast.Module | ast.ClassDef | ast.FunctionDef | ast.AsyncFunctionDef)
+                      and node.body and isinstance(node.body[0], ast.Expr) and isinstance(node.body[0].value, ast.Constant)}
+        for node in ast.walk(tree):
+            if isinstance(node, ast.Constant) and isinstance(node.value, str) and id(node) not in docstrings:
+                found += [f"{module}:{node.lineno} {name}" for name in families if name in node.value]
+            elif isinstance(node, ast.Name | ast.Attribute):
+                name = node.id if isinstance(node, ast.Name) else node.attr
+                found += [f"{module}:{node.lineno} {name}" for family in families if family in name]
+    assert not found, found
