@@ -102,7 +102,7 @@ def test_whole_stream_quality():
     obs = series(times, [0.0, 0.0] + [1.0] * 43)
     streams = pl.DataFrame({"stream_id": ["s"]})
     rejects = pl.DataFrame({"stream_id": ["s", "s"], "reason": ["duplicate_timestamp", "missing"]})
-    row = compute.quality(obs, streams, rejects).row(0, named=True)
+    row = compute.quality_table(streams, compute.quality_parts(obs), rejects).row(0, named=True)
     assert row["n"] == 45 and row["step_us"] == H and row["longest_gap_us"] == 4 * H
     assert row["coverage"] == pytest.approx(45 / 48) and row["gap_ratio"] == 4.0
     assert row["duplicate_fraction"] == pytest.approx(1 / 47) and row["reject_fraction"] == pytest.approx(2 / 47)

@@ -101,6 +101,26 @@ def _gate(policy: Policy, released: list[Episode], won: set[str], decisions: dic
     return {**gate, "note": f"no released row needs a {policy.lacks} lookup"} if status == "insufficient_rows" else gate
 
 
+def _positive_controls(cfg: AuditConfig, by_name: dict[str, list[ShortcutPolicy]], candidates: list[Episode],
+                       needed: dict[str, set[str]], won: dict[str, set[str]], store: ToolStore, families: FamiliesConfig,
+                       lifts: EpisodesConfig, keywords: dict) -> dict[str, dict]:
+    """Each policy's positive control: whether it wins what it should (a fixture or some candidate), and why not."""
+    capable = ShortcutPolicy("capable", "nothing", store, families, lifts)  # the template solver, nothing switched off
+    fixture = both_withheld(candidates, store, lifts, lambda e: accomplishes(capable, e, store, keywords))
+    controls = {}
+    for spec in cfg.policies:
+        if spec.kind == "canned_clarification":
+            ok = fixture is not None and accomplishes(by_name[spec.name][0], fixture, store, keywords)
+            why = "it lost its fixture" if fixture else "no candidate a capable solver wins withholds the time of a point named with its site"
+            controls[spec.name] = {"rule": "wins a fixture withholding both site and time", "fixture": fixture.id if fixture else None,
+                                   "ok": ok, "why": None if ok else why}
+        else:
+            free = sum(spec.lacks not in needed[e.id] for e in candidates)
+            why = f"it won none of the {free} candidates that do not need {spec.lacks}"
+            controls[spec.name] = {"rule": "wins some candidate", "ok": bool(won[spec.name]), "why": None if won[spec.name] else why}
+    return controls
+
+
 def run_audit(store_dir: Path, episodes_dir: Path, cfg: AuditConfig, families: FamiliesConfig, lifts: EpisodesConfig,
               out: Path) -> StageResult:
     store = ToolStore(store_dir / STORE_FILE, remember_results=True)
@@ -134,19 +154,7 @@ def run_audit(store_dir: Path, episodes_dir: Path, cfg: AuditConfig, families: F
                     excluded = True
             if not excluded:
                 released.append(episode)
-        capable = ShortcutPolicy("capable", "nothing", store, families, lifts)  # the template solver, nothing switched off
-        fixture = both_withheld(candidates, store, lifts, lambda e: accomplishes(capable, e, store, keywords))
-        controls = {}
-        for spec in cfg.policies:
-            if spec.kind == "canned_clarification":
-                ok = fixture is not None and accomplishes(by_name[spec.name][0], fixture, store, keywords)
-                why = "it lost its fixture" if fixture else "no candidate a capable solver wins withholds the time of a point named with its site"
-                controls[spec.name] = {"rule": "wins a fixture withholding both site and time", "fixture": fixture.id if fixture else None,
-                                       "ok": ok, "why": None if ok else why}
-            else:
-                free = sum(spec.lacks not in needed[e.id] for e in candidates)
-                why = f"it won none of the {free} candidates that do not need {spec.lacks}"
-                controls[spec.name] = {"rule": "wins some candidate", "ok": bool(won[spec.name]), "why": None if won[spec.name] else why}
+        controls = _positive_controls(cfg, by_name, candidates, needed, won, store, families, lifts, keywords)
         oracle = OracleAgent()
         oracle_ok = sum(accomplishes(oracle, e, store, keywords) for e in released)
         checks = preflight(released, store, lifts, families)

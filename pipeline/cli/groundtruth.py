@@ -9,6 +9,7 @@ import click
 from contracts.tasks import SPLITS
 from pipeline.cli import common as cli
 from pipeline.cli.runtime import release_options
+from pipeline.core.errors import EvaluationError
 
 
 @click.group()
@@ -37,6 +38,7 @@ def export_ground_truth(ctx: click.Context, corpus: str, split: str, out: str | 
 
 @click.command("validate-gt")
 @click.argument("files", nargs=-1, required=True, type=click.Path(exists=True, dir_okay=False))
+@cli.handle_errors
 def validate_gt(files: tuple[str, ...]) -> None:
     """Validate ground-truth trajectory files (.json: one object or a list; .jsonl): schema, DAG, Finish, references, type.
 
@@ -52,7 +54,7 @@ def validate_gt(files: tuple[str, ...]) -> None:
     for line in findings:
         click.echo(line)
     if findings:
-        raise SystemExit(1)
+        raise EvaluationError(f"{len(findings)} finding(s) in {len(files)} file(s), listed above; fix the trajectories and validate again")
     click.echo(f"{len(files)} file(s): no findings")
 
 

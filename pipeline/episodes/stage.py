@@ -66,68 +66,82 @@ def _keep(lifter: Lifter, tasks: dict[tuple[str, str], list[Task]], targets: dic
     No more than `commit_week_cap` commitments of the corpus share a week and an outcome: the lifter is told which
     are full and looks elsewhere near the conversation. The families and splits take turns, one task each, so that
     none is served last from the weeks the others left."""
-    groups = sorted(tasks)
-    quota = {key: {o: math.ceil(targets[key] * share) for o, share in cfg.outcome_shares.items()} for key in groups}
-    kept: dict = {key: [] for key in groups}
-    reserve: dict = {key: [] for key in groups}
-    counts = {key: Counter() for key in groups}
-    weeks: Counter = Counter()  # kept commitments per (week, outcome), corpus-wide
+    selection = _Selection(lifter, sorted(tasks), targets, cfg, dropped)
+    for turn in range(max((len(t) for t in tasks.values()), default=0)):
+        for key in selection.groups:
+            if turn < len(tasks[key]) and not selection.is_full(key):
+                selection.offer(key, tasks[key][turn])
+    for turn in range(max((len(r) for r in selection.reserve.values()), default=0)):
+        for key in selection.groups:
+            if turn < len(selection.reserve[key]):
+                selection.offer_reserved(key, *selection.reserve[key][turn])
+    return [row for key in selection.groups for row in selection.kept[key]]
 
-    def room(key: tuple[str, str], fields: dict) -> tuple[int, str] | None:
+
+class _Selection:
+    """The rows kept so far per (family, split), those held in reserve over their outcome quota, and the commitments
+    kept per (week, outcome) corpus-wide."""
+
+    def __init__(self, lifter: Lifter, groups: list[tuple[str, str]], targets: dict[tuple[str, str], int],
+                 cfg: EpisodesConfig, dropped: Counter):
+        self.lifter, self.groups, self.targets, self.cfg, self.dropped = lifter, groups, targets, cfg, dropped
+        self.quota = {key: {o: math.ceil(targets[key] * share) for o, share in cfg.outcome_shares.items()} for key in groups}
+        self.kept: dict = {key: [] for key in groups}
+        self.reserve: dict = {key: [] for key in groups}
+        self.counts = {key: Counter() for key in groups}
+        self.weeks: Counter = Counter()
+
+    def is_full(self, key: tuple[str, str]) -> bool:
+        return len(self.kept[key]) >= self.targets[key]
+
+    def offer(self, key: tuple[str, str], task: Task) -> None:
+        """Lift the task and keep it, hold it in reserve if its outcome is over quota, or count why it was dropped."""
+        try:
+            fields, origin = self.lifter.lift(task)
+        except (LiftError, gold.GoldError, render.RenderError) as exc:
+            self.dropped[f"{task.family}: {type(exc).__name__}: {str(exc).split(': ', 1)[-1]}"] += 1
+            return
+        outcome = fields["commitment_outcome"]
+        if self.counts[key][outcome] >= self.quota[key][outcome]:
+            self.reserve[key].append((fields, origin))
+            return
+        week = self._room(key, fields)
+        if week is not None:
+            self.counts[key][outcome] += 1
+            self._take(key, fields, origin, week)
+
+    def offer_reserved(self, key: tuple[str, str], fields: dict, origin: dict) -> None:
+        """Keep a reserved row where its group has places left and the corpus mix stays balanced."""
+        if self.is_full(key):
+            self.dropped[f"{key[0]}: over its outcome quota"] += 1
+            return
+        if not self._balanced(fields["commitment_outcome"]):
+            self.dropped[f"{key[0]}: would push another outcome under min_outcome_share"] += 1
+            return
+        week = self._room(key, fields)
+        if week is not None:
+            self._take(key, fields, origin, week)
+
+    def _room(self, key: tuple[str, str], fields: dict) -> tuple[int, str] | None:
         """The row's (week, outcome) when that week has room for it, else None (counted as dropped)."""
         at = commitment_instant([c.model_dump() for c in fields["phases"][-1].canonical_calls])
         week = (int(week_index(at)) if at is not None else -1, fields["commitment_outcome"])
-        if weeks[week] >= cfg.commit_week_cap:
-            dropped[f"{key[0]}: its commitment week is full"] += 1
+        if self.weeks[week] >= self.cfg.commit_week_cap:
+            self.dropped[f"{key[0]}: its commitment week is full"] += 1
             return None
         return week
 
-    def take(key: tuple[str, str], fields: dict, origin: dict, week: tuple[int, str]) -> None:
-        kept[key].append((fields, origin))
-        weeks[week] += 1
-        if weeks[week] >= cfg.commit_week_cap:
-            lifter.full_weeks.add(week)
+    def _take(self, key: tuple[str, str], fields: dict, origin: dict, week: tuple[int, str]) -> None:
+        self.kept[key].append((fields, origin))
+        self.weeks[week] += 1
+        if self.weeks[week] >= self.cfg.commit_week_cap:
+            self.lifter.full_weeks.add(week)
 
-    def offer(key: tuple[str, str], task: Task) -> None:
-        try:
-            fields, origin = lifter.lift(task)
-        except (LiftError, gold.GoldError, render.RenderError) as exc:
-            dropped[f"{task.family}: {type(exc).__name__}: {str(exc).split(': ', 1)[-1]}"] += 1
-            return
-        outcome = fields["commitment_outcome"]
-        if counts[key][outcome] >= quota[key][outcome]:
-            reserve[key].append((fields, origin))
-            return
-        week = room(key, fields)
-        if week is not None:
-            counts[key][outcome] += 1
-            take(key, fields, origin, week)
-
-    def balanced(outcome: str) -> bool:
+    def _balanced(self, outcome: str) -> bool:
         """Whether one more row of this outcome keeps every other outcome at min_outcome_share of the corpus."""
-        total = Counter(fields["commitment_outcome"] for rows in kept.values() for fields, _ in rows)
+        total = Counter(fields["commitment_outcome"] for rows in self.kept.values() for fields, _ in rows)
         size = sum(total.values()) + 1
-        return all(total[o] / size >= cfg.min_outcome_share for o in cfg.outcome_shares if o != outcome)
-
-    for turn in range(max((len(t) for t in tasks.values()), default=0)):
-        for key in groups:
-            if turn < len(tasks[key]) and len(kept[key]) < targets[key]:
-                offer(key, tasks[key][turn])
-    for turn in range(max((len(r) for r in reserve.values()), default=0)):
-        for key in groups:
-            if turn >= len(reserve[key]):
-                continue
-            if len(kept[key]) >= targets[key]:
-                dropped[f"{key[0]}: over its outcome quota"] += 1
-                continue
-            fields, origin = reserve[key][turn]
-            if not balanced(fields["commitment_outcome"]):
-                dropped[f"{key[0]}: would push another outcome under min_outcome_share"] += 1
-                continue
-            week = room(key, fields)
-            if week is not None:
-                take(key, fields, origin, week)
-    return [row for key in groups for row in kept[key]]
+        return all(total[o] / size >= self.cfg.min_outcome_share for o in self.cfg.outcome_shares if o != outcome)
 
 
 def read_episodes(folder: Path) -> list[Episode]:

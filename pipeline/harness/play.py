@@ -6,6 +6,7 @@ import json
 import os
 import threading
 from collections import defaultdict
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from importlib import metadata
 from pathlib import Path
@@ -72,87 +73,118 @@ def run_agent(ws: Workspace, corpus: str | None, split: str, agent_name: str, re
     dropped, infra_error episodes are played again) and plays the rest; the trace ends as an uninterrupted run's."""
     if concurrency > 1 and agent_name == "human":
         raise RunError("--concurrency is for agents that need no person: play the human agent one episode at a time")
-    if release is not None:  # a release folder on its own: its episodes, simulator phrases and tool store
-        if corpus and corpus != release.corpus:
-            raise RunError(f"--corpus {corpus} but the release in {release.folder} is of {release.corpus}: drop --corpus")
-        if agent_name == "controller":
-            raise RunError("the controller plays the audit's policies, which need the project's configs: give --root instead of --release")
-        corpus, stage, path, keywords = release.corpus, "release", release.episodes_path(split), release.keywords()
-    else:
-        select_corpora(ws, [corpus])
-        stage, path = episode_file(ws, corpus, split)
-        keywords = slot_keywords(load_episodes_config(ws))
+    corpus, stage, path, keywords = _episode_source(ws, corpus, split, agent_name, release)
     episodes = load_episodes(path)[:limit] if limit else load_episodes(path)
     options = dict(agent_options or {})
-    settings = {"limit": limit, **{k: v for k, v in options.items() if k not in RUNTIME_SETTINGS},
-                "runtime": {k: v for k, v in {**options, "concurrency": concurrency}.items() if k in RUNTIME_SETTINGS}}
-    header = TraceHeader(corpus=corpus, split=split, episode_set=stage, episode_set_hash=digest_file(path),
-                         agent=options["command"] if agent_name == "cmd" else agent_name, repeat=repeat, settings=settings,
-                         versions={"telemetry-bench": metadata.version("telemetry-bench")})
+    header = _trace_header(corpus, split, stage, path, agent_name, repeat, limit, options, concurrency)
     units = [(run, episode) for run in range(repeat) for episode in episodes]
     kept = _resumable(out, header) if resume and out.exists() else {}
     store = release.store() if release is not None else ToolStore.for_corpus(ws, corpus)
-    made: list[Agent] = []
-    local = threading.local()
-    guard = threading.Lock()
     try:
-        local.players = _players(ws, store, agent_name, agent_options, made)  # a plugin that cannot start fails here
+        player = _EpisodePlayer(ws, store, agent_name, agent_options, keywords)  # a plugin that cannot start fails here
     except BaseException:
         store.close()
         raise
     try:
-        atomic_write_bytes(out, b"".join(line + b"\n" for line in [canonical_bytes(header.model_dump(mode="json")),
-                                                                     *(line for unit in _ordered(kept, units) for line in kept[unit])]))
-    except OSError as exc:
-        store.close()
-        raise RunError(f"{out}: cannot write the trace ({exc.strerror or exc}); give another --out") from exc
-    todo = [(run, e) for run, e in units if (e.id, run) not in kept]
-
-    def play(run: int, episode: Episode) -> tuple[list[bytes], EpisodeScore, bool]:
-        if not hasattr(local, "players"):  # each worker its own agent: agents keep a conversation's state
-            with guard:
-                local.players = _players(ws, store, agent_name, agent_options, made)
-        lines, per_player, infra = [], [], False
-        for player, agent in local.players(episode):
-            turns = []
-            for record in run_episode(agent, episode, store, keywords, run, player):
-                lines.append(canonical_bytes(record.model_dump(mode="json")))
-                if isinstance(record, TurnRecord):
-                    turns.append(record)
-                elif record.infra_error:
-                    infra = True
-            per_player.append(score_episode(episode, turns, keywords, run))
-        return lines, _any_of(episode, per_player, run), infra
-
-    try:
+        _start_trace(out, header, [line for unit in _ordered(kept, units) for line in kept[unit]])
+        todo = [(run, e) for run, e in units if (e.id, run) not in kept]
         with out.open("ab") as trace, _RunProgress(0 if agent_name == "human" else len(todo), f"{agent_name} on {corpus} {split}") as progress:
-            if concurrency == 1:
-                results = (play(run, episode) for run, episode in todo)
-                for lines, score, infra in results:
-                    _append(trace, lines)
-                    progress.done(score, infra)
-            else:
-                with ThreadPoolExecutor(max_workers=concurrency) as pool:
-                    futures = [pool.submit(play, run, episode) for run, episode in todo]
-                    try:
-                        for future in futures:  # in episode order: a finished episode waits for the ones before it
-                            lines, score, infra = future.result()
-                            _append(trace, lines)
-                            progress.done(score, infra)
-                    except BaseException:  # a fatal error or Ctrl-C: no new episode starts; --resume plays the rest
-                        for future in futures:
-                            future.cancel()
-                        raise
+            def record(lines: list[bytes], score: EpisodeScore, infra: bool) -> None:
+                _append(trace, lines)
+                progress.done(score, infra)
+
+            _play_all(player, todo, concurrency, record)
     finally:
         store.close()
-        for agent in made:
-            if hasattr(agent, "close"):
-                agent.close()
+        player.close()
     if kept:  # played-again episodes back in their places: the trace of an uninterrupted run
         _reorder(out, units)
     summary = score_traces(ws, [out], release)
     summary.pop("rows")
     return summary
+
+
+def _episode_source(ws: Workspace, corpus: str | None, split: str, agent_name: str,
+                    release: Release | None) -> tuple[str, str, Path, dict]:
+    """The corpus, episode set (stage), episode file and simulator keywords a run plays: the project's, or a release's."""
+    if release is None:
+        select_corpora(ws, [corpus])
+        stage, path = episode_file(ws, corpus, split)
+        return corpus, stage, path, slot_keywords(load_episodes_config(ws))
+    if corpus and corpus != release.corpus:  # a release folder on its own: its episodes, simulator phrases and tool store
+        raise RunError(f"--corpus {corpus} but the release in {release.folder} is of {release.corpus}: drop --corpus")
+    if agent_name == "controller":
+        raise RunError("the controller plays the audit's policies, which need the project's configs: give --root instead of --release")
+    return release.corpus, "release", release.episodes_path(split), release.keywords()
+
+
+def _trace_header(corpus: str, split: str, stage: str, path: Path, agent_name: str, repeat: int, limit: int | None,
+                  options: dict, concurrency: int) -> TraceHeader:
+    """The trace's header: what was played and with which settings (runtime settings kept apart)."""
+    settings = {"limit": limit, **{k: v for k, v in options.items() if k not in RUNTIME_SETTINGS},
+                "runtime": {k: v for k, v in {**options, "concurrency": concurrency}.items() if k in RUNTIME_SETTINGS}}
+    return TraceHeader(corpus=corpus, split=split, episode_set=stage, episode_set_hash=digest_file(path),
+                       agent=options["command"] if agent_name == "cmd" else agent_name, repeat=repeat, settings=settings,
+                       versions={"telemetry-bench": metadata.version("telemetry-bench")})
+
+
+def _start_trace(out: Path, header: TraceHeader, kept_lines: list[bytes]) -> None:
+    """Write the header and the kept episodes of a resumed trace, which the run then appends to."""
+    try:
+        atomic_write_bytes(out, b"".join(line + b"\n" for line in [canonical_bytes(header.model_dump(mode="json")), *kept_lines]))
+    except OSError as exc:
+        raise RunError(f"{out}: cannot write the trace ({exc.strerror or exc}); give another --out") from exc
+
+
+class _EpisodePlayer:
+    """Plays one episode run on the calling thread's own players (agents keep a conversation's state)."""
+
+    def __init__(self, ws: Workspace, store: ToolStore, agent_name: str, options: dict | None, keywords: dict) -> None:
+        self.ws, self.store, self.agent_name, self.options, self.keywords = ws, store, agent_name, options, keywords
+        self.made: list[Agent] = []
+        self.local = threading.local()
+        self.guard = threading.Lock()
+        self.local.players = _players(ws, store, agent_name, options, self.made)
+
+    def play(self, run: int, episode: Episode) -> tuple[list[bytes], EpisodeScore, bool]:
+        """The episode's trace lines, its score, and whether an infrastructure error ended it."""
+        if not hasattr(self.local, "players"):  # each worker its own agent
+            with self.guard:
+                self.local.players = _players(self.ws, self.store, self.agent_name, self.options, self.made)
+        lines, per_player, infra = [], [], False
+        for name, agent in self.local.players(episode):
+            turns = []
+            for record in run_episode(agent, episode, self.store, self.keywords, run, name):
+                lines.append(canonical_bytes(record.model_dump(mode="json")))
+                if isinstance(record, TurnRecord):
+                    turns.append(record)
+                elif record.infra_error:
+                    infra = True
+            per_player.append(score_episode(episode, turns, self.keywords, run))
+        return lines, _any_of(episode, per_player, run), infra
+
+    def close(self) -> None:
+        for agent in self.made:
+            if hasattr(agent, "close"):
+                agent.close()
+
+
+def _play_all(player: _EpisodePlayer, todo: list[tuple[int, Episode]], concurrency: int,
+              record: Callable[[list[bytes], EpisodeScore, bool], None]) -> None:
+    """Play every episode run on `concurrency` threads, recording each result in episode order."""
+    if concurrency == 1:
+        for run, episode in todo:
+            record(*player.play(run, episode))
+        return
+    with ThreadPoolExecutor(max_workers=concurrency) as pool:
+        futures = [pool.submit(player.play, run, episode) for run, episode in todo]
+        try:
+            for future in futures:  # in episode order: a finished episode waits for the ones before it
+                record(*future.result())
+        except BaseException:  # a fatal error or Ctrl-C: no new episode starts; --resume plays the rest
+            for future in futures:
+                future.cancel()
+            raise
 
 
 def _append(trace: Any, lines: list[bytes]) -> None:

@@ -87,23 +87,64 @@ def streams_rows(resolver: Resolver, keep) -> list[dict]:
 
 def ingest_batch(task: BatchTask) -> BatchResult:
     """Read every value file, keep the cells this batch owns, clean them and write them out."""
-    mapping, raw, scope, out = task.mapping, Path(task.raw), task.scope, Path(task.out)
+    mapping, scope, out = task.mapping, task.scope, Path(task.out)
     resolver = Resolver(mapping, Path(task.metadata_root))
+    reads = _read_values(Path(task.raw), mapping, resolver, scope)
+    # Local stream codes are ranks of the sorted stream ids this batch registered, so code order is id order.
+    stream_ids = sorted(resolver.streams)
+    rank = {resolver.code(sid): i for i, sid in enumerate(stream_ids)}
+    rules = StreamRules(
+        point_class={rank[resolver.code(sid)]: s.point.point_class for sid, s in resolver.streams.items()},
+        counters={rank[resolver.code(sid)]: s.point.counter for sid, s in resolver.streams.items() if s.point.counter},
+    )
+    owned = [i for i, sid in enumerate(stream_ids) if scope.owns(sid)]
+    obs_parts, reject_parts, time_parts = _split_reads(reads, mapping, scope, rank, owned, rules)
+    obs, duplicates, counter_rejects = _clean_observations(obs_parts, time_parts, mapping, rules)
+    sources = [read.rel for _, read in reads]
+    rejects = _labelled_rejects([r for r in reject_parts if r.height] + [duplicates, counter_rejects], sources, stream_ids,
+                                _column_labels(resolver, rank, mapping))
+    _write_batch(out, obs, rejects)
+    catalog = {
+        "sites": [resolver.catalog.sites[k] for k in sorted(resolver.catalog.sites)],
+        "entities": resolver.catalog.entities, "relations": resolver.catalog.relations,
+    }
+    return BatchResult(
+        out=str(out),
+        stream_counts=[(stream_ids[sid], n) for sid, n in obs.group_by("sid", maintain_order=True).len().iter_rows()],
+        streams=streams_rows(resolver, scope.owns),
+        accounts={read.rel: ((number, read.rel), read.cells) for number, read in reads if not read.shared or scope.owns(read.rel)},
+        observations_by_source={sources[f]: n for f, n in obs.group_by("file").len().iter_rows()},
+        catalog=catalog,
+        catalog_digest=digest_value(catalog),
+        notes=sorted(set(resolver.catalog.notes)),
+        missing_columns=resolver.missing_columns,
+        rejected_members=resolver.rejected_members,
+    )
+
+
+def _write_batch(out: Path, obs: pl.DataFrame, rejects: pl.DataFrame) -> None:
+    """The batch's observations (ts, value) and rejects, as Arrow IPC in its own folder."""
+    out.mkdir(parents=True, exist_ok=True)
+    schema = TABLES["rejects"][0]
+    write_part(rejects.select(schema.names).to_arrow().cast(schema), out / REJECTS)
+    # Small record batches: the merge keeps one open per batch, so its memory stays small with many batches.
+    write_part(pa.table({"ts": obs["ts"].to_arrow(), "value": obs["value"].to_arrow()}), out / OBSERVATIONS, batch_rows=1 << 16)
+
+
+def _read_values(raw: Path, mapping: CorpusMapping, resolver: Resolver, scope: Scope) -> list[tuple[int, ReadFile]]:
+    """Every value file read by the layout's reader, as (file number, read) in file order."""
     reader = READERS[mapping.values.kind]
     reads: list[tuple[int, ReadFile]] = []
     for number, (path, rel) in enumerate(value_files(raw, mapping)):
         read = reader(path, rel, mapping, resolver, scope)
         reads += [(number, r) for r in (read if isinstance(read, list) else [read]) if r is not None]
+    return reads
 
-    # Local stream codes are ranks of the sorted stream ids this batch registered, so code order is id order.
-    stream_ids = sorted(resolver.streams)
-    rank = {resolver.code(sid): i for i, sid in enumerate(stream_ids)}
+
+def _split_reads(reads: list[tuple[int, ReadFile]], mapping: CorpusMapping, scope: Scope, rank: dict[int, int],
+                 owned: list[int], rules: StreamRules) -> tuple[list[pl.DataFrame], list[pl.DataFrame], list[pl.DataFrame]]:
+    """Each read's cells of the streams this batch owns, split into valid cells, rejects and counter times."""
     remap = {**rank, -1: None}
-    owned = [i for i, sid in enumerate(stream_ids) if scope.owns(sid)]
-    rules = StreamRules(
-        point_class={rank[resolver.code(sid)]: s.point.point_class for sid, s in resolver.streams.items()},
-        counters={rank[resolver.code(sid)]: s.point.counter for sid, s in resolver.streams.items() if s.point.counter},
-    )
     obs_parts, reject_parts, time_parts = [], [], []
     for index, (_, read) in enumerate(reads):
         frame = read.frame
@@ -119,7 +160,12 @@ def ingest_batch(task: BatchTask) -> BatchResult:
         obs_parts.append(parts[0])
         reject_parts += parts[1:3]
         time_parts.append(parts[3])
+    return obs_parts, reject_parts, time_parts
 
+
+def _clean_observations(obs_parts: list[pl.DataFrame], time_parts: list[pl.DataFrame], mapping: CorpusMapping,
+                        rules: StreamRules) -> tuple[pl.DataFrame, pl.DataFrame, pl.DataFrame]:
+    """The valid cells sorted by (stream, ts) with duplicates resolved and counters differenced; with the rejects of both."""
     # Parts arrive in file order with rows in file order: a stable sort keeps that order among equal (sid, ts).
     obs = pl.concat(obs_parts) if obs_parts else pl.DataFrame(schema=OBS_SCHEMA)
     if not _sorted_by_stream_time(obs):  # one sorted stream per file (pickles) is common: skip the sort then
@@ -130,42 +176,27 @@ def ingest_batch(task: BatchTask) -> BatchResult:
         for rule in {r.model_dump_json(): r for r in rules.counters.values()}.values()
     ] or [counter_steps([], [], 1)])
     obs, counter_rejects = difference_counters(obs, rules.counters, steps)
+    return obs, duplicates, counter_rejects
 
+
+def _column_labels(resolver: Resolver, rank: dict[int, int], mapping: CorpusMapping) -> dict[int, str | None]:
+    """The raw column name a reject of each stream code names: the stream's key in a wide file, else the value column."""
     label_of = {"wide_csv": None, "bts_pickle": "value"}
-    labels = {rank[resolver.code(sid)]: (s.key if mapping.values.kind == "wide_csv"
-                                         else label_of.get(mapping.values.kind) or mapping.values.value_column)
-              for sid, s in resolver.streams.items()}
-    sources = [read.rel for _, read in reads]
-    rejects = (
-        pl.concat([r for r in reject_parts if r.height] + [duplicates, counter_rejects], how="vertical_relaxed")
+    return {rank[resolver.code(sid)]: (s.key if mapping.values.kind == "wide_csv"
+                                       else label_of.get(mapping.values.kind) or mapping.values.value_column)
+            for sid, s in resolver.streams.items()}
+
+
+def _labelled_rejects(parts: list[pl.DataFrame], sources: list[str], stream_ids: list[str],
+                      labels: dict[int, str | None]) -> pl.DataFrame:
+    """The rejects in one frame, their file numbers and stream codes turned into source, column and stream id."""
+    return (
+        pl.concat(parts, how="vertical_relaxed")
         .with_columns(
             source=pl.col("file").replace_strict(dict(enumerate(sources)), return_dtype=pl.String),
             column=pl.coalesce("column", pl.col("sid").replace_strict(labels, default=None, return_dtype=pl.String)),
             stream_id=pl.col("sid").replace_strict(dict(enumerate(stream_ids)), default=None, return_dtype=pl.String),
         )
-    )
-    out.mkdir(parents=True, exist_ok=True)
-    schema = TABLES["rejects"][0]
-    write_part(rejects.select(schema.names).to_arrow().cast(schema), out / REJECTS)
-    # Small record batches: the merge keeps one open per batch, so its memory stays small with many batches.
-    write_part(pa.table({"ts": obs["ts"].to_arrow(), "value": obs["value"].to_arrow()}), out / OBSERVATIONS, batch_rows=1 << 16)
-
-    counts = obs.group_by("sid", maintain_order=True).len()
-    catalog = {
-        "sites": [resolver.catalog.sites[k] for k in sorted(resolver.catalog.sites)],
-        "entities": resolver.catalog.entities, "relations": resolver.catalog.relations,
-    }
-    return BatchResult(
-        out=str(out),
-        stream_counts=[(stream_ids[sid], n) for sid, n in counts.iter_rows()],
-        streams=streams_rows(resolver, scope.owns),
-        accounts={read.rel: ((number, read.rel), read.cells) for number, read in reads if not read.shared or scope.owns(read.rel)},
-        observations_by_source={sources[f]: n for f, n in obs.group_by("file").len().iter_rows()},
-        catalog=catalog,
-        catalog_digest=digest_value(catalog),
-        notes=sorted(set(resolver.catalog.notes)),
-        missing_columns=resolver.missing_columns,
-        rejected_members=resolver.rejected_members,
     )
 
 

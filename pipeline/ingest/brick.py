@@ -127,7 +127,21 @@ def _point(graph: _Graph, node: str, notes: list[str]) -> Point:
 
 
 def _read_file(graph: _Graph, meta: BrickMetadata, rel: str, catalog: Catalog) -> None:
-    notes = catalog.notes
+    site_id = _read_site(graph, meta, rel, catalog)
+    entity_ids = _read_entities(graph, site_id, rel, catalog)
+    for node in sorted(entity_ids):
+        if meta.stream_id_predicate:
+            keys = graph.objects(node, meta.stream_id_predicate)
+            if keys:
+                key = _first(keys, "stream key", node, catalog.notes)
+                catalog.points_by_key.setdefault(key, _point(graph, node, catalog.notes))
+                catalog.site_of_key.setdefault(key, site_id)
+        else:
+            _link_by_reference(graph, node, site_id, catalog)
+
+
+def _read_site(graph: _Graph, meta: BrickMetadata, rel: str, catalog: Catalog) -> str:
+    """The id of the graph's one site, added to the catalog."""
     sites = sorted(n for n in graph.named for t in graph.objects(n, RDF_TYPE) if t in meta.site_classes)
     if len(sites) != 1:
         raise IngestError(
@@ -138,7 +152,11 @@ def _read_file(graph: _Graph, meta: BrickMetadata, rel: str, catalog: Catalog) -
     site_id = meta.site_id.format(local=local_name(site_iri))
     site_label = (graph.objects(site_iri, RDFS_LABEL) or [local_name(site_iri)])[0]
     catalog.add_site(site_id, site_label, rel)
+    return site_id
 
+
+def _read_entities(graph: _Graph, site_id: str, rel: str, catalog: Catalog) -> dict[str, str]:
+    """The graph's entities by IRI -> entity id, added to the catalog with the relations between them."""
     entity_ids = {}
     for node in sorted(graph.named):
         if _is_entity(graph, node):
@@ -160,39 +178,43 @@ def _read_file(graph: _Graph, meta: BrickMetadata, rel: str, catalog: Catalog) -
                     catalog.relations.append(
                         {"subject": entity_ids[node], "predicate": rel_name, "object": entity_ids[target], "site_id": site_id}
                     )
+    return entity_ids
 
-    for node in sorted(entity_ids):
-        if meta.stream_id_predicate:
-            keys = graph.objects(node, meta.stream_id_predicate)
-            if keys:
-                key = _first(keys, "stream key", node, notes)
-                catalog.points_by_key.setdefault(key, _point(graph, node, notes))
-                catalog.site_of_key.setdefault(key, site_id)
-            continue
-        refs = []
-        for ref in graph.objects(node, REF + "hasExternalReference"):
-            ts_id = graph.objects(ref, REF + "hasTimeseriesId")
-            stored = graph.objects(ref, REF + "storedAt")
-            if ts_id and stored:
-                refs.append((stored[0], ts_id[0]))
-        if not refs:
-            continue
-        refs.sort()
-        if len(refs) > 1:
-            notes.append(f"{local_name(node)}: {len(refs)} timeseries references, took {refs[0][1]} in {refs[0][0]}")
-        file_name, column = refs[0]
-        point = _point(graph, node, notes)
-        key = (file_name, column)
-        if key in catalog.points_by_file:
-            notes.append(f"{file_name}:{column}: referenced by several points, kept {catalog.points_by_file[key].entity_id}")
-            continue
-        owner = catalog.site_of_file.setdefault(file_name, site_id)
-        if owner != site_id:
-            raise IngestError(
-                f"{graph.path}: points of site {site_id} are stored in {file_name}, which belongs to {owner}; "
-                "one value file per site"
-            )
-        catalog.points_by_file[key] = point
+
+def _timeseries_reference(graph: _Graph, node: str, notes: list[str]) -> tuple[str, str] | None:
+    """The (value file, column) a point's timeseries reference names, the first in order if several; None if none."""
+    refs = []
+    for ref in graph.objects(node, REF + "hasExternalReference"):
+        ts_id = graph.objects(ref, REF + "hasTimeseriesId")
+        stored = graph.objects(ref, REF + "storedAt")
+        if ts_id and stored:
+            refs.append((stored[0], ts_id[0]))
+    if not refs:
+        return None
+    refs.sort()
+    if len(refs) > 1:
+        notes.append(f"{local_name(node)}: {len(refs)} timeseries references, took {refs[0][1]} in {refs[0][0]}")
+    return refs[0]
+
+
+def _link_by_reference(graph: _Graph, node: str, site_id: str, catalog: Catalog) -> None:
+    """Record the point of a node under the value file and column it references (one value file per site)."""
+    notes = catalog.notes
+    key = _timeseries_reference(graph, node, notes)
+    if key is None:
+        return
+    file_name, column = key
+    point = _point(graph, node, notes)
+    if key in catalog.points_by_file:
+        notes.append(f"{file_name}:{column}: referenced by several points, kept {catalog.points_by_file[key].entity_id}")
+        return
+    owner = catalog.site_of_file.setdefault(file_name, site_id)
+    if owner != site_id:
+        raise IngestError(
+            f"{graph.path}: points of site {site_id} are stored in {file_name}, which belongs to {owner}; "
+            "one value file per site"
+        )
+    catalog.points_by_file[key] = point
 
 
 def read_brick(files: list[tuple[Path, str]], meta: BrickMetadata) -> Catalog:

@@ -233,34 +233,15 @@ def draft(raw: Path, name: str, raw_dir: str | None) -> Draft:
     if not sniffed:
         raise ConfigError(f"{raw}: no delimited text file with a time column was found; `corpus draft` reads CSV-like "
                           "files (comma, semicolon, tab or bar separated); write the mapping by hand (docs/ingest.md)")
-    groups: dict[tuple, list[Sniffed]] = {}
-    for s in sniffed:
-        key = (str(Path(s.rel).parent), s.delimiter, s.header, s.decimal, s.names[s.time[0]] if s.header else s.time[0])  # type: ignore[index]
-        groups.setdefault(key, []).append(s)
-    group = max(groups.values(), key=lambda g: (sum(s.bytes for s in g), len(g)))
-    first = group[0]
+    groups = _alike(sniffed)
+    group = max(groups, key=lambda g: (sum(s.bytes for s in g), len(g)))
+    first, layout = group[0], _layout(group)
     folder = str(Path(first.rel).parent)
     names = [Path(s.rel).name for s in group]
     prefix, suffix = _affixes(names) if len(names) > 1 else (names[0], "")
-    values = first.value_columns()
-    time_index, time_fmt, _ = first.time  # type: ignore[misc]
-    text_columns = [i for i in range(len(first.names)) if i != time_index and i not in values]
-    streams_by_key = [i for i in text_columns if 1 < len(set(first.column(i))) <= max(2, len(first.rows) // 2)]
-    if len(values) == 1 and len(group) > 1 and not streams_by_key:
-        layout, key_group = "file_per_stream", "key"
-        why_layout = f"{len(group)} files alike, each a time column and one value column: one stream per file"
-    elif len(values) == 1 and streams_by_key:
-        layout, key_group = "long_csv", "site"
-        why_layout = f"a column of repeated keys ({first.names[streams_by_key[0]]!r}) beside one value column: rows of (stream, time, value)"
-    else:
-        layout, key_group = "wide_csv", "site"
-        why_layout = f"{len(values)} value columns beside the time column: one column per stream"
     glob = (f"{folder}/" if folder != "." else "") + (f"{prefix}*{suffix}" if len(names) > 1 else prefix)
-    pattern = re.escape(prefix) + f"(?P<{key_group}>.+)" + re.escape(suffix) if len(names) > 1 else re.escape(names[0])
-    aware = time_fmt == "iso8601" and any(re.search(r"(Z|[+-]\d{2}:?\d{2})$", c) for c in first.column(time_index))
-    zone_why = ("Unix time counts UTC seconds" if time_fmt.startswith("epoch") else "times carry their UTC offset" if aware
-                else "naive times, read as UTC: if they are local wall-clock time, write the site's IANA zone (e.g. Europe/Berlin)")
-    single_site = layout != "wide_csv" or len(names) == 1
+    pattern = re.escape(prefix) + f"(?P<{layout.key_group}>.+)" + re.escape(suffix) if len(names) > 1 else re.escape(names[0])
+    left_out = [s.rel for g in groups if g is not group for s in g]
     lines = [
         f"# Draft mapping written by `telemetry-bench corpus draft` from {len(files)} files; every guess says why.",
         "# Check each one, fill the TODOs, then `telemetry-bench build --corpus " + name + "` (docs/ingest.md).",
@@ -269,62 +250,124 @@ def draft(raw: Path, name: str, raw_dir: str | None) -> Draft:
     ]
     if raw_dir:
         lines.append(f"raw_dir = {_toml(raw_dir)}")
-    lines += ["license = \"TODO: the raw data's license\"", "", "[time]",
-              f"column = {_toml(first.names[time_index])}  # {first.why['time']}",
-              f"format = {_toml(time_fmt)}",
-              f"timezone = \"UTC\"  # {zone_why}",
-              f"row_order = {_toml(_row_order(first))}  # as the sampled rows of {first.rel} run", "",
-              "[values]", f"kind = {_toml(layout)}  # {why_layout}",
-              f"files = {_toml(glob)}  # {len(group)} value files" + (
-                  f"; left out as not alike: {', '.join(s.rel for g in groups.values() if g is not group for s in g)}"
-                  if len(groups) > 1 else ""),
-              f"file_pattern = {_toml(pattern)}  # " + (f"the part that varies is the {key_group}" if len(names) > 1 else "the one file"),
-              f"delimiter = {_toml(first.delimiter)}  # {first.why['delimiter']}",
-              f"header = {'true' if first.header else 'false'}  # {first.why['header']}"]
+    lines += ["license = \"TODO: the raw data's license\"", *_time_section(first), *_values_section(
+        first, layout, glob, pattern, len(names), left_out)]
+    lines += _site_lines(first, layout, name, bool(graphs), single_site=layout.kind != "wide_csv" or len(names) == 1)
+    keys = _stream_keys(raw, layout.kind, group, first, layout.values, layout.streams_by_key, prefix, suffix)
+    metadata, points = _metadata_section(graphs, name, keys)
+    lines += [*metadata, "", "[cleaning]", "missing_tokens = [\"\", \"NA\"]", "duplicates = \"keep_first_row\"", ""]
+    text = "\n".join(lines)
+    _validate(text, name)
+    time_index, time_fmt, _ = first.time  # type: ignore[misc]
+    guesses = {"layout": layout.kind, "delimiter": first.delimiter, "header": first.header, "decimal": first.decimal,
+               "time_column": first.names[time_index], "time_format": time_fmt, "files": glob, "file_pattern": pattern,
+               "streams": len(keys)}
+    return Draft(text, points, guesses)
+
+
+def _alike(sniffed: list[Sniffed]) -> list[list[Sniffed]]:
+    """The sniffed files in groups of alike ones (folder, delimiter, header, decimal mark and time column)."""
+    groups: dict[tuple, list[Sniffed]] = {}
+    for s in sniffed:
+        key = (str(Path(s.rel).parent), s.delimiter, s.header, s.decimal, s.names[s.time[0]] if s.header else s.time[0])  # type: ignore[index]
+        groups.setdefault(key, []).append(s)
+    return list(groups.values())
+
+
+@dataclass
+class _Layout:
+    """The value layout guessed for a group of alike files, and the columns it reads."""
+
+    kind: str
+    key_group: str  # what the varying part of the file names holds
+    why: str
+    values: list[int]
+    text_columns: list[int]
+    streams_by_key: list[int]
+
+
+def _layout(group: list[Sniffed]) -> _Layout:
+    """The layout of a group: one stream per file, rows of (stream, time, value), or one column per stream."""
+    first = group[0]
+    values = first.value_columns()
+    time_index = first.time[0]  # type: ignore[index]
+    text_columns = [i for i in range(len(first.names)) if i != time_index and i not in values]
+    streams_by_key = [i for i in text_columns if 1 < len(set(first.column(i))) <= max(2, len(first.rows) // 2)]
+    if len(values) == 1 and len(group) > 1 and not streams_by_key:
+        return _Layout("file_per_stream", "key", f"{len(group)} files alike, each a time column and one value column: one stream per file",
+                       values, text_columns, streams_by_key)
+    if len(values) == 1 and streams_by_key:
+        return _Layout("long_csv", "site", f"a column of repeated keys ({first.names[streams_by_key[0]]!r}) beside one value column: "
+                       "rows of (stream, time, value)", values, text_columns, streams_by_key)
+    return _Layout("wide_csv", "site", f"{len(values)} value columns beside the time column: one column per stream",
+                   values, text_columns, streams_by_key)
+
+
+def _time_section(first: Sniffed) -> list[str]:
+    """The [time] lines: the column, its format, the zone of its values and the order of the rows."""
+    time_index, time_fmt, _ = first.time  # type: ignore[misc]
+    aware = time_fmt == "iso8601" and any(re.search(r"(Z|[+-]\d{2}:?\d{2})$", c) for c in first.column(time_index))
+    zone_why = ("Unix time counts UTC seconds" if time_fmt.startswith("epoch") else "times carry their UTC offset" if aware
+                else "naive times, read as UTC: if they are local wall-clock time, write the site's IANA zone (e.g. Europe/Berlin)")
+    return ["", "[time]",
+            f"column = {_toml(first.names[time_index])}  # {first.why['time']}",
+            f"format = {_toml(time_fmt)}",
+            f"timezone = \"UTC\"  # {zone_why}",
+            f"row_order = {_toml(_row_order(first))}  # as the sampled rows of {first.rel} run"]
+
+
+def _values_section(first: Sniffed, layout: _Layout, glob: str, pattern: str, files: int, left_out: list[str]) -> list[str]:
+    """The [values] lines that say how the value files are read (the site lines follow them)."""
+    lines = ["", "[values]", f"kind = {_toml(layout.kind)}  # {layout.why}",
+             f"files = {_toml(glob)}  # {files} value files" + (f"; left out as not alike: {', '.join(left_out)}" if left_out else ""),
+             f"file_pattern = {_toml(pattern)}  # " + (f"the part that varies is the {layout.key_group}" if files > 1 else "the one file"),
+             f"delimiter = {_toml(first.delimiter)}  # {first.why['delimiter']}",
+             f"header = {'true' if first.header else 'false'}  # {first.why['header']}"]
     if not first.header:
         lines.append(f"columns = {_toml(first.names)}  # names for the headerless columns: rename them as you like "
                      "(and time.column with them)")
     if first.decimal == ",":
         lines.append(f"decimal = \",\"  # {first.why['decimal']}")
-    if layout == "file_per_stream":
-        lines.append(f"value_column = {_toml(first.names[values[0]])}")
-    if layout == "long_csv":
-        lines += [f"stream_column = {_toml(first.names[streams_by_key[0]])}", f"value_column = {_toml(first.names[values[0]])}"]
-    if not graphs and (single_site or layout != "wide_csv"):
+    if layout.kind == "file_per_stream":
+        lines.append(f"value_column = {_toml(first.names[layout.values[0]])}")
+    if layout.kind == "long_csv":
+        lines += [f"stream_column = {_toml(first.names[layout.streams_by_key[0]])}",
+                  f"value_column = {_toml(first.names[layout.values[0]])}"]
+    return lines
+
+
+def _site_lines(first: Sniffed, layout: _Layout, name: str, has_graphs: bool, single_site: bool) -> list[str]:
+    """The site rule (when no graph names the sites) and the wide files' columns that are not values."""
+    lines = []
+    if not has_graphs and (single_site or layout.kind != "wide_csv"):
         lines.append(f"site = {_toml(name)}  # one site: change it, or capture (?P<site>...) in file_pattern and write \"{{site}}\"")
-    elif not graphs:
+    elif not has_graphs:
         lines.append('site = "{site}"  # from file_pattern')
-    if layout == "wide_csv":
-        ignore = [first.names[i] for i in text_columns]
-        if ignore:
-            lines.append(f"ignore_columns = {_toml(ignore)}  # neither the time nor numbers")
-    keys = _stream_keys(raw, layout, group, first, values, streams_by_key, prefix, suffix)
-    points = None
+    ignore = [first.names[i] for i in layout.text_columns]
+    if layout.kind == "wide_csv" and ignore:
+        lines.append(f"ignore_columns = {_toml(ignore)}  # neither the time nor numbers")
+    return lines
+
+
+def _metadata_section(graphs: list[str], name: str, keys: list[str]) -> tuple[list[str], str | None]:
+    """The [metadata] lines, and the points table (CSV, a TODO class per stream) when there is no Brick graph."""
     if graphs:
         graph_folder = str(Path(graphs[0]).parent)
-        lines += ["", "[metadata]", "kind = \"brick\"  # Turtle graphs found: "
-                  + ", ".join(graphs[:3]) + (f" and {len(graphs) - 3} more" if len(graphs) > 3 else ""),
-                  f"files = {_toml((graph_folder + '/' if graph_folder != '.' else '') + '*.ttl')}",
-                  "unmapped_columns = \"reject\"  # a column no graph point names: its cells are rejected, not an error"]
-    else:
-        lines += ["", "[metadata]", "kind = \"table\"  # no Brick graph: the points table beside this mapping, one row per stream",
-                  "location = \"config\"  # configs/corpora/" + name + "/points.csv: metadata you write is not upstream data",
-                  "file = \"points.csv\"", "key_column = \"key\"", "point_class_column = \"point_class\"  # TODO in every row: write the Brick class",
-                  "label_column = \"label\"", "unit_column = \"unit\"", "equipment_column = \"equipment\"",
-                  "equipment_type_column = \"equipment_type\""]
-        buffer = io.StringIO()
-        writer = csv.writer(buffer, lineterminator="\n")
-        writer.writerow(["key", "point_class", "label", "unit", "equipment", "equipment_type"])
-        for key in keys:
-            writer.writerow([key, "TODO", re.sub(r"[_\W]+", " ", key).strip() or key, "", "", ""])
-        points = buffer.getvalue()
-    lines += ["", "[cleaning]", "missing_tokens = [\"\", \"NA\"]", "duplicates = \"keep_first_row\"", ""]
-    text = "\n".join(lines)
-    _validate(text, name)
-    guesses = {"layout": layout, "delimiter": first.delimiter, "header": first.header, "decimal": first.decimal,
-               "time_column": first.names[time_index], "time_format": time_fmt, "files": glob, "file_pattern": pattern,
-               "streams": len(keys)}
-    return Draft(text, points, guesses)
+        return ["", "[metadata]", "kind = \"brick\"  # Turtle graphs found: "
+                + ", ".join(graphs[:3]) + (f" and {len(graphs) - 3} more" if len(graphs) > 3 else ""),
+                f"files = {_toml((graph_folder + '/' if graph_folder != '.' else '') + '*.ttl')}",
+                "unmapped_columns = \"reject\"  # a column no graph point names: its cells are rejected, not an error"], None
+    lines = ["", "[metadata]", "kind = \"table\"  # no Brick graph: the points table beside this mapping, one row per stream",
+             "location = \"config\"  # configs/corpora/" + name + "/points.csv: metadata you write is not upstream data",
+             "file = \"points.csv\"", "key_column = \"key\"", "point_class_column = \"point_class\"  # TODO in every row: write the Brick class",
+             "label_column = \"label\"", "unit_column = \"unit\"", "equipment_column = \"equipment\"",
+             "equipment_type_column = \"equipment_type\""]
+    buffer = io.StringIO()
+    writer = csv.writer(buffer, lineterminator="\n")
+    writer.writerow(["key", "point_class", "label", "unit", "equipment", "equipment_type"])
+    for key in keys:
+        writer.writerow([key, "TODO", re.sub(r"[_\W]+", " ", key).strip() or key, "", "", ""])
+    return lines, buffer.getvalue()
 
 
 def _stream_keys(raw: Path, layout: str, group: list[Sniffed], first: Sniffed, values: list[int], streams_by_key: list[int],

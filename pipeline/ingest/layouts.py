@@ -5,6 +5,7 @@ from __future__ import annotations
 import contextlib
 import re
 import zipfile
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -17,7 +18,7 @@ from pipeline.core.executor import Scope
 from pipeline.ingest.cleaning import Slice
 from pipeline.ingest.csvread import RawTable, read_strings
 from pipeline.ingest.metadata import Resolver
-from pipeline.ingest.pickles import load_series
+from pipeline.ingest.pickles import Series, load_series
 from pipeline.ingest.timeparse import BAD as BAD_TIMESTAMP
 from pipeline.ingest.timeparse import parse_times
 
@@ -199,19 +200,8 @@ def _read_members(path: Path, rel: str, members: list, archive: zipfile.ZipFile 
             seen.add(key)  # another batch reads it and reports it if it turns out missing
             continue
 
-        if size > layout.max_member_bytes:
-            refuse("oversized_member", f"{size:,} bytes > {layout.max_member_bytes:,}")
-            continue
-        try:
-            series = load_series(_member_bytes(path, archive, name), layout.max_member_bytes)
-        except UnsafePickle as exc:
-            refuse("unsafe_pickle", str(exc))
-            continue
-        except (ValueError, zipfile.BadZipFile, OSError) as exc:
-            refuse("corrupt_pickle", str(exc))
-            continue
-        if series.stream_id != key:
-            refuse("stream_id_mismatch", f"member holds {series.stream_id!r}")
+        series = _load_member(path, archive, name, size, key, layout, refuse)
+        if series is None:
             continue
         try:
             site = resolver.site_for(source, {"key": key}, layout.site)
@@ -221,13 +211,8 @@ def _read_members(path: Path, rel: str, members: list, archive: zipfile.ZipFile 
         seen.add(key)
         code = _codes(resolver, source, site, [key], layout.stream_id)[key]
         n = len(series.values)
-        listed = statistics.get(key)
-        if listed is not None:
-            point = resolver.catalog.points_by_key.get(key)
-            if listed.get("count") and listed["count"].split(".")[0] != str(n):
-                resolver.catalog.notes.append(f"{source}: {n} values, {listed['_source']} says {listed['count']}")
-            if point is not None and listed.get("Brick") and listed["Brick"] != point.point_class:
-                resolver.catalog.notes.append(f"{source}: class {point.point_class} in the graph, {listed['Brick']} in {listed['_source']}")
+        if key in statistics:
+            _cross_check(resolver, source, key, n, statistics[key])
         valid = pl.Series(series.valid_ts)
         frame = pl.DataFrame({
             "row": np.arange(1, n + 1, dtype=np.int64), "ts": np.asarray(series.timestamps_us, dtype=np.int64),
@@ -237,6 +222,35 @@ def _read_members(path: Path, rel: str, members: list, archive: zipfile.ZipFile 
         sl = Slice(column="value", label="value", sid=code if code is not None else -1, unmapped=code is None)
         reads.append(ReadFile(source, frame, [sl], [], ["value"], n))
     return reads, seen
+
+
+def _load_member(path: Path, archive: zipfile.ZipFile | None, name: str, size: int, key: str, layout: BtsPickle,
+                 refuse: Callable[[str, str], None]) -> Series | None:
+    """The series of a member through the restricted unpickler, or None when it is refused (and reported)."""
+    if size > layout.max_member_bytes:
+        refuse("oversized_member", f"{size:,} bytes > {layout.max_member_bytes:,}")
+        return None
+    try:
+        series = load_series(_member_bytes(path, archive, name), layout.max_member_bytes)
+    except UnsafePickle as exc:
+        refuse("unsafe_pickle", str(exc))
+        return None
+    except (ValueError, zipfile.BadZipFile, OSError) as exc:
+        refuse("corrupt_pickle", str(exc))
+        return None
+    if series.stream_id != key:
+        refuse("stream_id_mismatch", f"member holds {series.stream_id!r}")
+        return None
+    return series
+
+
+def _cross_check(resolver: Resolver, source: str, key: str, n: int, listed: dict) -> None:
+    """A note where the metadata CSV's count or class of a stream disagrees with its member or its graph point."""
+    point = resolver.catalog.points_by_key.get(key)
+    if listed.get("count") and listed["count"].split(".")[0] != str(n):
+        resolver.catalog.notes.append(f"{source}: {n} values, {listed['_source']} says {listed['count']}")
+    if point is not None and listed.get("Brick") and listed["Brick"] != point.point_class:
+        resolver.catalog.notes.append(f"{source}: class {point.point_class} in the graph, {listed['Brick']} in {listed['_source']}")
 
 
 def read_bts(path: Path, rel: str, mapping: CorpusMapping, resolver: Resolver, scope: Scope) -> list[ReadFile]:

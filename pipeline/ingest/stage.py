@@ -129,29 +129,66 @@ class _Cursor:
 def merge(mapping: CorpusMapping, raw: Path, out: Path, results: list[BatchResult], raw_sha: dict[str, str],
           metadata_sha: dict[str, str] | None = None) -> IngestReport:
     """Join the batches: one catalog, disjoint streams in id order, rejects by full key, one account per source."""
-    digests = {result.catalog_digest for result in results}
-    if len(digests) != 1:
-        raise StageError(f"{mapping.name}: batches resolved different catalogs (a bug: please report it)")
-    catalog = results[0].catalog
-    streams = sorted((row for result in results for row in result.streams), key=lambda row: row["stream_id"])
-    stream_ids = [row["stream_id"] for row in streams]
-    if len(set(stream_ids)) != len(stream_ids):
-        raise StageError(f"{mapping.name}: a stream is owned by two batches (a bug: please report it)")
-    observations, contents = _merge_observations(results, stream_ids, out / "observations.parquet")
-    by_content: dict[str, list[str]] = {}
-    for sid, content in contents.items():
-        by_content.setdefault(content, []).append(sid)
-    duplicates = sorted(sorted(group) for group in by_content.values() if len(group) > 1)
-
+    catalog, streams = _joined(mapping, results)
+    observations, contents = _merge_observations(results, [row["stream_id"] for row in streams], out / "observations.parquet")
     rejects = pl.concat([pl.from_arrow(read_part(Path(result.out) / REJECTS)) for result in results], how="vertical_relaxed")
     accounts = dict(sorted((rel, value) for result in results for rel, value in result.accounts.items()))
-    order = sorted(accounts, key=lambda rel: accounts[rel][0])
     total = sum(cells for _, cells in accounts.values())
     if observations + rejects.height != total:
         raise StageError(
             f"{mapping.name}: accounting broken: {observations} observations + {rejects.height} rejects "
             f"!= {total} raw value cells (a bug: please report it)"
         )
+    sites = _sites(mapping, catalog)
+    _write_tables(out, sites, catalog, streams, rejects)
+    unmapped = rejects.filter(pl.col("reason") == "unmapped_column").select("source", "column").unique().sort("source", "column")
+    missing = {tuple(sorted(m.items())): m for result in results for m in result.missing_columns}
+    members = {tuple(sorted(m.items())): m for result in results for m in result.rejected_members}
+    report = IngestReport(
+        corpus=mapping.name,
+        sites=len(sites),
+        streams=len(streams),
+        observations=observations,
+        rejects=rejects.height,
+        raw_value_cells=total,
+        rejects_by_reason=dict(sorted(rejects.group_by("reason").len().iter_rows())),
+        rejects_by_stream=_rejects_by_stream(rejects),
+        files=_file_accounts(results, accounts, rejects),
+        missing_columns=[MissingColumn(**m) for m in sorted(missing.values(), key=lambda m: (m["source"], m["column"]))],
+        unmapped_columns=[f"{s}:{c}" for s, c in unmapped.iter_rows()],
+        raw_sha256=dict(sorted(raw_sha.items())),
+        metadata_sha256=dict(sorted((metadata_sha or {}).items())),
+        notes=sorted({note for result in results for note in result.notes}),
+        rejected_members=sorted(members.values(), key=lambda m: (m["source"], m["member"])),
+        synthetic=(raw / "SYNTHETIC.md").is_file(),
+        duplicate_streams=_identical_streams(contents),
+    )
+    write_json(out / REPORT, report.model_dump(mode="json"))
+    return report
+
+
+def _joined(mapping: CorpusMapping, results: list[BatchResult]) -> tuple[dict, list[dict]]:
+    """The catalog every batch resolved alike, and the streams rows of all batches in id order (each owned once)."""
+    digests = {result.catalog_digest for result in results}
+    if len(digests) != 1:
+        raise StageError(f"{mapping.name}: batches resolved different catalogs (a bug: please report it)")
+    streams = sorted((row for result in results for row in result.streams), key=lambda row: row["stream_id"])
+    stream_ids = [row["stream_id"] for row in streams]
+    if len(set(stream_ids)) != len(stream_ids):
+        raise StageError(f"{mapping.name}: a stream is owned by two batches (a bug: please report it)")
+    return results[0].catalog, streams
+
+
+def _identical_streams(contents: dict[str, str]) -> list[list[str]]:
+    """Groups of streams with the same timestamps and values, each group and the list sorted."""
+    by_content: dict[str, list[str]] = {}
+    for sid, content in contents.items():
+        by_content.setdefault(content, []).append(sid)
+    return sorted(sorted(group) for group in by_content.values() if len(group) > 1)
+
+
+def _sites(mapping: CorpusMapping, catalog: dict) -> list[dict]:
+    """The catalog's sites, each marked held out or not; refuses a held-out site the corpus does not have."""
     site_ids = [site["site_id"] for site in catalog["sites"]]
     held_out = set(mapping.held_out_sites)
     unknown = sorted(held_out - set(site_ids))
@@ -160,7 +197,11 @@ def merge(mapping: CorpusMapping, raw: Path, out: Path, results: list[BatchResul
             f"held_out_sites names {', '.join(unknown)}, not a site of {mapping.name} "
             f"(sites: {', '.join(sorted(site_ids))}); fix the mapping"
         )
-    sites = [dict(site, held_out=site["site_id"] in held_out) for site in catalog["sites"]]
+    return [dict(site, held_out=site["site_id"] in held_out) for site in catalog["sites"]]
+
+
+def _write_tables(out: Path, sites: list[dict], catalog: dict, streams: list[dict], rejects: pl.DataFrame) -> None:
+    """The sites, entities, relations, streams and rejects tables, each sorted by its key."""
     string_schema = lambda name: dict.fromkeys(TABLES[name][0].names, pl.String)  # noqa: E731
     frames = {
         "sites": pl.DataFrame(sites, schema={"site_id": pl.String, "label": pl.String, "source": pl.String, "held_out": pl.Boolean}),
@@ -173,42 +214,26 @@ def merge(mapping: CorpusMapping, raw: Path, out: Path, results: list[BatchResul
         table_schema, key = TABLES[name]
         write_frame(frame, table_schema, key, out / f"{name}.parquet")
 
+
+def _rejects_by_stream(rejects: pl.DataFrame) -> dict[str, dict[str, int]]:
+    """Per stream, its rejects counted by reason (both in sorted order)."""
+    by_stream: dict[str, dict[str, int]] = {}
+    stream_reasons = rejects.filter(pl.col("stream_id").is_not_null()).group_by("stream_id", "reason").len()
+    for stream_id, reason, n in stream_reasons.sort("stream_id", "reason").iter_rows():
+        by_stream.setdefault(stream_id, {})[reason] = n
+    return by_stream
+
+
+def _file_accounts(results: list[BatchResult], accounts: dict[str, tuple[tuple[int, str], int]],
+                   rejects: pl.DataFrame) -> list[FileAccount]:
+    """One account per source in read order: its raw value cells, observations and rejects."""
     per_file_obs: dict[str, int] = {}
     for result in results:
         for rel, n in result.observations_by_source.items():
             per_file_obs[rel] = per_file_obs.get(rel, 0) + n
     per_file_rej = dict(rejects.group_by("source").len().iter_rows())
-    by_stream: dict[str, dict[str, int]] = {}
-    stream_reasons = rejects.filter(pl.col("stream_id").is_not_null()).group_by("stream_id", "reason").len()
-    for stream_id, reason, n in stream_reasons.sort("stream_id", "reason").iter_rows():
-        by_stream.setdefault(stream_id, {})[reason] = n
-    unmapped = rejects.filter(pl.col("reason") == "unmapped_column").select("source", "column").unique().sort("source", "column")
-    missing = {tuple(sorted(m.items())): m for result in results for m in result.missing_columns}
-    members = {tuple(sorted(m.items())): m for result in results for m in result.rejected_members}
-    report = IngestReport(
-        corpus=mapping.name,
-        sites=len(sites),
-        streams=len(streams),
-        observations=observations,
-        rejects=rejects.height,
-        raw_value_cells=total,
-        rejects_by_reason=dict(sorted(rejects.group_by("reason").len().iter_rows())),
-        rejects_by_stream=by_stream,
-        files=[
-            FileAccount(source=rel, raw_value_cells=accounts[rel][1], observations=per_file_obs.get(rel, 0), rejects=per_file_rej.get(rel, 0))
-            for rel in order
-        ],
-        missing_columns=[MissingColumn(**m) for m in sorted(missing.values(), key=lambda m: (m["source"], m["column"]))],
-        unmapped_columns=[f"{s}:{c}" for s, c in unmapped.iter_rows()],
-        raw_sha256=dict(sorted(raw_sha.items())),
-        metadata_sha256=dict(sorted((metadata_sha or {}).items())),
-        notes=sorted({note for result in results for note in result.notes}),
-        rejected_members=sorted(members.values(), key=lambda m: (m["source"], m["member"])),
-        synthetic=(raw / "SYNTHETIC.md").is_file(),
-        duplicate_streams=duplicates,
-    )
-    write_json(out / REPORT, report.model_dump(mode="json"))
-    return report
+    return [FileAccount(source=rel, raw_value_cells=accounts[rel][1], observations=per_file_obs.get(rel, 0), rejects=per_file_rej.get(rel, 0))
+            for rel in sorted(accounts, key=lambda rel: accounts[rel][0])]
 
 
 def read_report(stage_dir: Path) -> IngestReport:

@@ -72,58 +72,78 @@ def check(trajectory: Any, validator: Draft7Validator) -> list[str]:
         return findings
     steps = [s for s in trajectory.get("execution_steps") or [] if isinstance(s, dict)]
     links = [link for link in trajectory.get("execution_links") or [] if isinstance(link, dict)]
+    return (findings + _graph_findings(steps, links) + _finish_findings(steps, links) + _step_findings(steps)
+            + _agent_findings(trajectory, steps))
+
+
+def _graph_findings(steps: list[dict], links: list[dict]) -> list[str]:
+    """Steps named twice, links whose ends are not steps, and a cycle of links."""
     names = [s.get("name") for s in steps]
-    for name in sorted({n for n in names if names.count(n) > 1}):
-        findings.append(f"step {name}: name is not unique ({names.count(name)} steps)")
-    known = set(names)
+    findings = [f"step {name}: name is not unique ({names.count(name)} steps)" for name in sorted({n for n in names if names.count(n) > 1})]
     edges: dict[str, set[str]] = defaultdict(set)
     for link in links:
         source, target = link.get("source"), link.get("target")
         for end, value in (("source", source), ("target", target)):
-            if value not in known:
+            if value not in names:
                 findings.append(f"link {source}->{target}: {end} {value!r} is not a step")
         edges[source].add(target)
     cycle = _cycle([n for n in names if isinstance(n, str)], edges)
     if cycle:
         findings.append(f"step {cycle[0]}: cycle {' -> '.join(cycle)}")
+    return findings
+
+
+def _finish_findings(steps: list[dict], links: list[dict]) -> list[str]:
+    """A missing Finish step, or the steps from which no chain of links reaches one."""
     finishes = [s.get("name") for s in steps if s.get("action") == "Finish"]
     if not finishes:
-        findings.append("trajectory: no Finish step (action 'Finish')")
-    else:
-        reaching = set(finishes)
-        changed = True
-        while changed:
-            changed = False
-            for link in links:
-                if link.get("target") in reaching and link.get("source") not in reaching:
-                    reaching.add(link.get("source"))
-                    changed = True
-        for name in names:
-            if name not in reaching:
-                findings.append(f"step {name}: does not reach the Finish step")
+        return ["trajectory: no Finish step (action 'Finish')"]
+    reaching = set(finishes)
+    changed = True
+    while changed:
+        changed = False
+        for link in links:
+            if link.get("target") in reaching and link.get("source") not in reaching:
+                reaching.add(link.get("source"))
+                changed = True
+    return [f"step {s.get('name')}: does not reach the Finish step" for s in steps if s.get("name") not in reaching]
+
+
+def _step_findings(steps: list[dict]) -> list[str]:
+    """Per step in order: references to what no earlier step produced, and incomplete deterministic flags."""
+    findings = []
     produced_before: set[str] = set()
-    produced_all = {o for s in steps for o in (s.get("outputs") if isinstance(s.get("outputs"), list) else []) if isinstance(o, str)} | known
+    produced_all = {o for s in steps for o in _outputs(s)} | {s.get("name") for s in steps}
     for step in steps:
         for variable, explicit in _references(step.get("arguments")):
             if variable not in produced_before:
                 where = "a later step" if variable in produced_all else "no step"
                 kind = "reference" if explicit else "reference (bare name repeating its key)"
                 findings.append(f"step {step.get('name')}: {kind} {variable!r} is produced by {where}")
-        outputs = step.get("outputs") if isinstance(step.get("outputs"), list) else []
-        produced_before |= {o for o in outputs if isinstance(o, str)} | {step.get("name")}
+        produced_before |= set(_outputs(step)) | {step.get("name")}
         flags = step.get("deterministic")
         if isinstance(flags, dict):
             missing = [f for f in FLAGS if not isinstance(flags.get(f), bool)]
             if missing:
                 findings.append(f"step {step.get('name')}: deterministic flags incomplete (missing {', '.join(missing)})")
+    return findings
+
+
+def _outputs(step: dict) -> list[str]:
+    outputs = step.get("outputs")
+    return [o for o in outputs if isinstance(o, str)] if isinstance(outputs, list) else []
+
+
+def _agent_findings(trajectory: dict, steps: list[dict]) -> list[str]:
+    """Whether the trajectory's type says multiagent exactly when more than one agent appears."""
     agents = {s.get("agent") for s in steps if s.get("agent")} | {p.get("agent") for p in trajectory.get("planning_steps") or []
                                                                     if isinstance(p, dict) and p.get("agent")}
     kind = trajectory.get("type")
     if len(agents) > 1 and kind != "multiagent":
-        findings.append(f"trajectory: {len(agents)} agents ({', '.join(sorted(agents))}) but type is {kind!r}, not 'multiagent'")
+        return [f"trajectory: {len(agents)} agents ({', '.join(sorted(agents))}) but type is {kind!r}, not 'multiagent'"]
     if len(agents) <= 1 and kind == "multiagent":
-        findings.append("trajectory: type is 'multiagent' but only one agent appears")
-    return findings
+        return ["trajectory: type is 'multiagent' but only one agent appears"]
+    return []
 
 
 def validate_files(paths: list[Path]) -> list[str]:

@@ -11,6 +11,7 @@ import sys
 import tempfile
 from collections import Counter
 from pathlib import Path
+from typing import Any
 
 import pyarrow.parquet as pq
 from pydantic import ValidationError
@@ -263,34 +264,47 @@ def first_difference(a: Path, b: Path) -> str:
     if not b.exists():
         return "missing in the other run"
     if a.suffix == ".jsonl":
-        left, right = a.read_bytes().split(b"\n"), b.read_bytes().split(b"\n")
-        for number, (x, y) in enumerate(zip(left, right, strict=False), start=1):
-            if x != y:
-                return f"row {number}{_row_id(x)}"
-        return f"row count {len(left) - 1} vs {len(right) - 1}"
+        return _jsonl_difference(a, b)
     if a.suffix == ".parquet":
-        x, y = pq.read_table(a), pq.read_table(b)
-        if x.schema != y.schema or x.num_rows != y.num_rows:
-            return f"schema or row count ({x.num_rows} vs {y.num_rows} rows)"
-        for column in x.column_names:
-            left, right = x[column].to_pylist(), y[column].to_pylist()
-            for row, (p, q) in enumerate(zip(left, right, strict=True)):
-                if p != q:
-                    return f"row {row}, column {column}: {p!r} vs {q!r}"
-        return "same rows, different bytes (encoding or library version)"
+        return _parquet_difference(a, b)
     if a.suffix == ".json":
-        def walk(p, q, where="$"):
-            if isinstance(p, dict) and isinstance(q, dict):
-                for key in sorted(set(p) | set(q)):
-                    found = walk(p.get(key), q.get(key), f"{where}.{key}")
-                    if found:
-                        return found
-                return None
-            return None if p == q else where
-        return f"key {walk(json.loads(a.read_text()), json.loads(b.read_text()))}"
+        return f"key {_json_difference(json.loads(a.read_text()), json.loads(b.read_text()))}"
     left, right = a.read_bytes(), b.read_bytes()
     offset = next((i for i, (x, y) in enumerate(zip(left, right, strict=False)) if x != y), min(len(left), len(right)))
     return f"byte {offset}"
+
+
+def _jsonl_difference(a: Path, b: Path) -> str:
+    """The first differing row (with its id), or the row counts."""
+    left, right = a.read_bytes().split(b"\n"), b.read_bytes().split(b"\n")
+    for number, (x, y) in enumerate(zip(left, right, strict=False), start=1):
+        if x != y:
+            return f"row {number}{_row_id(x)}"
+    return f"row count {len(left) - 1} vs {len(right) - 1}"
+
+
+def _parquet_difference(a: Path, b: Path) -> str:
+    """The first differing cell, column by column; or the schema, row count, or only the encoding."""
+    x, y = pq.read_table(a), pq.read_table(b)
+    if x.schema != y.schema or x.num_rows != y.num_rows:
+        return f"schema or row count ({x.num_rows} vs {y.num_rows} rows)"
+    for column in x.column_names:
+        left, right = x[column].to_pylist(), y[column].to_pylist()
+        for row, (p, q) in enumerate(zip(left, right, strict=True)):
+            if p != q:
+                return f"row {row}, column {column}: {p!r} vs {q!r}"
+    return "same rows, different bytes (encoding or library version)"
+
+
+def _json_difference(p: Any, q: Any, where: str = "$") -> str | None:
+    """The key path of the first differing value of two JSON documents (keys in sorted order), None if equal."""
+    if isinstance(p, dict) and isinstance(q, dict):
+        for key in sorted(set(p) | set(q)):
+            found = _json_difference(p.get(key), q.get(key), f"{where}.{key}")
+            if found:
+                return found
+        return None
+    return None if p == q else where
 
 
 def _files(folder: Path) -> set[str]:

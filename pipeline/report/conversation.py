@@ -133,54 +133,81 @@ def departure(episode: Episode, agent: list[TurnRecord], gold: list[TurnRecord],
     Plans are neutral. Anything else (a repeated question, a call during the follow-ups, a call of an earlier
     phase, an unreadable turn) leaves the path.
     """
-    steps = [*episode.phases, *episode.follow_ups]
-    gold_outputs = {r.call_id: r.tool_result for r in gold if r.call_id}
-    gold_calls = {r.call_id: r.action for r in gold if r.call_id and r.action}
-    pending = [w.slot for w in episode.withheld]
-    outputs: dict[str, Any] = {}
-    made: set[tuple] = set()
-    answered = 0
+    path = _GoldPath(episode, gold, keywords)
+    for index, record in enumerate(agent):
+        if not path.follows(record):
+            return Departure(index, path.expected())
+    return None if path.answered >= len(path.steps) else Departure(len(agent), path.expected())
 
-    def expected() -> str:
-        if pending:
+
+class _GoldPath:
+    """How far an agent has come along the gold path: slots still withheld, the calls made and steps answered."""
+
+    def __init__(self, episode: Episode, gold: list[TurnRecord], keywords: Lexicon) -> None:
+        self.episode, self.keywords = episode, keywords
+        self.steps = [*episode.phases, *episode.follow_ups]
+        self.gold_outputs = {r.call_id: r.tool_result for r in gold if r.call_id}
+        self.gold_calls = {r.call_id: r.action for r in gold if r.call_id and r.action}
+        self.pending = [w.slot for w in episode.withheld]
+        self.outputs: dict[str, Any] = {}
+        self.made: set[tuple] = set()
+        self.answered = 0
+
+    def expected(self) -> str:
+        """What the gold path does next, rendered as a turn."""
+        if self.pending:
             return render_action({"kind": "ask_user"})
-        if answered < len(episode.phases):
-            for call in episode.phases[answered].canonical_calls:
-                if resolved_signature(call.tool, call.arguments, gold_outputs) not in made:
-                    return render_action(gold_calls.get(call.id) or {"kind": "call_tool", "name": call.tool, "arguments": call.arguments})
-        if answered < len(steps):
-            return render_action({"kind": "answer", "fields": steps[answered].gold})
+        if self.answered < len(self.episode.phases):
+            for call in self.episode.phases[self.answered].canonical_calls:
+                if resolved_signature(call.tool, call.arguments, self.gold_outputs) not in self.made:
+                    return render_action(self.gold_calls.get(call.id) or {"kind": "call_tool", "name": call.tool, "arguments": call.arguments})
+        if self.answered < len(self.steps):
+            return render_action({"kind": "answer", "fields": self.steps[self.answered].gold})
         return "stop"
 
-    for index, record in enumerate(agent):
-        action = record.action
-        kind = (action or {}).get("kind")
+    def follows(self, record: TurnRecord) -> bool:
+        """Whether the turn keeps to the path (advancing along it); plans are neutral, unreadable turns leave it."""
+        action = record.action or {}
+        kind = action.get("kind")
         if kind == "plan":
-            continue
+            return True
         if kind == "ask_user":
-            slot = next((s for s in pending if asks_for(action.get("text", ""), s, keywords)), None)
-            if slot is None or asked_slots(action.get("text", ""), keywords) - {w.slot for w in episode.withheld}:
-                return Departure(index, expected())  # nothing missing asked for, or something never withheld (off target)
-            pending.remove(slot)
-        elif kind == "call_tool":
-            if pending or answered >= len(episode.phases):
-                return Departure(index, expected())
-            phase = episode.phases[answered]
-            allowed = {resolved_signature(c.tool, c.arguments, gold_outputs)
-                       for variant in (phase.canonical_calls, *phase.acceptable_calls) for c in variant}
-            signature = resolved_signature(action.get("name", ""), action.get("arguments") or {}, outputs)
-            if signature not in allowed:
-                return Departure(index, expected())
-            made.add(signature)
-            if record.call_id:
-                outputs[record.call_id] = record.tool_result
-        elif kind == "answer":
-            if pending or answered >= len(steps) or not passes(steps[answered].form, steps[answered].gold, action.get("fields") or {}):
-                return Departure(index, expected())
-            answered += 1
-        else:  # unreadable output
-            return Departure(index, expected())
-    return None if answered >= len(steps) else Departure(len(agent), expected())
+            return self._asks(action)
+        if kind == "call_tool":
+            return self._calls(action, record)
+        if kind == "answer":
+            return self._answers(action)
+        return False
+
+    def _asks(self, action: dict) -> bool:
+        slot = next((s for s in self.pending if asks_for(action.get("text", ""), s, self.keywords)), None)
+        if slot is None or asked_slots(action.get("text", ""), self.keywords) - {w.slot for w in self.episode.withheld}:
+            return False  # nothing missing asked for, or something never withheld (off target)
+        self.pending.remove(slot)
+        return True
+
+    def _calls(self, action: dict, record: TurnRecord) -> bool:
+        if self.pending or self.answered >= len(self.episode.phases):
+            return False
+        phase = self.episode.phases[self.answered]
+        allowed = {resolved_signature(c.tool, c.arguments, self.gold_outputs)
+                   for variant in (phase.canonical_calls, *phase.acceptable_calls) for c in variant}
+        signature = resolved_signature(action.get("name", ""), action.get("arguments") or {}, self.outputs)
+        if signature not in allowed:
+            return False
+        self.made.add(signature)
+        if record.call_id:
+            self.outputs[record.call_id] = record.tool_result
+        return True
+
+    def _answers(self, action: dict) -> bool:
+        if self.pending or self.answered >= len(self.steps):
+            return False
+        step = self.steps[self.answered]
+        if not passes(step.form, step.gold, action.get("fields") or {}):
+            return False
+        self.answered += 1
+        return True
 
 
 def gold_conversation(episode: Episode, gold: list[TurnRecord]) -> Conversation:

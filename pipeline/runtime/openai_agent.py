@@ -137,19 +137,33 @@ class OpenAIAgent:
         self.pending = []
 
     def act(self, observation: AgentObservation) -> Any:
+        self._absorb(observation)
+        self.turn += 1
+        response, message = self._complete(observation)
+        usage = _usage(response)
+        calls = self._named_calls(message)
+        self.messages.append(message.model_dump(exclude_none=True, include={"role", "content", "tool_calls"}))
+        if not calls:
+            return {"unparsed": message.content or "", "usage": usage} if usage else {"unparsed": message.content or ""}
+        self.pending = [c.id for c in calls]
+        actions = [self._action(c) for c in calls]
+        if len(actions) == 1:
+            return {**actions[0], "usage": usage} if usage else actions[0]
+        return [{**actions[0], "usage": usage}, *actions[1:]] if usage else actions
+
+    def _complete(self, observation: AgentObservation) -> tuple[Any, Any]:
+        """The endpoint's response to the conversation and its message; failures raised as the runner's error kinds."""
         import openai
 
-        self._absorb(observation)
         options: dict[str, Any] = {"model": self.settings.model, "messages": self.messages,
                                    "tools": function_specs(observation.answer_form)}
         if self.settings.temperature is not None:
             options["temperature"] = self.settings.temperature
         if self.settings.seed is not None:
             options["seed"] = self.settings.seed
-        self.turn += 1
         try:
             response = self.client.chat.completions.create(**options)
-            message = response.choices[0].message
+            return response, response.choices[0].message
         except (openai.APIConnectionError, openai.InternalServerError, openai.RateLimitError) as exc:
             # after the client's retries: the endpoint failed, not the model (connection, timeout, 5xx, rate limit)
             raise InfraFailure(f"{type(exc).__name__}: {str(exc)[:300]} ({self.settings.base_url})") from exc
@@ -165,7 +179,9 @@ class OpenAIAgent:
             raise InfraFailure(f"{type(exc).__name__}: {str(exc)[:300]} ({self.settings.base_url})") from exc
         except (AttributeError, IndexError, TypeError, ValueError) as exc:  # a 200 whose body is not a completion
             raise InfraFailure(f"the endpoint's reply is not a chat completion ({type(exc).__name__}: {str(exc)[:200]})") from exc
-        usage = _usage(response)
+
+    def _named_calls(self, message: Any) -> list[Any]:
+        """The message's tool calls, each with an id unique in the conversation and its arguments as JSON text."""
         calls = list(message.tool_calls or [])
         for index, call in enumerate(calls):
             if not getattr(call, "id", None) or call.id in self.ids:  # none, or one given before (some servers number
@@ -173,20 +189,7 @@ class OpenAIAgent:
             self.ids.add(call.id)
             if isinstance(call.function.arguments, dict):  # some give an object: taken, and said back as JSON text
                 call.function.arguments = json.dumps(call.function.arguments)
-        self.messages.append(message.model_dump(exclude_none=True, include={"role", "content", "tool_calls"}))
-        if not calls:
-            return {"unparsed": message.content or "", "usage": usage} if usage else {"unparsed": message.content or ""}
-        self.pending = [c.id for c in calls]
-        actions = [self._action(c) for c in calls]
-        first = actions[0] if len(actions) == 1 else actions
-        if usage:
-            if isinstance(first, dict):
-                first["usage"] = usage
-            else:
-                first = [*first]
-                first[0] = {**first[0], "usage": usage}
-                return first
-        return first
+        return calls
 
     @staticmethod
     def _action(call: Any) -> dict:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections import Counter, defaultdict
 from collections.abc import Iterable
+from dataclasses import dataclass, field
 
 from contracts.episodes import Episode
 from contracts.runtime import EpisodeScore, TurnRecord
@@ -33,63 +34,14 @@ def _temporal(episode: Episode, calls: list[tuple[str, dict]]) -> bool:
 
 def score_episode(episode: Episode, turns: list[TurnRecord], keywords: Lexicon, run: int = 0) -> EpisodeScore:
     """Replay the turns against the episode's structure and check every answer, call and protocol rule."""
-    issues: list[str] = []
-    released = {w.slot: False for w in episode.withheld}
-    answers: list[dict] = []
-    calls: list[tuple[str, dict]] = []
-    stopped = False
-    for turn in turns:
-        issues.extend(turn.issues)
-        action = turn.action or {}
-        kind = action.get("kind")
-        if turn.event == "stop":
-            stopped = True
-        if kind == "call_tool":
-            if any(not done for done in released.values()):
-                issues.append("premature_tool")
-            calls.append((action.get("name", ""), action.get("arguments") or {}))
-            if turn.tool_result and turn.tool_result.get("error"):
-                issues.append("tool_error")
-        elif kind == "ask_user":
-            text = action.get("text", "")
-            if not text.strip():
-                issues.append("empty_turn")
-            asked = asked_slots(text, keywords)
-            if not episode.withheld:
-                issues.append("unnecessary_clarification")
-            else:
-                if any(released.get(s) for s in asked) or (not asked and all(released.values())):
-                    issues.append("redundant_clarification")
-                if asked - set(released):
-                    issues.append("off_target_clarification")
-            for slot in asked & set(released):
-                released[slot] = True
-        elif kind == "answer":
-            if not answers and any(not done for done in released.values()):
-                issues.append("missing_clarification")
-            fields = action.get("fields") or {}
-            if not fields and not action.get("text", "").strip():
-                issues.append("empty_turn")
-            answers.append(fields)
-    n_phases = len(episode.phases)
-    steps = [*episode.phases, *episode.follow_ups]
-    rejections = [r for i, step in enumerate(steps) if i < len(answers) for r in grade(step.form, step.gold, answers[i], step=i)]
-    failed = {r.step for r in rejections}
-    passed = [i < len(answers) and i not in failed for i in range(len(steps))]
-    phase_results = passed[:n_phases]
-    if len(answers) < n_phases:
-        issues.append("missing_phase_answer")
-    follow_ok = {"evidence": True, "rationale": True}
-    for offset, spec in enumerate(episode.follow_ups):
-        follow_ok[spec.kind] = passed[n_phases + offset]
-        if n_phases + offset >= len(answers):
-            issues.append(f"missing_{spec.kind}")
-    evidence, rationale_ok = follow_ok["evidence"], follow_ok["rationale"]
-    if not stopped:
-        issues.append("not_terminated")
-    final = phase_results[-1]
-    phase_ok = all(phase_results) and rationale_ok
-    temporal = _temporal(episode, calls)
+    played = _replay(episode, turns, keywords)
+    issues = played.issues + _missing_answers(episode, played.answers) + ([] if played.stopped else ["not_terminated"])
+    rejections, passed = _graded(episode, played.answers)
+    phase_results = passed[:len(episode.phases)]
+    follow_ok = _follow_up_results(episode, passed)
+    final, evidence = phase_results[-1], follow_ok["evidence"]
+    phase_ok = all(phase_results) and follow_ok["rationale"]
+    temporal = _temporal(episode, played.calls)
     task = final and evidence and phase_ok and temporal
     protocol = not issues
     return EpisodeScore(
@@ -97,6 +49,82 @@ def score_episode(episode: Episode, turns: list[TurnRecord], keywords: Lexicon, 
         final=final, evidence=evidence, phase=phase_ok, temporal=temporal, task=task, protocol=protocol,
         accomplished=task and protocol, phase_results=phase_results, issues=sorted(set(issues)), rejections=rejections,
     )
+
+
+@dataclass
+class _Played:
+    """What the turns did: the protocol issues seen along the way, the answers, the tool calls, and whether it stopped."""
+
+    issues: list[str] = field(default_factory=list)
+    answers: list[dict] = field(default_factory=list)
+    calls: list[tuple[str, dict]] = field(default_factory=list)
+    stopped: bool = False
+
+
+def _replay(episode: Episode, turns: list[TurnRecord], keywords: Lexicon) -> _Played:
+    """The turns read in order, with the issues of each call, question and answer at the moment it was made."""
+    played = _Played()
+    released = {w.slot: False for w in episode.withheld}
+    for turn in turns:
+        played.issues.extend(turn.issues)
+        action = turn.action or {}
+        kind = action.get("kind")
+        played.stopped = played.stopped or turn.event == "stop"
+        if kind == "call_tool":
+            if not all(released.values()):
+                played.issues.append("premature_tool")
+            played.calls.append((action.get("name", ""), action.get("arguments") or {}))
+            if turn.tool_result and turn.tool_result.get("error"):
+                played.issues.append("tool_error")
+        elif kind == "ask_user":
+            played.issues += _clarification_issues(action.get("text", ""), episode, released, keywords)
+        elif kind == "answer":
+            if not played.answers and not all(released.values()):
+                played.issues.append("missing_clarification")
+            fields = action.get("fields") or {}
+            if not fields and not action.get("text", "").strip():
+                played.issues.append("empty_turn")
+            played.answers.append(fields)
+    return played
+
+
+def _clarification_issues(text: str, episode: Episode, released: dict[str, bool], keywords: Lexicon) -> list[str]:
+    """The issues of one question to the user; the withheld slots it asks for are marked released."""
+    issues = [] if text.strip() else ["empty_turn"]
+    asked = asked_slots(text, keywords)
+    if not episode.withheld:
+        issues.append("unnecessary_clarification")
+    else:
+        if any(released.get(s) for s in asked) or (not asked and all(released.values())):
+            issues.append("redundant_clarification")
+        if asked - set(released):
+            issues.append("off_target_clarification")
+    for slot in asked & set(released):
+        released[slot] = True
+    return issues
+
+
+def _missing_answers(episode: Episode, answers: list[dict]) -> list[str]:
+    """An issue for the phases left unanswered, and one per follow-up left unanswered."""
+    n_phases = len(episode.phases)
+    issues = ["missing_phase_answer"] if len(answers) < n_phases else []
+    return issues + [f"missing_{spec.kind}" for offset, spec in enumerate(episode.follow_ups) if n_phases + offset >= len(answers)]
+
+
+def _graded(episode: Episode, answers: list[dict]) -> tuple[list, list[bool]]:
+    """The rejections of every answer against its step's gold, and per step (phases, then follow-ups) whether it passed."""
+    steps = [*episode.phases, *episode.follow_ups]
+    rejections = [r for i, step in enumerate(steps) if i < len(answers) for r in grade(step.form, step.gold, answers[i], step=i)]
+    failed = {r.step for r in rejections}
+    return rejections, [i < len(answers) and i not in failed for i in range(len(steps))]
+
+
+def _follow_up_results(episode: Episode, passed: list[bool]) -> dict[str, bool]:
+    """Whether the evidence and rationale follow-ups passed (True for one the episode does not ask)."""
+    follow_ok = {"evidence": True, "rationale": True}
+    for offset, spec in enumerate(episode.follow_ups):
+        follow_ok[spec.kind] = passed[len(episode.phases) + offset]
+    return follow_ok
 
 
 def _rate(scores: list[EpisodeScore], part: str) -> float:

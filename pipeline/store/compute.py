@@ -176,7 +176,7 @@ def previews(obs: pl.DataFrame, points: int) -> pl.DataFrame:
 
 
 def quality_parts(obs: pl.DataFrame) -> pl.DataFrame:
-    """The per-stream half of `quality` (needs only that stream's rows): counts, times, gaps, expected count."""
+    """The per-stream half of the quality table (needs only that stream's rows): counts, times, gaps, expected count."""
     per = obs.group_by("stream_id", maintain_order=True).agg(
         n=pl.len(), first_ts=pl.col("ts").first(), last_ts=pl.col("ts").last(),
         step_us=pl.col("gap_us").median().round(0).cast(pl.Int64), longest_gap_us=pl.col("gap_us").max(),
@@ -196,13 +196,9 @@ def quality_parts(obs: pl.DataFrame) -> pl.DataFrame:
     ))
 
 
-def quality(obs: pl.DataFrame, streams: pl.DataFrame, rejects: pl.DataFrame) -> pl.DataFrame:
-    """Whole-stream quality: step, longest gap, coverage, gap ratio and the defect fractions."""
-    return quality_table(streams, quality_parts(obs), rejects)
-
-
 def quality_table(streams: pl.DataFrame, parts: pl.DataFrame, rejects: pl.DataFrame) -> pl.DataFrame:
-    """`quality` from the per-stream parts of every stream and all rejects (a stream without rows gets zeros)."""
+    """Whole-stream quality (step, longest gap, coverage, gap ratio and the defect fractions) from the per-stream parts
+    of every stream and all rejects (a stream without rows gets zeros)."""
     bad = rejects.filter(pl.col("stream_id").is_not_null()).group_by("stream_id").agg(
         rejected=pl.len(), duplicates=(pl.col("reason") == "duplicate_timestamp").sum(),
         non_finite=(pl.col("reason") == "non_finite").sum(),
