@@ -84,7 +84,7 @@ report: | $(STAMP)
 	$(TB) report $$(for trace in artifacts/traces/*.jsonl; do [ -e "$$trace" ] && printf -- '--trace %s ' "$$trace"; done) --out artifacts/report.html
 
 lint: $(STAMP)
-	$(BIN)/ruff check .
+	$(BIN)/ruff check . && $(BIN)/ruff format --check .
 
 bench: $(STAMP)
 	$(BIN)/python -m pipeline.bench.throughput

@@ -35,13 +35,19 @@ class EpisodeStart(Frozen):
     """Before the first observation of an episode. No reply."""
 
     type: Literal["episode_start"] = "episode_start"
-    protocol: str = Field(PROTOCOL_VERSION, description="The protocol version; an agent may refuse one it does not know.")
+    protocol: str = Field(
+        PROTOCOL_VERSION, description="The protocol version; an agent may refuse one it does not know."
+    )
     episode_id: str
     corpus: str
     split: str
     budget: int = Field(description="How many turns the episode allows.")
-    tools: list[ToolSpec] = Field(description="The telemetry tools the agent may call (call_tool with name and arguments).")
-    actions: list[str] = Field(description="The kinds of action the agent may return (ask_user, call_tool, answer, plan).")
+    tools: list[ToolSpec] = Field(
+        description="The telemetry tools the agent may call (call_tool with name and arguments)."
+    )
+    actions: list[str] = Field(
+        description="The kinds of action the agent may return (ask_user, call_tool, answer, plan)."
+    )
 
 
 class ObservationMessage(AgentObservation):
@@ -60,4 +66,3 @@ class EpisodeFinish(Frozen):
 
 
 AgentInput = Annotated[EpisodeStart | ObservationMessage | EpisodeFinish, Field(discriminator="type")]
-

@@ -19,7 +19,9 @@ class ViewMessage(Frozen):
     """One message of the conversation as the agent sees it."""
 
     role: Literal["user", "agent", "tool"]
-    text: str | None = Field(None, description="user: the words said (a question's words end with its answer form's sentence).")
+    text: str | None = Field(
+        None, description="user: the words said (a question's words end with its answer form's sentence)."
+    )
     answer_form: AnswerForm | None = Field(None, description="user: the form of the question this message opens.")
     action: dict[str, Any] | None = Field(None, description="agent: its own action as played.")
     call_id: str | None = Field(None, description="tool: the id a later argument may reference as $<call_id>.field.")
@@ -33,4 +35,6 @@ class AgentObservation(Frozen):
     turn: int = Field(description="0-based turn number.")
     budget: int = Field(description="How many turns the episode allows.")
     messages: list[ViewMessage] = Field(description="The whole conversation so far, oldest first.")
-    answer_form: AnswerForm | None = Field(description="The form of the question now open (None once all are answered).")
+    answer_form: AnswerForm | None = Field(
+        description="The form of the question now open (None once all are answered)."
+    )

@@ -32,7 +32,9 @@ class Unit(Frozen):
     """A unit as the metadata names it (a QUDT code), for pint and for people."""
 
     pint: str = Field(description="The unit's pint expression, e.g. 'degree_Celsius', 'kilowatt', 'liter / second'.")
-    symbols: list[str] = Field(default=[], description="Spellings an answer may use; the first is shown (else the code).")
+    symbols: list[str] = Field(
+        default=[], description="Spellings an answer may use; the first is shown (else the code)."
+    )
 
 
 class FieldSpec(Frozen):
@@ -59,7 +61,9 @@ class AnswersConfig(Frozen):
     default_tolerance: Tolerance
     units: dict[str, Unit] = Field(description="Unit code (QUDT, as in the metadata) -> pint unit and symbols.")
     fields: dict[str, FieldSpec]
-    codes: dict[str, dict[str, str]] = Field(description="Code table -> code -> its one-line meaning (every code possible).")
+    codes: dict[str, dict[str, str]] = Field(
+        description="Code table -> code -> its one-line meaning (every code possible)."
+    )
 
     @model_validator(mode="after")
     def _tables_exist(self) -> AnswersConfig:
@@ -77,9 +81,13 @@ class FormField(Frozen):
     name: str
     type: FieldType
     description: str = Field(description="Its meaning and how it is graded, in plain words.")
-    unit: str | None = Field(None, description="Numbers: the unit code the value is expected in (None: a plain number).")
+    unit: str | None = Field(
+        None, description="Numbers: the unit code the value is expected in (None: a plain number)."
+    )
     unit_symbols: list[str] = Field(default=[], description="Spellings of that unit an answer may use beside the code.")
-    pint_unit: str | None = Field(None, description="The unit for pint; answers in another unit of its dimension are converted.")
+    pint_unit: str | None = Field(
+        None, description="The unit for pint; answers in another unit of its dimension are converted."
+    )
     tolerance: Tolerance | None = None
     codes: dict[str, str] = Field(default={}, description="Code fields: every possible code -> its meaning.")
 
@@ -88,8 +96,12 @@ class FormField(Frozen):
         return (self.unit_symbols[0] if self.unit_symbols else self.unit) if self.unit else None
 
 
-TYPE_WORDS = {"number": "a number", "timestamp": "an ISO 8601 timestamp with Z or an offset",
-              "stream_id": "a stream id", "stream_ids": "a list of stream ids"}
+TYPE_WORDS = {
+    "number": "a number",
+    "timestamp": "an ISO 8601 timestamp with Z or an offset",
+    "stream_id": "a stream id",
+    "stream_ids": "a list of stream ids",
+}
 
 
 class AnswerForm(Frozen):
@@ -110,7 +122,10 @@ class AnswerForm(Frozen):
         for f in self.fields:
             if f.type == "number":
                 unit = f" Unit: {f.unit_label} ({f.unit})." if f.unit else ""
-                prop = {"type": ["number", "string"], "description": f"{f.description}{unit} A number, or a string with a unit."}
+                prop = {
+                    "type": ["number", "string"],
+                    "description": f"{f.description}{unit} A number, or a string with a unit.",
+                }
             elif f.type == "timestamp":
                 prop = {"type": "string", "format": "date-time", "description": f.description}
             elif f.type == "stream_ids":

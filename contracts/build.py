@@ -10,11 +10,21 @@ from contracts.base import Frozen
 class ThresholdQuantiles(Frozen):
     """Which corpus quantiles become the quality thresholds (recorded in the store)."""
 
-    coverage_abstain: float = Field(0.10, ge=0, le=1, description="Weekly coverage below this quantile: abstain (low_coverage).")
-    coverage_answer: float = Field(0.75, ge=0, le=1, description="Weekly coverage at or above this quantile may answer.")
-    gap_ratio_answer: float = Field(0.50, ge=0, le=1, description="Weekly gap ratio at or below this quantile may answer.")
-    gap_ratio_abstain_window: float = Field(0.85, ge=0, le=1, description="Weekly gap ratio above this quantile: abstain (long_gap).")
-    gap_ratio_abstain_stream: float = Field(0.95, ge=0, le=1, description="Whole-stream gap ratio above this quantile: long_gap.")
+    coverage_abstain: float = Field(
+        0.10, ge=0, le=1, description="Weekly coverage below this quantile: abstain (low_coverage)."
+    )
+    coverage_answer: float = Field(
+        0.75, ge=0, le=1, description="Weekly coverage at or above this quantile may answer."
+    )
+    gap_ratio_answer: float = Field(
+        0.50, ge=0, le=1, description="Weekly gap ratio at or below this quantile may answer."
+    )
+    gap_ratio_abstain_window: float = Field(
+        0.85, ge=0, le=1, description="Weekly gap ratio above this quantile: abstain (long_gap)."
+    )
+    gap_ratio_abstain_stream: float = Field(
+        0.95, ge=0, le=1, description="Whole-stream gap ratio above this quantile: long_gap."
+    )
 
 
 class Bound(Frozen):

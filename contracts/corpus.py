@@ -33,7 +33,8 @@ class TimeSpec(Frozen):
     def _known_format(cls, value: str) -> str:
         if value not in TIME_FORMATS_NAMED and "%" not in value:
             raise ValueError(
-                f"unknown time format {value!r}: use one of {', '.join(TIME_FORMATS_NAMED)} or a strftime pattern with % codes"
+                f"unknown time format {value!r}: use one of {', '.join(TIME_FORMATS_NAMED)} or a strftime pattern with "
+                f"% codes"
             )
         return value
 
@@ -70,8 +71,10 @@ class BrickMetadata(Frozen):
     kind: Literal["brick"] = Field(description="Brick/RDF Turtle graphs give sites, equipment and points.")
     files: str = Field(description="Glob of Turtle files, relative to the folder `location` names.")
     location: Literal["raw", "config"] = Field(
-        "raw", description="Where `files` is: 'raw' (relative to the corpus folder: upstream metadata) or 'config' "
-                           "(relative to configs/corpora/<name>/: metadata you wrote; its hash joins the corpus identity).")
+        "raw",
+        description="Where `files` is: 'raw' (relative to the corpus folder: upstream metadata) or 'config' "
+        "(relative to configs/corpora/<name>/: metadata you wrote; its hash joins the corpus identity).",
+    )
     site_classes: list[str] = Field(
         default=["https://w3id.org/rec#Building", "https://brickschema.org/schema/Brick#Building"],
         description="Full IRIs of the classes whose instances are sites.",
@@ -81,7 +84,9 @@ class BrickMetadata(Frozen):
         "reject", description="A value column no point refers to: an error, or every cell rejected (unmapped_column)."
     )
     stream_id_predicate: str | None = Field(
-        None, description="IRI of a literal that links a point to its stream key (BTS: senaps#stream_id), instead of ref:storedAt."
+        None,
+        description="IRI of a literal that links a point to its stream key (BTS: senaps#stream_id), instead of "
+        "ref:storedAt.",
     )
 
 
@@ -91,27 +96,40 @@ class TableMetadata(Frozen):
     kind: Literal["table"] = Field(description="A CSV table gives the points, one row per stream key.")
     file: str = Field(description="CSV path relative to the folder `location` names.")
     location: Literal["raw", "config"] = Field(
-        "raw", description="Where `file` is: 'raw' (relative to the corpus folder: upstream metadata) or 'config' "
-                           "(relative to configs/corpora/<name>/: metadata you wrote; its hash joins the corpus identity).")
+        "raw",
+        description="Where `file` is: 'raw' (relative to the corpus folder: upstream metadata) or 'config' "
+        "(relative to configs/corpora/<name>/: metadata you wrote; its hash joins the corpus identity).",
+    )
     key_column: str = Field(description="Column holding the stream key (wide column name or long stream value).")
-    point_class_column: str = Field(description="Column holding each stream's Brick point class (TODO is refused: fill it in).")
+    point_class_column: str = Field(
+        description="Column holding each stream's Brick point class (TODO is refused: fill it in)."
+    )
     label_column: str = Field(description="Column holding each stream's human label.")
-    unit_column: str | None = Field(None, description="Column holding the QUDT unit local name, e.g. DEG_C (empty: none).")
-    equipment_column: str | None = Field(None, description="Column holding the equipment key within the site (empty: none).")
+    unit_column: str | None = Field(
+        None, description="Column holding the QUDT unit local name, e.g. DEG_C (empty: none)."
+    )
+    equipment_column: str | None = Field(
+        None, description="Column holding the equipment key within the site (empty: none)."
+    )
     equipment_type_column: str | None = Field(None, description="Column holding the equipment's Brick class.")
     location_column: str | None = Field(None, description="Column holding the location key within the site.")
     unmapped_columns: Literal["error", "reject"] = Field(
-        "error", description="A value column or stream key the table does not list: an error, or its cells rejected.")
+        "error", description="A value column or stream key the table does not list: an error, or its cells rejected."
+    )
 
 
 class InlineMetadata(Frozen):
     """Stream metadata declared in the mapping itself, keyed by source column or stream key."""
 
-    kind: Literal["inline"] = Field(description="The mapping declares the points itself, under [metadata.points.<key>].")
+    kind: Literal["inline"] = Field(
+        description="The mapping declares the points itself, under [metadata.points.<key>]."
+    )
     site_label: str = Field("{site}", description="Template for a site's label; {site} is the site key.")
     points: dict[str, PointSpec] = Field(description="Source key -> point.")
     unmapped_columns: Literal["error", "reject"] = Field(
-        "error", description="A value column or stream key no point names: an error, or its cells rejected (unmapped_column).")
+        "error",
+        description="A value column or stream key no point names: an error, or its cells rejected (unmapped_column).",
+    )
 
 
 Metadata = Annotated[BrickMetadata | TableMetadata | InlineMetadata, Field(discriminator="kind")]
@@ -120,23 +138,38 @@ Metadata = Annotated[BrickMetadata | TableMetadata | InlineMetadata, Field(discr
 class _CsvFiles(Frozen):
     files: str = Field(description="Glob of value files relative to the corpus folder.")
     file_pattern: str = Field(description="Regex matched against the file name; named groups feed the templates.")
-    delimiter: str = Field(",", min_length=1, max_length=1, description="The field separator: one character (use \"\\t\" for tabs).")
+    delimiter: str = Field(
+        ",", min_length=1, max_length=1, description='The field separator: one character (use "\\t" for tabs).'
+    )
     encoding: str = Field("utf-8", description="Text encoding of the files.")
-    header: bool = Field(True, description="The first record names the columns. With false, every record is data and "
-                                           "`columns` names them in order (the first record is row 1).")
-    columns: list[str] | None = Field(None, min_length=1, description="Names of the file's columns in order, used instead of "
-                                      "the header (required when header = false; with a header, it renames the header's columns).")
-    decimal: Literal[".", ","] = Field(".", description="The decimal mark of values: \",\" for files such as 12,5 (then "
-                                                       "the delimiter must not be a comma).")
+    header: bool = Field(
+        True,
+        description="The first record names the columns. With false, every record is data and "
+        "`columns` names them in order (the first record is row 1).",
+    )
+    columns: list[str] | None = Field(
+        None,
+        min_length=1,
+        description="Names of the file's columns in order, used instead of "
+        "the header (required when header = false; with a header, it renames the header's columns).",
+    )
+    decimal: Literal[".", ","] = Field(
+        ".",
+        description='The decimal mark of values: "," for files such as 12,5 (then the delimiter must not be a comma).',
+    )
 
     @model_validator(mode="after")
     def _columns_and_decimal(self) -> _CsvFiles:
         if not self.header and not self.columns:
             raise ValueError("header = false needs columns = [...]: the names of the file's columns in order")
         if self.columns and len(set(self.columns)) != len(self.columns):
-            raise ValueError(f"columns: duplicate names {sorted({c for c in self.columns if self.columns.count(c) > 1})}")
+            raise ValueError(
+                f"columns: duplicate names {sorted({c for c in self.columns if self.columns.count(c) > 1})}"
+            )
         if self.decimal == "," and self.delimiter == ",":
-            raise ValueError('decimal = "," needs another delimiter (the files of decimal-comma locales use ";" or tabs)')
+            raise ValueError(
+                'decimal = "," needs another delimiter (the files of decimal-comma locales use ";" or tabs)'
+            )
         return self
 
     @field_validator("file_pattern")
@@ -188,13 +221,23 @@ class FilePerStream(_CsvFiles):
 class BtsPickle(Frozen):
     """BTS raw format: zip archives (or folders) of pickles [StreamID, timestamps, values], one member per stream."""
 
-    kind: Literal["bts_pickle"] = Field(description="BTS archives or folders of pickles [StreamID, timestamps, values].")
-    files: str = Field(description="Glob of archives (.zip) or folders relative to the corpus folder, e.g. 'Site_*aa.zip'.")
-    member_pattern: str = Field(r"(?:.*/)?(?P<key>[^/]+)\.pickle", description="Regex on member paths; group 'key' is the stream key.")
+    kind: Literal["bts_pickle"] = Field(
+        description="BTS archives or folders of pickles [StreamID, timestamps, values]."
+    )
+    files: str = Field(
+        description="Glob of archives (.zip) or folders relative to the corpus folder, e.g. 'Site_*aa.zip'."
+    )
+    member_pattern: str = Field(
+        r"(?:.*/)?(?P<key>[^/]+)\.pickle", description="Regex on member paths; group 'key' is the stream key."
+    )
     site: str | None = Field(None, description="Site template; absent with Brick metadata (the graph's site).")
     stream_id: str = Field("{key}", description="Template of a stream id from {site} and {key}.")
     max_member_bytes: int = Field(512 * 1024 * 1024, gt=0, description="Members larger than this are rejected unread.")
-    metadata_csv: str | None = Field("Site_*_metadata.csv", description="Glob of the per-stream statistics CSV (StreamID, Brick, count...), cross-checked against the pickles.")
+    metadata_csv: str | None = Field(
+        "Site_*_metadata.csv",
+        description="Glob of the per-stream statistics CSV (StreamID, Brick, count...), cross-checked against the "
+        "pickles.",
+    )
 
 
 Values = Annotated[WideCsv | LongCsv | FilePerStream | BtsPickle, Field(discriminator="kind")]
@@ -232,33 +275,51 @@ class CorpusMapping(Frozen):
     name: str = Field(pattern=r"^[a-z0-9][a-z0-9_-]*$", description="Corpus name; also its artifacts folder.")
     title: str = Field(description="One-line description shown in reports.")
     raw_dir: str | None = Field(None, description="Raw folder relative to the project root (default data/raw/<name>).")
-    metadata: Metadata = Field(description="[metadata]: where sites, equipment and points come from (kind brick, table or inline).")
-    values: Values = Field(description="[values]: how the value files are laid out (kind wide_csv, long_csv, file_per_stream "
-                                       "or bts_pickle).")
+    metadata: Metadata = Field(
+        description="[metadata]: where sites, equipment and points come from (kind brick, table or inline)."
+    )
+    values: Values = Field(
+        description="[values]: how the value files are laid out (kind wide_csv, long_csv, file_per_stream "
+        "or bts_pickle)."
+    )
     time: TimeSpec = Field(description="[time]: the time column and how it becomes UTC.")
     cleaning: Cleaning = Field(Cleaning(), description="[cleaning]: declared rules for invalid values.")
     held_out_sites: list[str] = Field(default=[], description="Site ids whose tasks go to the test split only.")
-    raw_env: str | None = Field(None, description="Environment variable that may name the raw folder (data too large to ship).")
+    raw_env: str | None = Field(
+        None, description="Environment variable that may name the raw folder (data too large to ship)."
+    )
     license: str = Field("see SOURCE.md", description="License of the raw data, as the dataset card states it.")
     citation: str = Field("", description="How to credit the raw data (dataset card, Croissant citeAs).")
-    license_id: str = Field("", pattern=r"^$|^[A-Za-z0-9][A-Za-z0-9.+-]*$",
-                            description="SPDX identifier of the raw data's license, e.g. CC-BY-4.0 (the card's license_name).")
-    license_url: str = Field("", pattern=r"^$|^https?://\S+$",
-                             description="Where the license text is, as an http(s) URL (the card's license_link, Croissant's license).")
+    license_id: str = Field(
+        "",
+        pattern=r"^$|^[A-Za-z0-9][A-Za-z0-9.+-]*$",
+        description="SPDX identifier of the raw data's license, e.g. CC-BY-4.0 (the card's license_name).",
+    )
+    license_url: str = Field(
+        "",
+        pattern=r"^$|^https?://\S+$",
+        description="Where the license text is, as an http(s) URL (the card's license_link, Croissant's license).",
+    )
 
     @model_validator(mode="after")
     def _site_source(self) -> CorpusMapping:
         from_graph = isinstance(self.metadata, BrickMetadata)
         if isinstance(self.values, WideCsv):
             if from_graph and self.values.site is not None:
-                raise ValueError("values.site must be absent with brick metadata: the graph's storedAt links give sites")
+                raise ValueError(
+                    "values.site must be absent with brick metadata: the graph's storedAt links give sites"
+                )
             if not from_graph and self.values.site is None:
                 raise ValueError("values.site is required: a template of the site key from file_pattern groups")
         elif isinstance(self.values, BtsPickle):
             if from_graph and not self.metadata.stream_id_predicate:
-                raise ValueError("bts_pickle with brick metadata needs metadata.stream_id_predicate (the stream key literal)")
+                raise ValueError(
+                    "bts_pickle with brick metadata needs metadata.stream_id_predicate (the stream key literal)"
+                )
         elif from_graph:
-            raise ValueError("brick metadata works with the wide_csv or bts_pickle layouts; use table or inline metadata otherwise")
+            raise ValueError(
+                "brick metadata works with the wide_csv or bts_pickle layouts; use table or inline metadata otherwise"
+            )
         if self.cleaning.dropout_rows and not isinstance(self.values, WideCsv):
             raise ValueError("cleaning.dropout_rows applies to wide_csv rows only; remove it for this layout")
         return self

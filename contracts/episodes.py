@@ -11,17 +11,40 @@ from contracts.base import Frozen
 from contracts.tasks import Call, Split
 
 OBLIGATIONS = (
-    "clarify_site", "clarify_time", "answer", "revise_window", "revise_target", "probe_nearest",
-    "decide_quality", "prefer", "commit", "rationale", "evidence",
+    "clarify_site",
+    "clarify_time",
+    "answer",
+    "revise_window",
+    "revise_target",
+    "probe_nearest",
+    "decide_quality",
+    "prefer",
+    "commit",
+    "rationale",
+    "evidence",
 )
 Obligation = Literal[
-    "clarify_site", "clarify_time", "answer", "revise_window", "revise_target", "probe_nearest",
-    "decide_quality", "prefer", "commit", "rationale", "evidence",
+    "clarify_site",
+    "clarify_time",
+    "answer",
+    "revise_window",
+    "revise_target",
+    "probe_nearest",
+    "decide_quality",
+    "prefer",
+    "commit",
+    "rationale",
+    "evidence",
 ]
 Outcome = Literal["answer", "abstain", "re_clarify"]
 Reason = Literal[
-    "healthy_quality", "low_coverage", "long_gap", "marginal_quality", "exact_timestamp",
-    "nearest_but_acceptable", "timestamp_too_imprecise",
+    "healthy_quality",
+    "low_coverage",
+    "long_gap",
+    "marginal_quality",
+    "exact_timestamp",
+    "nearest_but_acceptable",
+    "timestamp_too_imprecise",
 ]
 
 
@@ -74,8 +97,15 @@ class CommitmentPhase(_Phase):
 
 
 Phase = Annotated[
-    LookupPhase | AggregatePhase | ComparePhase | RankPhase | TimestampValuePhase | NearestTimestampPhase
-    | QualityDecisionPhase | PreferencePhase | CommitmentPhase,
+    LookupPhase
+    | AggregatePhase
+    | ComparePhase
+    | RankPhase
+    | TimestampValuePhase
+    | NearestTimestampPhase
+    | QualityDecisionPhase
+    | PreferencePhase
+    | CommitmentPhase,
     Field(discriminator="type"),
 ]
 
@@ -106,13 +136,19 @@ class Episode(Frozen):
     family: str = Field(description="The static task family (configs/families.toml).")
     task_id: str = Field(description="The static task the episode was lifted from.")
     site_ids: list[str] = Field(description="The sites the episode touches.")
-    interaction_mode: str = Field(description="The ordered obligations joined by '+', e.g. clarify_site+answer+revise_window+commit+evidence.")
+    interaction_mode: str = Field(
+        description="The ordered obligations joined by '+', e.g. clarify_site+answer+revise_window+commit+evidence."
+    )
     obligations: list[Obligation] = Field(description="The obligations in order, as a list.")
     initial_message: str = Field(description="Phase 0's prompt: the first user turn, withheld slot left out.")
     hidden_instruction: str = Field(description="The full request, never shown to the agent.")
-    withheld: list[WithheldSlot] = Field(description="Slots left out of the initial message, with the simulator's fixed replies.")
-    phases: list[Phase] = Field(description="1 + revisions; the last is the commitment. Each: prompt, gold, answer form "
-                                            "(fields, units, codes, tolerances) and the tool calls that reach the gold.")
+    withheld: list[WithheldSlot] = Field(
+        description="Slots left out of the initial message, with the simulator's fixed replies."
+    )
+    phases: list[Phase] = Field(
+        description="1 + revisions; the last is the commitment. Each: prompt, gold, answer form "
+        "(fields, units, codes, tolerances) and the tool calls that reach the gold."
+    )
     follow_ups: list[FollowUp] = Field(description="Rationale and evidence questions after the last phase, with golds.")
     stop_reply: str = Field(description="The simulator's last turn, after the last follow-up.")
     nudge_reply: str = Field(description="The simulator's reply to a question that does not ask for the withheld slot.")
@@ -120,9 +156,13 @@ class Episode(Frozen):
     commitment_outcome: Outcome = Field(description="The gold commitment: answer, abstain or re_clarify.")
     evidence_stream_ids: list[str] = Field(description="The streams the answers must cite.")
     turn_budget: int = Field(description="The most agent turns the episode allows.")
-    difficulty: dict[str, int] = Field(description="Difficulty proxies: counts of phases, tool calls, graph hops, "
-                                                   "aggregations, temporal normalizations and ambiguity candidates.")
-    provenance_ref: str = Field(description="Key of this episode's provenance in provenance.jsonl beside the split files.")
+    difficulty: dict[str, int] = Field(
+        description="Difficulty proxies: counts of phases, tool calls, graph hops, "
+        "aggregations, temporal normalizations and ambiguity candidates."
+    )
+    provenance_ref: str = Field(
+        description="Key of this episode's provenance in provenance.jsonl beside the split files."
+    )
 
 
 class SlotConfig(Frozen):
@@ -167,16 +207,31 @@ class EpisodesConfig(Frozen):
     """The whole of configs/episodes.toml."""
 
     acceptable_offset_seconds: float = Field(gt=0)
-    commit_within_days: int = Field(14, ge=0, description="The commitment's week (or reading) lies within this many days of what was discussed.")
+    commit_within_days: int = Field(
+        14, ge=0, description="The commitment's week (or reading) lies within this many days of what was discussed."
+    )
     outcome_shares: dict[Outcome, float]
-    min_outcome_share: float = Field(0.15, ge=0, lt=0.34, description="Every commitment outcome is at least this share of a "
-                                     "corpus's episodes: over-quota rows fill places only while it holds, and the audit checks it.")
-    commit_week_cap: int = Field(2, ge=1, description="At most this many released commitments of one corpus share a calendar week "
-                                 "(Monday to Sunday, UTC) and an outcome, so that no row's outcome can be remembered from other rows "
-                                 "about the same week (design/VALIDITY.md section 3).")
+    min_outcome_share: float = Field(
+        0.15,
+        ge=0,
+        lt=0.34,
+        description="Every commitment outcome is at least this share of a "
+        "corpus's episodes: over-quota rows fill places only while it holds, and the audit checks it.",
+    )
+    commit_week_cap: int = Field(
+        2,
+        ge=1,
+        description="At most this many released commitments of one corpus share a calendar week "
+        "(Monday to Sunday, UTC) and an outcome, so that no row's outcome can be remembered from other rows "
+        "about the same week (design/VALIDITY.md section 3).",
+    )
     commit_options: str
-    commit_window_prompts: list[str] = Field(min_length=4, description="Commitment on a week: {phrase}, {week_start}, ending with {options}.")
-    commit_timestamp_prompts: list[str] = Field(min_length=4, description="Commitment on a reading: {phrase}, {probe_iso}, ending with {options}.")
+    commit_window_prompts: list[str] = Field(
+        min_length=4, description="Commitment on a week: {phrase}, {week_start}, ending with {options}."
+    )
+    commit_timestamp_prompts: list[str] = Field(
+        min_length=4, description="Commitment on a reading: {phrase}, {probe_iso}, ending with {options}."
+    )
     stop_reply: str
     nudge: str
     after_release: str
@@ -191,8 +246,12 @@ PolicyKind = Literal["shortcut", "canned_clarification", "surface_guess", "week_
 # it wins that claim what it lacks are excluded); a guesser is no better than the majority share + margin over the
 # released commitments; grid rules win at most a share of the released rows that need a nearest lookup.
 GATES: dict[str, Literal["exclude", "accuracy", "share"]] = {
-    "shortcut": "exclude", "canned_clarification": "exclude", "surface_guess": "accuracy", "week_memory": "accuracy",
-    "grid_rules": "share"}
+    "shortcut": "exclude",
+    "canned_clarification": "exclude",
+    "surface_guess": "accuracy",
+    "week_memory": "accuracy",
+    "grid_rules": "share",
+}
 
 
 class Policy(Frozen):
@@ -200,10 +259,13 @@ class Policy(Frozen):
 
     name: str
     lacks: str
-    kind: PolicyKind = Field("shortcut", description="shortcut: the template solver without `lacks`; canned_clarification: "
-                             "asks one question naming every slot kind; surface_guess / week_memory: commit by the majority "
-                             "outcome of rows with the same surface / week in the other splits, without looking quality up; "
-                             "grid_rules: nearest readings by exact lookups on the rounded grid.")
+    kind: PolicyKind = Field(
+        "shortcut",
+        description="shortcut: the template solver without `lacks`; canned_clarification: "
+        "asks one question naming every slot kind; surface_guess / week_memory: commit by the majority "
+        "outcome of rows with the same surface / week in the other splits, without looking quality up; "
+        "grid_rules: nearest readings by exact lookups on the rounded grid.",
+    )
     description: str
 
     @property
@@ -212,7 +274,8 @@ class Policy(Frozen):
 
 
 class ArtifactProbe(Frozen):
-    """The text-only probe (design/VALIDITY.md §3): how well the commitment outcome is predicted from what the agent sees."""
+    """The text-only probe (design/VALIDITY.md §3): how well the commitment outcome is predicted from what the agent
+    sees."""
 
     folds: int = Field(5, ge=2, description="Cross-validation folds, grouped by task.")
     tree_depth: int = Field(6, ge=1, description="Depth of the shallow decision tree.")
@@ -221,19 +284,35 @@ class ArtifactProbe(Frozen):
 class Guessers(Frozen):
     """How the guessers remember: both learn from the rows of the other splits (leave one split out)."""
 
-    reach_weeks: int = Field(4, ge=0, description="week_memory: a week not remembered takes the nearest remembered week "
-                             "this close, else the majority outcome.")
-    min_support: int = Field(3, ge=1, description="surface_guess: a surface seen fewer times backs off to a coarser one.")
+    reach_weeks: int = Field(
+        4,
+        ge=0,
+        description="week_memory: a week not remembered takes the nearest remembered week "
+        "this close, else the majority outcome.",
+    )
+    min_support: int = Field(
+        3, ge=1, description="surface_guess: a surface seen fewer times backs off to a coarser one."
+    )
 
 
 class Gates(Frozen):
     """The statistical release gates (design/VALIDITY.md sections 3-4)."""
 
-    margin: float = Field(0.05, ge=0, description="The probe and the guessers pass at accuracy <= the majority share + margin.")
-    min_rows: int = Field(60, ge=1, description="Below this many released commitments the probe and the guessers report "
-                          "insufficient_rows instead of passing or failing.")
-    grid_rule_max_share: float = Field(0.40, ge=0, le=1, description="Grid rules win at most this share of the released rows "
-                                       "that need a nearest lookup.")
+    margin: float = Field(
+        0.05, ge=0, description="The probe and the guessers pass at accuracy <= the majority share + margin."
+    )
+    min_rows: int = Field(
+        60,
+        ge=1,
+        description="Below this many released commitments the probe and the guessers report "
+        "insufficient_rows instead of passing or failing.",
+    )
+    grid_rule_max_share: float = Field(
+        0.40,
+        ge=0,
+        le=1,
+        description="Grid rules win at most this share of the released rows that need a nearest lookup.",
+    )
 
 
 class AuditConfig(Frozen):
@@ -243,6 +322,10 @@ class AuditConfig(Frozen):
     gates: Gates = Gates()
     guessers: Guessers = Guessers()
     capabilities: dict[str, list[str]] = Field(description="Capability -> obligations requiring it.")
-    outcome_capabilities: dict[str, list[Outcome]] = Field(description="Capability -> commitment outcomes requiring it.")
-    phase_capabilities: dict[str, list[str]] = Field(description="Capability -> phase types or commitment reasons requiring it.")
+    outcome_capabilities: dict[str, list[Outcome]] = Field(
+        description="Capability -> commitment outcomes requiring it."
+    )
+    phase_capabilities: dict[str, list[str]] = Field(
+        description="Capability -> phase types or commitment reasons requiring it."
+    )
     policies: list[Policy] = Field(min_length=1)

@@ -39,11 +39,19 @@ class IngestReport(Frozen):
     missing_columns: list[MissingColumn] = Field(description="Metadata points whose column no file has.")
     unmapped_columns: list[str] = Field(description="'file:column' value columns no metadata maps (cells rejected).")
     raw_sha256: dict[str, str] = Field(description="Every raw file (relative path) -> sha256.")
-    metadata_sha256: dict[str, str] = Field(default={}, description="Metadata kept beside the mapping (path relative to "
-                                            "configs/corpora/<name>/) -> sha256; empty when the metadata is upstream.")
+    metadata_sha256: dict[str, str] = Field(
+        default={},
+        description="Metadata kept beside the mapping (path relative to "
+        "configs/corpora/<name>/) -> sha256; empty when the metadata is upstream.",
+    )
     notes: list[str] = Field(description="Choices made among multiple metadata edges, and similar remarks.")
-    rejected_members: list[dict[str, str]] = Field(default=[], description="Archive members refused unread or unreadable: source, member, reason, detail.")
+    rejected_members: list[dict[str, str]] = Field(
+        default=[], description="Archive members refused unread or unreadable: source, member, reason, detail."
+    )
     synthetic: bool = Field(False, description="The raw folder holds SYNTHETIC.md: generated data, not real telemetry.")
-    duplicate_streams: list[list[str]] = Field(default=[], description="Groups of streams with identical content (the same "
-                                               "timestamps and values, by digest): copies of one sensor. No task uses one as "
-                                               "another's distractor.")
+    duplicate_streams: list[list[str]] = Field(
+        default=[],
+        description="Groups of streams with identical content (the same "
+        "timestamps and values, by digest): copies of one sensor. No task uses one as "
+        "another's distractor.",
+    )

@@ -10,9 +10,21 @@ from contracts.answers import Rejection
 from contracts.base import Frozen
 
 ProtocolIssue = Literal[
-    "premature_tool", "unnecessary_clarification", "redundant_clarification", "off_target_clarification", "missing_clarification",
-    "missing_phase_answer", "missing_rationale", "missing_evidence", "empty_turn", "parse_error", "tool_error",
-    "not_terminated", "parallel_calls", "agent_error", "infra_error",
+    "premature_tool",
+    "unnecessary_clarification",
+    "redundant_clarification",
+    "off_target_clarification",
+    "missing_clarification",
+    "missing_phase_answer",
+    "missing_rationale",
+    "missing_evidence",
+    "empty_turn",
+    "parse_error",
+    "tool_error",
+    "not_terminated",
+    "parallel_calls",
+    "agent_error",
+    "infra_error",
 ]
 
 
@@ -38,7 +50,9 @@ class TurnRecord(Frozen):
     run: int
     player: str | None = Field(None, description="Which shortcut policy played (controller runs only).")
     turn: int
-    action: dict[str, Any] | None = Field(description="The action as played (None when the agent's output did not parse).")
+    action: dict[str, Any] | None = Field(
+        description="The action as played (None when the agent's output did not parse)."
+    )
     raw: Any = Field(None, description="The agent's raw output when it did not parse or held several actions.")
     call_id: str | None = None
     tool_result: dict[str, Any] | None = None
@@ -56,8 +70,11 @@ class EpisodeEnd(Frozen):
     player: str | None = None
     turns: int
     stopped: bool
-    infra_error: str | None = Field(None, description="Set when what the agent stands on failed (a model endpoint after "
-                                    "retries): the episode run is left out of the scores and counted apart; `run --resume` plays it again.")
+    infra_error: str | None = Field(
+        None,
+        description="Set when what the agent stands on failed (a model endpoint after "
+        "retries): the episode run is left out of the scores and counted apart; `run --resume` plays it again.",
+    )
 
 
 class EpisodeScore(Frozen):

@@ -19,7 +19,9 @@ class CallTemplate(Frozen):
     id: str = Field(pattern=r"^[a-z][a-z0-9_]*$", description="Call id that later references use ($id.field).")
     tool: str = Field(description="Registry tool name.")
     arguments: dict[str, Any] = Field(description="Argument templates.")
-    for_each: str | None = Field(None, description="List slot to expand over: one call per item, ids id1, id2, ...; '{item.x}' reads the item.")
+    for_each: str | None = Field(
+        None, description="List slot to expand over: one call per item, ids id1, id2, ...; '{item.x}' reads the item."
+    )
 
 
 class GoldField(Frozen):
@@ -68,9 +70,15 @@ class SplitRule(Frozen):
     commitment); held-out sites only ever appear in test. A corpus with fewer than 2 sites splits by time alone."""
 
     order: list[Split] = Field(min_length=3, max_length=3, description="The splits' blocks in time order.")
-    shares: dict[Split, float] = Field(description="Each split's share of the corpus's stream-weeks (buffers excluded).")
-    buffer_days: int = Field(gt=0, description="Days between consecutive blocks: at least the longest window + 2 x reach_days.")
-    reach_days: int = Field(ge=0, description="How far a conversation reaches beyond its windows (commitments: 14 days, a week long).")
+    shares: dict[Split, float] = Field(
+        description="Each split's share of the corpus's stream-weeks (buffers excluded)."
+    )
+    buffer_days: int = Field(
+        gt=0, description="Days between consecutive blocks: at least the longest window + 2 x reach_days."
+    )
+    reach_days: int = Field(
+        ge=0, description="How far a conversation reaches beyond its windows (commitments: 14 days, a week long)."
+    )
 
     @model_validator(mode="after")
     def _consistent(self) -> SplitRule:
@@ -79,7 +87,9 @@ class SplitRule(Frozen):
         if abs(sum(self.shares.values()) - 1) > 1e-9 or min(self.shares.values()) <= 0:
             raise ValueError("shares must be positive and sum to 1")
         if self.buffer_days < max(PERIOD_DAYS.values()) + 2 * self.reach_days:
-            raise ValueError(f"buffer_days must be at least the longest window ({max(PERIOD_DAYS.values())} days) + 2 x reach_days")
+            raise ValueError(
+                f"buffer_days must be at least the longest window ({max(PERIOD_DAYS.values())} days) + 2 x reach_days"
+            )
         return self
 
 
@@ -87,38 +97,73 @@ class Family(Frozen):
     """One static task family, declared as data."""
 
     description: str
-    category: Category = Field(description="The ground-truth category its trajectories carry (the seed's export format): "
-                                           "Knowledge Query (metadata), Data Query (one stream's values), Inference Query "
-                                           "(comparing streams) or Decision Support (a quality decision). Declared by every family.")
-    target_shape: TargetShape = Field("single", description="How the streams a question names become the call slots: single "
-                                      "(site_id, equipment), pair (left_/right_site_id, left_/right_equipment) or members "
-                                      "(a list of {stream_id, site_id, equipment}); the shortcut policies rebuild the calls so.")
-    commit_stream: str | None = Field(None, description="The gold field naming the stream the commitment asks about (e.g. "
-                                      "the top of a ranking); none: the task's first evidence stream.")
-    period: Period = Field(description="The window the family asks about (a revision moves it by one): day, week, month, "
-                                       "relative (24 hours up to an instant), instant (a reading) or none.")
-    time_columns: list[str] = Field(default=[], description="Candidate columns (epoch us) spanning the row's windows or instants; "
-                                                            "empty: the row has no time (it goes to a split by its sites).")
+    category: Category = Field(
+        description="The ground-truth category its trajectories carry (the seed's export format): "
+        "Knowledge Query (metadata), Data Query (one stream's values), Inference Query "
+        "(comparing streams) or Decision Support (a quality decision). Declared by every family."
+    )
+    target_shape: TargetShape = Field(
+        "single",
+        description="How the streams a question names become the call slots: single "
+        "(site_id, equipment), pair (left_/right_site_id, left_/right_equipment) or members "
+        "(a list of {stream_id, site_id, equipment}); the shortcut policies rebuild the calls so.",
+    )
+    commit_stream: str | None = Field(
+        None,
+        description="The gold field naming the stream the commitment asks about (e.g. "
+        "the top of a ranking); none: the task's first evidence stream.",
+    )
+    period: Period = Field(
+        description="The window the family asks about (a revision moves it by one): day, week, month, "
+        "relative (24 hours up to an instant), instant (a reading) or none."
+    )
+    time_columns: list[str] = Field(
+        default=[],
+        description="Candidate columns (epoch us) spanning the row's windows or instants; "
+        "empty: the row has no time (it goes to a split by its sites).",
+    )
     scope: Literal["site", "corpus", "site_or_corpus"] = Field("site", description="Where candidates come from.")
     candidates: str = Field(description="SQL over the store returning the candidate pool (one row per candidate).")
-    predicates: list[Predicate] = Field(description="Eligibility, applied in order; the manifest counts survivors of each.")
-    key: list[str] = Field(min_length=1, description="Columns identifying a candidate (hashed for the selection order).")
+    predicates: list[Predicate] = Field(
+        description="Eligibility, applied in order; the manifest counts survivors of each."
+    )
+    key: list[str] = Field(
+        min_length=1, description="Columns identifying a candidate (hashed for the selection order)."
+    )
     sites_column: str = Field("sites", description="List column of the sites a candidate touches (held-out -> test).")
-    streams_column: str = Field("streams", description="List column of the streams a candidate touches (evidence, provenance).")
+    streams_column: str = Field(
+        "streams", description="List column of the streams a candidate touches (evidence, provenance)."
+    )
     canonical: CallSet
     alternatives: list[CallSet] = Field(default=[], description="Other call sets that reach the same gold.")
-    distinct_from: CallSet | None = Field(None, description="A call set whose answer must differ from the gold under the "
-                                          "verifier (e.g. the calendar day's mean for a 24-hour window): candidates where it "
-                                          "does not are skipped, so the family never computes another family's answer.")
-    answer_fields: list[str] = Field(min_length=1, description="Fields the agent's answer must hold (configs/answers.toml names their types).")
-    tolerances: dict[str, Tolerance] = Field(default={}, description="Numeric field -> {abs, rel}, overriding the field's tolerance in configs/answers.toml.")
+    distinct_from: CallSet | None = Field(
+        None,
+        description="A call set whose answer must differ from the gold under the "
+        "verifier (e.g. the calendar day's mean for a 24-hour window): candidates where it "
+        "does not are skipped, so the family never computes another family's answer.",
+    )
+    answer_fields: list[str] = Field(
+        min_length=1, description="Fields the agent's answer must hold (configs/answers.toml names their types)."
+    )
+    tolerances: dict[str, Tolerance] = Field(
+        default={}, description="Numeric field -> {abs, rel}, overriding the field's tolerance in configs/answers.toml."
+    )
     balance_key: list[str] = Field(description="Columns whose combination is capped per split.")
-    cap_fraction: float = Field(0.25, gt=0, le=1, description="At most this share of a split's target per balance key value.")
+    cap_fraction: float = Field(
+        0.25, gt=0, le=1, description="At most this share of a split's target per balance key value."
+    )
     cap_per_stream: int = Field(3, ge=1, description="At most this many tasks of the family per stream per split.")
-    share_caps: dict[str, float] = Field(default={}, description="Boolean candidate column -> the largest share of a split's "
-                                         "selected tasks it may be true for, held at every point of the selection order.")
-    templates: list[str] = Field(min_length=1, description="Query texts with {slot} fields to fill; one chosen by hash.")
-    difficulty: dict[str, int] = Field(default={}, description="Declared difficulty proxies (temporal_normalizations, graph_hops, aggregations).")
+    share_caps: dict[str, float] = Field(
+        default={},
+        description="Boolean candidate column -> the largest share of a split's "
+        "selected tasks it may be true for, held at every point of the selection order.",
+    )
+    templates: list[str] = Field(
+        min_length=1, description="Query texts with {slot} fields to fill; one chosen by hash."
+    )
+    difficulty: dict[str, int] = Field(
+        default={}, description="Declared difficulty proxies (temporal_normalizations, graph_hops, aggregations)."
+    )
     targets: dict[str, int] | None = Field(None, description="Per-split targets overriding the defaults.")
 
     def target(self, defaults: dict[str, int], split: str) -> int:
@@ -135,7 +180,9 @@ class Family(Frozen):
         if unknown:
             raise ValueError(f"tolerances name {unknown}, not answer fields")
         if self.commit_stream is not None and self.commit_stream not in golds:
-            raise ValueError(f"commit_stream {self.commit_stream!r} is not a field of canonical.gold ({', '.join(sorted(golds))})")
+            raise ValueError(
+                f"commit_stream {self.commit_stream!r} is not a field of canonical.gold ({', '.join(sorted(golds))})"
+            )
         for alternative in [*self.alternatives, *([self.distinct_from] if self.distinct_from else [])]:
             if set(alternative.gold) != golds:
                 raise ValueError("every alternative must give the same gold fields as the canonical call set")
@@ -147,12 +194,18 @@ class FamiliesConfig(Frozen):
 
     seed: str = Field(description="Seed of every selection hash; change it to draw another benchmark.")
     targets: dict[Split, int] = Field(description="Default episodes per family per split.")
-    oversupply: float = Field(4.0, ge=1, description="The tasks stage selects targets x oversupply tasks per family and split; "
-                                                     "the episodes stage keeps the first `targets` that lift (some commitment "
-                                                     "outcomes are not found near every conversation).")
+    oversupply: float = Field(
+        4.0,
+        ge=1,
+        description="The tasks stage selects targets x oversupply tasks per family and split; "
+        "the episodes stage keeps the first `targets` that lift (some commitment "
+        "outcomes are not found near every conversation).",
+    )
     splits: SplitRule
-    grid_minutes: list[int] = Field(description="The grids (minutes) of the grid rules that stand in for a nearest lookup: an exact "
-                                                "lookup at the probe rounded down, up or to nearest on each. In SQL: {grid_us}.")
+    grid_minutes: list[int] = Field(
+        description="The grids (minutes) of the grid rules that stand in for a nearest lookup: an exact "
+        "lookup at the probe rounded down, up or to nearest on each. In SQL: {grid_us}."
+    )
     families: dict[str, Family]
 
 
@@ -183,5 +236,9 @@ class Task(Frozen):
     difficulty: dict[str, int]
     provenance: dict[str, Any] = Field(description="Raw files with sha256, stream ids, window or timestamp keys.")
     selection_key: str = Field(description="xxh3-128 of seed, family and candidate identity: the selection order.")
-    time_block: list[int] = Field(min_length=2, max_length=2, description="[start, end) in epoch us of the split's time block: "
-                                                                           "everything the conversation touches stays inside.")
+    time_block: list[int] = Field(
+        min_length=2,
+        max_length=2,
+        description="[start, end) in epoch us of the split's time block: "
+        "everything the conversation touches stays inside.",
+    )

@@ -21,8 +21,17 @@ Metric = Literal["mean", "min", "max", "std", "count"]
 QualityBand = Literal["low_coverage", "long_gap", "healthy", "marginal"]
 QUALITY_BANDS: tuple[str, ...] = get_args(QualityBand)
 ErrorCode = Literal[
-    "invalid_argument", "malformed_timestamp", "naive_timestamp", "unknown_stream", "unknown_site",
-    "unknown_tool", "dangling_reference", "invalid_window", "misaligned_window", "empty_window", "empty_stream",
+    "invalid_argument",
+    "malformed_timestamp",
+    "naive_timestamp",
+    "unknown_stream",
+    "unknown_site",
+    "unknown_tool",
+    "dangling_reference",
+    "invalid_window",
+    "misaligned_window",
+    "empty_window",
+    "empty_stream",
 ]
 
 
@@ -37,12 +46,18 @@ class ToolError(Frozen):
 
 # ---------------------------------------------------------------- inputs
 
+
 class ResolvePointInput(Frozen):
     """Find the stream of a point from its site, class, equipment and location."""
 
     site: str = Field(description="Site id or label, e.g. 'L8', 'building127' or 'Building 127'.")
-    point_class: str = Field(description="Point class, e.g. 'Leaving_Hot_Water_Temperature_Sensor' or 'leaving hot water temperature sensor'.")
-    equipment: str | None = Field(None, description="Equipment (id, its last words such as 'primary loop', or its type).")
+    point_class: str = Field(
+        description="Point class, e.g. 'Leaving_Hot_Water_Temperature_Sensor' or 'leaving hot water temperature "
+        "sensor'."
+    )
+    equipment: str | None = Field(
+        None, description="Equipment (id, its last words such as 'primary loop', or its type)."
+    )
     location: str | None = Field(None, description="Location (id or its last words).")
 
 
@@ -51,7 +66,9 @@ class ListPointsInput(Frozen):
 
     site: str = Field(description="Site id or label.")
     point_class: str | None = Field(None, description="Only points of this class.")
-    equipment_type: str | None = Field(None, description="Only points on equipment of this type, e.g. 'Hot_Water_Loop'.")
+    equipment_type: str | None = Field(
+        None, description="Only points on equipment of this type, e.g. 'Hot_Water_Loop'."
+    )
     location_type: str | None = Field(None, description="Only points at this location (id or last words).")
 
 
@@ -60,7 +77,9 @@ class WindowInput(Frozen):
 
     window_start: str = Field(description="Window start, ISO 8601 with offset or Z (inclusive).")
     window_end: str = Field(description="Window end, ISO 8601 with offset or Z (exclusive).")
-    period: Period = Field(description="'day', 'week' (Monday 00:00 UTC), 'month' (calendar windows in UTC) or 'custom' (any window).")
+    period: Period = Field(
+        description="'day', 'week' (Monday 00:00 UTC), 'month' (calendar windows in UTC) or 'custom' (any window)."
+    )
 
 
 class AggregateWindowInput(WindowInput):
@@ -92,7 +111,11 @@ class LookupObservationInput(Frozen):
 
     stream_id: str = Field(description="Stream id.")
     timestamp: str = Field(description="ISO 8601 with offset or Z; fractional seconds allowed.")
-    mode: Literal["exact", "nearest"] = Field("exact", description="'exact': only an observation at that instant; 'nearest': the closest one (a tie goes to the earlier).")
+    mode: Literal["exact", "nearest"] = Field(
+        "exact",
+        description="'exact': only an observation at that instant; 'nearest': the closest one (a tie goes to the "
+        "earlier).",
+    )
 
 
 class InspectQualityInput(Frozen):
@@ -108,6 +131,7 @@ class InspectQualityWindowInput(WindowInput):
 
 
 # ---------------------------------------------------------------- outputs
+
 
 class Point(Frozen):
     """One point (stream) as the tools describe it."""
@@ -206,7 +230,8 @@ class LookupObservationResult(Frozen):
     value: float | None
     offset_seconds: float | None
     fallback_reason: Literal["no_exact_match", "nearest_observation"] | None = Field(
-        description="Exact mode without an observation at that instant: 'no_exact_match'; nearest mode away from the instant: 'nearest_observation'."
+        description="Exact mode without an observation at that instant: 'no_exact_match'; nearest mode away from the "
+        "instant: 'nearest_observation'."
     )
 
 

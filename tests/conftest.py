@@ -67,7 +67,14 @@ BUILDS = {"real_artifacts"}  # fixtures that build whole corpora: a test that us
 # Modules whose module or session fixtures take seconds (a build or agent runs of their own): under pytest-xdist
 # (make test: --dist loadgroup) each runs on one worker, so those fixtures are made once; other tests go one by one
 # to whichever worker is free.
-ON_ONE_WORKER = {"test_build", "test_tasks_edges", "test_report", "test_cli_examples", "test_tools_errors", "test_tools_mcp"}
+ON_ONE_WORKER = {
+    "test_build",
+    "test_tasks_edges",
+    "test_report",
+    "test_cli_examples",
+    "test_tools_errors",
+    "test_tools_mcp",
+}
 
 
 def pytest_collection_modifyitems(config, items):
@@ -82,7 +89,8 @@ def pytest_collection_modifyitems(config, items):
 
 
 def pytest_sessionstart(session):
-    """Say the order the suite runs in, quiet mode included, so that a failure found in a random order can be replayed."""
+    """Say the order the suite runs in, quiet mode included, so that a failure found in a random order can be
+    replayed."""
     config = session.config
     reporter = config.pluginmanager.get_plugin("terminalreporter")
     if reporter is None:

@@ -24,7 +24,11 @@ STYLES = ("vllm", "ollama", "llamacpp", "openrouter")
 
 def _id(style: str, episode_id: str, turn: int) -> str | None:
     token = hashlib.sha256(f"{episode_id}/{turn}".encode()).hexdigest()
-    return {"vllm": f"chatcmpl-tool-{token[:32]}", "openrouter": f"toolu_vrtx_{token[:24]}", "ollama": f"call_{token[:8]}"}.get(style)
+    return {
+        "vllm": f"chatcmpl-tool-{token[:32]}",
+        "openrouter": f"toolu_vrtx_{token[:24]}",
+        "ollama": f"call_{token[:8]}",
+    }.get(style)
 
 
 def _rewrite(value, ids: dict[str, str]):
@@ -107,14 +111,27 @@ class GoldServer(JsonServer):
         else:
             name = action.pop("kind")
             arguments = {k: v for k, v in action.items() if v is not None}
-        call = {"type": "function", "function": {"name": name, "arguments": arguments if self.style == "ollama" else json.dumps(arguments)}}
+        call = {
+            "type": "function",
+            "function": {"name": name, "arguments": arguments if self.style == "ollama" else json.dumps(arguments)},
+        }
         call_id = _id(self.style, episode_id, turn)
         if call_id:
             call["id"] = call_id
-        reply = {"id": f"chatcmpl-{turn}", "object": "chat.completion", "created": 0, "model": "fake",
-                 "choices": [{"index": 0, "message": {"role": "assistant", "content": None, "tool_calls": [call]},
-                              "finish_reason": "tool_calls"}],
-                 "usage": {"prompt_tokens": 10, "completion_tokens": 5, "total_tokens": 15}}
+        reply = {
+            "id": f"chatcmpl-{turn}",
+            "object": "chat.completion",
+            "created": 0,
+            "model": "fake",
+            "choices": [
+                {
+                    "index": 0,
+                    "message": {"role": "assistant", "content": None, "tool_calls": [call]},
+                    "finish_reason": "tool_calls",
+                }
+            ],
+            "usage": {"prompt_tokens": 10, "completion_tokens": 5, "total_tokens": 15},
+        }
         if self.style == "openrouter":
             reply["provider"] = "Anthropic"
             reply["choices"][0]["native_finish_reason"] = "tool_use"

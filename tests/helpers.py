@@ -26,8 +26,13 @@ def fuzz_settings(default: int, fuzz: int):
     from hypothesis import HealthCheck, settings
 
     fuzzing = bool(os.environ.get(FUZZ_ENV))
-    return settings(max_examples=fuzz if fuzzing else default, deadline=None, derandomize=not fuzzing,
-                    suppress_health_check=list(HealthCheck), database=None)
+    return settings(
+        max_examples=fuzz if fuzzing else default,
+        deadline=None,
+        derandomize=not fuzzing,
+        suppress_health_check=list(HealthCheck),
+        database=None,
+    )
 
 
 def run_cli(artifacts: Path, *args: str) -> Result:
@@ -115,12 +120,16 @@ def tiny_workspace(root: Path) -> Workspace:
     (root / "configs" / "corpora").mkdir(parents=True)
     copy_shared_configs(root)
     (root / "configs" / "corpora" / "xai4heat.toml").write_text(xai_config(held_out_sites="[]"))
-    (root / "configs" / "corpora" / "hhw.toml").write_text(copy_config("hhw").replace('held_out_sites = ["building124"]', "held_out_sites = []"))
+    (root / "configs" / "corpora" / "hhw.toml").write_text(
+        copy_config("hhw").replace('held_out_sites = ["building124"]', "held_out_sites = []")
+    )
     raw = root / "data" / "raw"
     (raw / "xai4heat").mkdir(parents=True)
     (raw / "xai4heat" / "xai4heat_scada_L8.csv").write_text(TINY_XAI)
     (raw / "hhw" / "brick").mkdir(parents=True)
     (raw / "hhw" / "timeseries").mkdir(parents=True)
-    shutil.copyfile(REPO / "data/raw/hhw/brick/building_127_condensing_m.ttl", raw / "hhw/brick/building_127_condensing_m.ttl")
+    shutil.copyfile(
+        REPO / "data/raw/hhw/brick/building_127_condensing_m.ttl", raw / "hhw/brick/building_127_condensing_m.ttl"
+    )
     (raw / "hhw" / "timeseries" / "127hhw_system_data.csv").write_text(TINY_HHW)
     return Workspace.from_root(root)

@@ -25,21 +25,50 @@ REPLAY_CMD = f"{PYTHON} {shlex.quote(str(REPO / 'examples' / 'agents' / 'replay_
 def oracle(real_artifacts, tmp_path_factory):
     """The oracle's trace of the xai4heat test split and its score summary."""
     out = tmp_path_factory.mktemp("oracle") / "oracle.jsonl"
-    result = run_cli(real_artifacts, "run", "--corpus", "xai4heat", "--split", "test", "--agent", "oracle", "--out", str(out), "--json")
+    result = run_cli(
+        real_artifacts,
+        "run",
+        "--corpus",
+        "xai4heat",
+        "--split",
+        "test",
+        "--agent",
+        "oracle",
+        "--out",
+        str(out),
+        "--json",
+    )
     assert result.exit_code == 0, result.output
     return out, json.loads(result.output)
 
 
 def actions_of(trace) -> list:
-    return [json.loads(line).get("action") for line in trace.read_text().splitlines()[1:] if json.loads(line)["type"] == "turn"]
+    return [
+        json.loads(line).get("action")
+        for line in trace.read_text().splitlines()[1:]
+        if json.loads(line)["type"] == "turn"
+    ]
 
 
 def test_python_agent_replaying_the_oracle_scores_as_the_oracle(real_artifacts, oracle, tmp_path, monkeypatch):
     trace, summary = oracle
     monkeypatch.chdir(REPO)  # module:factory imports from the current folder
     out = tmp_path / "py.jsonl"
-    result = run_cli(real_artifacts, "run", "--corpus", "xai4heat", "--split", "test", "--agent", "examples.agents.replay:ReplayAgent",
-                     "--agent-option", f"trace={trace}", "--out", str(out), "--json")
+    result = run_cli(
+        real_artifacts,
+        "run",
+        "--corpus",
+        "xai4heat",
+        "--split",
+        "test",
+        "--agent",
+        "examples.agents.replay:ReplayAgent",
+        "--agent-option",
+        f"trace={trace}",
+        "--out",
+        str(out),
+        "--json",
+    )
     assert result.exit_code == 0, result.output
     assert json.loads(result.output) == summary and summary["accomplished_rate"] == 1.0
     assert actions_of(out) == actions_of(trace)
@@ -49,8 +78,19 @@ def test_python_agent_replaying_the_oracle_scores_as_the_oracle(real_artifacts, 
 def test_command_agent_replaying_the_oracle_scores_as_the_oracle(real_artifacts, oracle, tmp_path):
     trace, summary = oracle
     out = tmp_path / "cmd.jsonl"
-    result = run_cli(real_artifacts, "run", "--corpus", "xai4heat", "--split", "test", "--agent-cmd", f"{REPLAY_CMD} {shlex.quote(str(trace))}",
-                     "--out", str(out), "--json")
+    result = run_cli(
+        real_artifacts,
+        "run",
+        "--corpus",
+        "xai4heat",
+        "--split",
+        "test",
+        "--agent-cmd",
+        f"{REPLAY_CMD} {shlex.quote(str(trace))}",
+        "--out",
+        str(out),
+        "--json",
+    )
     assert result.exit_code == 0, result.output
     assert json.loads(result.output) == summary
     assert actions_of(out) == actions_of(trace)
@@ -61,13 +101,29 @@ def test_the_command_agent_reads_what_the_schemas_say(real_artifacts, oracle, tm
     trace, _ = oracle
     log = tmp_path / "seen.jsonl"
     tee = tmp_path / "tee.py"
-    tee.write_text("import subprocess, sys\n"
-                   f"log = open({str(log)!r}, 'w')\n"
-                   f"agent = subprocess.Popen([{sys.executable!r}, {str(REPO / 'examples/agents/replay_cmd.py')!r}, {str(trace)!r}],"
-                   " stdin=subprocess.PIPE, stdout=sys.stdout, text=True, bufsize=1)\n"
-                   "for line in sys.stdin:\n    log.write(line); log.flush(); agent.stdin.write(line); agent.stdin.flush()\n")
-    result = run_cli(real_artifacts, "run", "--corpus", "xai4heat", "--split", "test", "--limit", "2",
-                     "--agent-cmd", f"{PYTHON} {shlex.quote(str(tee))}", "--out", str(tmp_path / "t.jsonl"), "--json")
+    tee.write_text(
+        "import subprocess, sys\n"
+        f"log = open({str(log)!r}, 'w')\n"
+        f"agent = subprocess.Popen([{sys.executable!r}, {str(REPO / 'examples/agents/replay_cmd.py')!r}, "
+        f"{str(trace)!r}],"
+        " stdin=subprocess.PIPE, stdout=sys.stdout, text=True, bufsize=1)\n"
+        "for line in sys.stdin:\n    log.write(line); log.flush(); agent.stdin.write(line); agent.stdin.flush()\n"
+    )
+    result = run_cli(
+        real_artifacts,
+        "run",
+        "--corpus",
+        "xai4heat",
+        "--split",
+        "test",
+        "--limit",
+        "2",
+        "--agent-cmd",
+        f"{PYTHON} {shlex.quote(str(tee))}",
+        "--out",
+        str(tmp_path / "t.jsonl"),
+        "--json",
+    )
     assert result.exit_code == 0 and json.loads(result.output)["accomplished_rate"] == 1.0, result.output
     inputs = TypeAdapter(AgentInput)
     seen = [inputs.validate_json(line) for line in log.read_text().splitlines()]
@@ -80,49 +136,107 @@ def test_the_command_agent_reads_what_the_schemas_say(real_artifacts, oracle, tm
     assert all(actions.validate_python(a) for a in actions_of(tmp_path / "t.jsonl"))
 
 
-@pytest.mark.parametrize("script, expected", [
-    ("import sys; sys.stderr.write('model weights not found\\n'); sys.exit(3)", "exited with code 3; stderr: model weights not found"),
-    ("import sys, time\nfor line in sys.stdin: time.sleep(30)", "sent no action within 0.5 s (--turn-timeout)"),
-])
+@pytest.mark.parametrize(
+    "script, expected",
+    [
+        (
+            "import sys; sys.stderr.write('model weights not found\\n'); sys.exit(3)",
+            "exited with code 3; stderr: model weights not found",
+        ),
+        ("import sys, time\nfor line in sys.stdin: time.sleep(30)", "sent no action within 0.5 s (--turn-timeout)"),
+    ],
+)
 def test_a_crashed_or_silent_process_is_an_agent_error_never_a_hang(real_artifacts, tmp_path, script, expected):
     agent = tmp_path / "agent.py"
     agent.write_text(script)
     out = tmp_path / "t.jsonl"
     started = time.monotonic()
-    result = run_cli(real_artifacts, "run", "--corpus", "xai4heat", "--split", "test", "--limit", "2", "--turn-timeout", "0.5",
-                     "--agent-cmd", f"{PYTHON} {shlex.quote(str(agent))}", "--out", str(out), "--json")
+    result = run_cli(
+        real_artifacts,
+        "run",
+        "--corpus",
+        "xai4heat",
+        "--split",
+        "test",
+        "--limit",
+        "2",
+        "--turn-timeout",
+        "0.5",
+        "--agent-cmd",
+        f"{PYTHON} {shlex.quote(str(agent))}",
+        "--out",
+        str(out),
+        "--json",
+    )
     assert result.exit_code == 0, result.output
     assert time.monotonic() - started < 20
     turns = [json.loads(line) for line in out.read_text().splitlines()[1:] if json.loads(line)["type"] == "turn"]
-    assert len(turns) == 2 and all(t["issues"] == ["agent_error"] for t in turns)  # one turn each: the episode ends there
+    assert len(turns) == 2 and all(
+        t["issues"] == ["agent_error"] for t in turns
+    )  # one turn each: the episode ends there
     assert all(expected in t["raw"]["agent_error"] for t in turns), turns[0]["raw"]
     assert json.loads(result.output)["issues"]["agent_error"] == 2
 
 
 def test_an_agent_writing_garbage_is_a_parse_error_and_plays_on(real_artifacts, tmp_path):
     agent = tmp_path / "agent.py"
-    agent.write_text("import sys\nfor line in sys.stdin:\n    if '\"observation\"' in line: print('not json', flush=True)\n")
+    agent.write_text(
+        "import sys\nfor line in sys.stdin:\n    if '\"observation\"' in line: print('not json', flush=True)\n"
+    )
     out = tmp_path / "t.jsonl"
-    result = run_cli(real_artifacts, "run", "--corpus", "xai4heat", "--split", "test", "--limit", "1",
-                     "--agent-cmd", f"{PYTHON} {shlex.quote(str(agent))}", "--out", str(out), "--json")
+    result = run_cli(
+        real_artifacts,
+        "run",
+        "--corpus",
+        "xai4heat",
+        "--split",
+        "test",
+        "--limit",
+        "1",
+        "--agent-cmd",
+        f"{PYTHON} {shlex.quote(str(agent))}",
+        "--out",
+        str(out),
+        "--json",
+    )
     assert result.exit_code == 0, result.output
     turns = [json.loads(line) for line in out.read_text().splitlines()[1:] if json.loads(line)["type"] == "turn"]
-    assert len(turns) > 1 and all(t["issues"] == ["parse_error"] and t["raw"] == {"unparsed": "not json"} for t in turns)
+    assert len(turns) > 1 and all(
+        t["issues"] == ["parse_error"] and t["raw"] == {"unparsed": "not json"} for t in turns
+    )
 
 
-@pytest.mark.parametrize("args, message", [
-    (["--agent", "no_such_module_xyz:make"], "cannot import 'no_such_module_xyz'"),
-    (["--agent", "examples.agents.replay:Nope"], "has no callable 'Nope'"),
-    (["--agent", "examples.agents.replay:ReplayAgent"], "does not take the options given"),
-    (["--agent", "examples.agents.replay:ReplayAgent", "--agent-option", "trace"], "write it as KEY=VALUE"),
-    (["--agent", "oracle", "--agent-cmd", "x"], "exactly one of --agent NAME and --agent-cmd CMD"),
-    (["--agent-cmd", "/no/such/agent/binary"], "cannot start it"),
-    (["--agent-cmd", "python3 'unbalanced"], "cannot split it into words"),
-    (["--agent", "examples.agents.replay:ReplayAgent", "--agent-option", "trace=/no/such/trace.jsonl"], "ReplayAgent() failed: FileNotFoundError"),
-])
+@pytest.mark.parametrize(
+    "args, message",
+    [
+        (["--agent", "no_such_module_xyz:make"], "cannot import 'no_such_module_xyz'"),
+        (["--agent", "examples.agents.replay:Nope"], "has no callable 'Nope'"),
+        (["--agent", "examples.agents.replay:ReplayAgent"], "does not take the options given"),
+        (["--agent", "examples.agents.replay:ReplayAgent", "--agent-option", "trace"], "write it as KEY=VALUE"),
+        (["--agent", "oracle", "--agent-cmd", "x"], "exactly one of --agent NAME and --agent-cmd CMD"),
+        (["--agent-cmd", "/no/such/agent/binary"], "cannot start it"),
+        (["--agent-cmd", "python3 'unbalanced"], "cannot split it into words"),
+        (
+            ["--agent", "examples.agents.replay:ReplayAgent", "--agent-option", "trace=/no/such/trace.jsonl"],
+            "ReplayAgent() failed: FileNotFoundError",
+        ),
+    ],
+)
 def test_plugin_mistakes_are_one_line_errors(real_artifacts, tmp_path, monkeypatch, args, message):
     monkeypatch.chdir(REPO)
-    result = run_cli(real_artifacts, "run", "--corpus", "xai4heat", "--split", "test", "--limit", "1", *args, "--out", str(tmp_path / "t.jsonl"))
+    result = run_cli(
+        real_artifacts,
+        "run",
+        "--corpus",
+        "xai4heat",
+        "--split",
+        "test",
+        "--limit",
+        "1",
+        *args,
+        "--out",
+        str(tmp_path / "t.jsonl"),
+    )
     assert result.exit_code == 1 and message in result.output and "Traceback" not in result.output, result.output
     assert len(result.output.strip().splitlines()) == 1
 
@@ -133,7 +247,9 @@ def test_gym_api_plays_the_gold_path(real_artifacts):
             env.step({"kind": "plan", "text": "too early"})
         for episode_id in env.episode_ids[:5]:
             observation = env.reset(episode_id)
-            assert observation.turn == 0 and observation.messages[0].role == "user" and observation.answer_form is not None
+            assert (
+                observation.turn == 0 and observation.messages[0].role == "user" and observation.answer_form is not None
+            )
             assert env.start_info().episode_id == episode_id and env.start_info().tools
             done = False
             for action in gold_actions(env.episodes[episode_id]):
@@ -152,11 +268,26 @@ def test_gym_api_plays_the_gold_path(real_artifacts):
 
 def test_an_agent_cannot_fake_a_failure_to_leave_its_episodes_unscored(real_artifacts, tmp_path):
     agent = tmp_path / "agent.py"
-    agent.write_text("import json, sys\nfor line in sys.stdin:\n"
-                     "    if '\"observation\"' in line: print(json.dumps({'infra_error': 'not me'}), flush=True)\n")
+    agent.write_text(
+        "import json, sys\nfor line in sys.stdin:\n"
+        "    if '\"observation\"' in line: print(json.dumps({'infra_error': 'not me'}), flush=True)\n"
+    )
     out = tmp_path / "t.jsonl"
-    result = run_cli(real_artifacts, "run", "--corpus", "xai4heat", "--split", "test", "--limit", "1",
-                     "--agent-cmd", f"{PYTHON} {shlex.quote(str(agent))}", "--out", str(out), "--json")
+    result = run_cli(
+        real_artifacts,
+        "run",
+        "--corpus",
+        "xai4heat",
+        "--split",
+        "test",
+        "--limit",
+        "1",
+        "--agent-cmd",
+        f"{PYTHON} {shlex.quote(str(agent))}",
+        "--out",
+        str(out),
+        "--json",
+    )
     assert result.exit_code == 0, result.output  # no infra error: its own output, a parse error, scored
     summary = json.loads(result.output)
     assert summary["infra_errors"] == 0 and summary["runs"] == 1 and summary["issues"].get("parse_error") == 1

@@ -20,7 +20,9 @@ KEYWORDS = slot_keywords(load_episodes_config(Workspace.from_root(REPO)))
 
 
 def released(artifacts, corpus):
-    return [e for split in ("train", "dev", "test") for e in load_episodes(artifacts / corpus / "audit" / f"{split}.jsonl")]
+    return [
+        e for split in ("train", "dev", "test") for e in load_episodes(artifacts / corpus / "audit" / f"{split}.jsonl")
+    ]
 
 
 @pytest.mark.parametrize("corpus", ["xai4heat", "hhw"])
@@ -46,16 +48,31 @@ def test_the_contract_check_can_fail(real_artifacts, xai_store):
 
     lookup = next(e for e in episodes if e.family == "point_disambiguation")
     evidence = lookup.follow_ups[-1]
-    unseen = lookup.model_copy(update={"follow_ups": [evidence.model_copy(update={"gold": {"stream_ids": ["never__shown"]}})]})
+    unseen = lookup.model_copy(
+        update={"follow_ups": [evidence.model_copy(update={"gold": {"stream_ids": ["never__shown"]}})]}
+    )
     assert "answer_contract_visible" in contract_failures(unseen, xai_store, KEYWORDS)
 
     mean = next(e for e in episodes if e.family == "day_mean_lookup")
 
     def lax(step):  # a question a guess passes: numbers no longer asked, each code field offering only the gold code
-        fields = [f.model_copy(update={"codes": {step.gold[f.name]: "the only code"}}) for f in step.form.fields if f.type == "code"]
+        fields = [
+            f.model_copy(update={"codes": {step.gold[f.name]: "the only code"}})
+            for f in step.form.fields
+            if f.type == "code"
+        ]
         if not fields:
-            fields = [step.form.fields[0].model_copy(update={"name": "decision", "type": "code", "unit": None, "tolerance": None,
-                                                              "codes": {"answer": "the only code"}})]
+            fields = [
+                step.form.fields[0].model_copy(
+                    update={
+                        "name": "decision",
+                        "type": "code",
+                        "unit": None,
+                        "tolerance": None,
+                        "codes": {"answer": "the only code"},
+                    }
+                )
+            ]
         gold = {f.name: step.gold.get(f.name, "answer") for f in fields}
         return step.model_copy(update={"form": step.form.model_copy(update={"fields": fields}), "gold": gold})
 
@@ -64,6 +81,7 @@ def test_the_contract_check_can_fail(real_artifacts, xai_store):
 
 
 # ---------------------------------------------------------------- the perturbation table of the issue
+
 
 def _perturbed(records: list[dict], edit) -> list[dict]:
     out = []
@@ -82,6 +100,7 @@ def _numbers(change):
             for key, value in action["fields"].items():
                 if isinstance(value, float):
                     action["fields"][key] = change(value)
+
     return edit
 
 
@@ -101,6 +120,7 @@ def _ask(text):
     def edit(action):
         if action["kind"] == "ask_user":
             action["text"] = text
+
     return edit
 
 
@@ -118,7 +138,12 @@ PERTURBATIONS = {
 @pytest.fixture(scope="module")
 def oracle_trace(real_artifacts, tmp_path_factory):
     out = tmp_path_factory.mktemp("oracle") / "oracle.jsonl"
-    assert run_cli(real_artifacts, "run", "--corpus", "xai4heat", "--split", "test", "--agent", "oracle", "--out", str(out)).exit_code == 0
+    assert (
+        run_cli(
+            real_artifacts, "run", "--corpus", "xai4heat", "--split", "test", "--agent", "oracle", "--out", str(out)
+        ).exit_code
+        == 0
+    )
     return [json.loads(line) for line in out.read_text().splitlines()]
 
 
@@ -132,18 +157,30 @@ def test_perturbed_oracle_answers(real_artifacts, oracle_trace, tmp_path, name):
     summary = json.loads(result.output)
     rows = {r["episode_id"]: r for r in summary["rows"]}
     if expected == "all":
-        assert summary["accomplished_rate"] == 1.0, {k: r["rejections"] for k, r in rows.items() if not r["accomplished"]}
+        assert summary["accomplished_rate"] == 1.0, {
+            k: r["rejections"] for k, r in rows.items() if not r["accomplished"]
+        }
         return
     turns = [r for r in oracle_trace if r.get("type") == "turn"]
     if expected == "none_with_float":
-        marked = {t["episode_id"] for t in turns if t["action"]["kind"] == "answer"
-                  and any(isinstance(v, float) and abs(v) > 0.1 for v in t["action"]["fields"].values())}
-        assert all(r["rejections"] and {j["reason"] for j in r["rejections"]} == {"wrong_value"} for i, r in rows.items() if i in marked)
+        marked = {
+            t["episode_id"]
+            for t in turns
+            if t["action"]["kind"] == "answer"
+            and any(isinstance(v, float) and abs(v) > 0.1 for v in t["action"]["fields"].values())
+        }
+        assert all(
+            r["rejections"] and {j["reason"] for j in r["rejections"]} == {"wrong_value"}
+            for i, r in rows.items()
+            if i in marked
+        )
     else:
         marked = {t["episode_id"] for t in turns if t["action"]["kind"] == "ask_user"}
     assert len(marked) >= 20 and not [i for i in marked if rows[i]["accomplished"]]
     assert all(rows[i]["accomplished"] for i in rows if i not in marked) or expected == "none_with_float"
-    assert math.isclose(summary["accomplished_rate"], sum(r["accomplished"] for r in rows.values()) / len(rows), abs_tol=1e-4)
+    assert math.isclose(
+        summary["accomplished_rate"], sum(r["accomplished"] for r in rows.values()) / len(rows), abs_tol=1e-4
+    )
 
 
 def test_agent_view_shows_every_form_before_its_answer(real_artifacts):
@@ -156,7 +193,9 @@ def test_agent_view_shows_every_form_before_its_answer(real_artifacts):
     steps = [*episode.phases, *episode.follow_ups]
     assert [[f["name"] for f in form["fields"]] for form in opened] == [s.form.names for s in steps]
     assert turns[0]["messages"][0]["text"].endswith(episode.phases[0].form.sentence())
-    text = run_cli(real_artifacts, "inspect", "episode", episode.id, "--corpus", "xai4heat", "--agent-view", "--width", "100")
+    text = run_cli(
+        real_artifacts, "inspect", "episode", episode.id, "--corpus", "xai4heat", "--agent-view", "--width", "100"
+    )
     assert text.exit_code == 0 and "what the agent receives" in text.output
     wrong = run_cli(real_artifacts, "inspect", "episode", episode.id, "--corpus", "xai4heat", "--json")
     assert wrong.exit_code != 0 and "--json goes with --agent-view" in wrong.output

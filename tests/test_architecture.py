@@ -1,4 +1,5 @@
-"""Data flows one way: no module imports a later layer, contracts never import pipeline, and every module is in a layer."""
+"""Data flows one way: no module imports a later layer, contracts never import pipeline, and every module is in a
+layer."""
 
 from __future__ import annotations
 
@@ -7,8 +8,22 @@ import ast
 from tests.helpers import REPO
 
 # Lowest first (design/ARCHITECTURE.md); a module may import only its own layer or lower ones.
-LAYERS = ["contracts", "core", "ingest", "store", "tools", "tasks", "episodes", "runtime", "audit", "release", "harness",
-          "report", "cli", "bench"]
+LAYERS = [
+    "contracts",
+    "core",
+    "ingest",
+    "store",
+    "tools",
+    "tasks",
+    "episodes",
+    "runtime",
+    "audit",
+    "release",
+    "harness",
+    "report",
+    "cli",
+    "bench",
+]
 TOP_LEVEL = {"__init__", "__main__"}  # the only modules directly in pipeline/
 
 
@@ -63,10 +78,16 @@ def test_contracts_never_import_pipeline():
 
 def test_the_architecture_doc_lists_the_layers_in_order():
     """docs/architecture.md's layer table names every layer, lowest first, with its package."""
-    rows = [line.split("|")[1:3] for line in (REPO / "docs" / "architecture.md").read_text(encoding="utf-8").splitlines()
-            if line.startswith("| ") and "`" in line.split("|")[2]]
+    rows = [
+        line.split("|")[1:3]
+        for line in (REPO / "docs" / "architecture.md").read_text(encoding="utf-8").splitlines()
+        if line.startswith("| ") and "`" in line.split("|")[2]
+    ]
     assert [layer.strip() for layer, _ in rows] == LAYERS
-    assert [package.strip().strip("`").rstrip("/") for _, package in rows] == ["contracts", *(f"pipeline/{layer}" for layer in LAYERS[1:])]
+    assert [package.strip().strip("`").rstrip("/") for _, package in rows] == [
+        "contracts",
+        *(f"pipeline/{layer}" for layer in LAYERS[1:]),
+    ]
 
 
 def test_no_code_switches_on_a_family_name():
@@ -78,9 +99,14 @@ def test_no_code_switches_on_a_family_name():
     found = []
     for module, path in modules("pipeline"):
         tree = ast.parse(path.read_text(encoding="utf-8"))
-        docstrings = {id(node.body[0].value) for node in ast.walk(tree)
-                      if isinstance(node, ast.Module | ast.ClassDef | ast.FunctionDef | ast.AsyncFunctionDef)
-                      and node.body and isinstance(node.body[0], ast.Expr) and isinstance(node.body[0].value, ast.Constant)}
+        docstrings = {
+            id(node.body[0].value)
+            for node in ast.walk(tree)
+            if isinstance(node, ast.Module | ast.ClassDef | ast.FunctionDef | ast.AsyncFunctionDef)
+            and node.body
+            and isinstance(node.body[0], ast.Expr)
+            and isinstance(node.body[0].value, ast.Constant)
+        }
         for node in ast.walk(tree):
             if isinstance(node, ast.Constant) and isinstance(node.value, str) and id(node) not in docstrings:
                 found += [f"{module}:{node.lineno} {name}" for name in families if name in node.value]

@@ -43,7 +43,11 @@ def test_audit_json_and_controls(real_artifacts):
         assert all(share >= 0.15 for share in report["commitment_mix"].values()), report["commitment_mix"]
         assert report["released"] == report["candidates"] - sum(report["excluded_by_policy"].values())
         controls = report["controls"]
-        assert controls["every_policy_wins_some_candidate"] and controls["oracle_all_released"] and controls["commitment_mix_ok"]
+        assert (
+            controls["every_policy_wins_some_candidate"]
+            and controls["oracle_all_released"]
+            and controls["commitment_mix_ok"]
+        )
         assert controls["preflight_issue_count"] == 0 and controls["oracle_accomplished_released"] == report["released"]
 
 
@@ -51,7 +55,19 @@ def test_test_split_scores(real_artifacts, tmp_path):
     expected = {"oracle": 1.0, "controller": 0.0, "noop": 0.0}
     for agent, rate in expected.items():
         out = tmp_path / f"{agent}.jsonl"
-        result = run_cli(real_artifacts, "run", "--corpus", "xai4heat", "--split", "test", "--agent", agent, "--out", str(out), "--json")
+        result = run_cli(
+            real_artifacts,
+            "run",
+            "--corpus",
+            "xai4heat",
+            "--split",
+            "test",
+            "--agent",
+            agent,
+            "--out",
+            str(out),
+            "--json",
+        )
         assert result.exit_code == 0, result.output
         assert json.loads(result.output)["accomplished_rate"] == rate, agent
         assert json.loads(run_cli(real_artifacts, "score", str(out), "--json").output)["accomplished_rate"] == rate
@@ -63,7 +79,11 @@ SYMPTOMS = {
     "carry_state": lambda e, s: not all(s.phase_results[1:-1]),
     "revise": lambda e, s: not all(s.phase_results[1:-1]),
     "abstain": lambda e, s: not s.phase_results[-1],
-    "nearest": lambda e, s: not all(r for p, r in zip(e.phases, s.phase_results, strict=True) if p.type in ("nearest_timestamp", "commitment")),
+    "nearest": lambda e, s: (
+        not all(
+            r for p, r in zip(e.phases, s.phase_results, strict=True) if p.type in ("nearest_timestamp", "commitment")
+        )
+    ),
 }
 
 
@@ -81,9 +101,12 @@ def test_each_policy_fails_for_its_gap_and_wins_without_it(xai_store, candidates
 def test_policies_read_no_gold(xai_store, candidates):
     """A policy's answers do not change when every gold and the hidden instruction are blanked."""
     episode = next(e for e in candidates if e.family == "window_pairwise_compare")
-    blank = episode.model_copy(update={
-        "hidden_instruction": "", "phases": [p.model_copy(update={"gold": {}}) for p in episode.phases],
-    })
+    blank = episode.model_copy(
+        update={
+            "hidden_instruction": "",
+            "phases": [p.model_copy(update={"gold": {}}) for p in episode.phases],
+        }
+    )
     policy = ShortcutPolicy("always_answer", "abstain", xai_store, FAMILIES, LIFTS)
     actions = [r.action for r in run_episode(policy, episode, xai_store, KEYWORDS) if r.type == "turn"]
     blanked = [r.action for r in run_episode(policy, blank, xai_store, KEYWORDS) if r.type == "turn"]

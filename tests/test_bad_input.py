@@ -84,7 +84,8 @@ def test_wrong_column_name_in_mapping(tmp_path):
 
 def test_optional_column_may_be_absent(tmp_path):
     config = xai_config(held_out_sites="[]").replace(
-        "[metadata.points.t_amb]", "[metadata.points.t_extra]\npoint_class = \"X\"\nlabel = \"x\"\noptional = true\n\n[metadata.points.t_amb]"
+        "[metadata.points.t_amb]",
+        '[metadata.points.t_extra]\npoint_class = "X"\nlabel = "x"\noptional = true\n\n[metadata.points.t_amb]',
     )
     assert run(workspace(tmp_path, config=config), "ingest").exit_code == 0
 

@@ -16,7 +16,9 @@ def test_store_and_tools_decide_the_same_band_on_edges():
     coverages = [0.0, 0.4999, 0.5, 0.9, 0.95, 1.0]  # as shown (4 dp): the store rounds, the tools get rounded values
     ratios = [None, 1.0, 3.0, 3.0001, 12.0, 12.5]
     rows = list(itertools.product(coverages, ratios, [True, False]))
-    frame = pl.DataFrame(rows, schema={"coverage": pl.Float64, "gap_ratio": pl.Float64, "clean": pl.Boolean}, orient="row")
+    frame = pl.DataFrame(
+        rows, schema={"coverage": pl.Float64, "gap_ratio": pl.Float64, "clean": pl.Boolean}, orient="row"
+    )
     stored = frame.select(quality_band(LIMITS, "gap_ratio_abstain_window", pl.col("clean"))).to_series().to_list()
     computed = [band(c, r, clean, LIMITS, "gap_ratio_abstain_window") for c, r, clean in rows]
     assert stored == computed

@@ -15,7 +15,8 @@ def test_bench_times_csv_corpora_and_names_the_skipped(tmp_path):
     ws = tiny_workspace(tmp_path / "project")
     (ws.corpora_config_dir / "bts.toml").write_text(copy_config("bts"))  # pickles, and no raw folder given
     result = CliRunner(env={"TELEMETRY_BENCH_BTS_RAW": None}).invoke(
-        main, ["--root", str(ws.root), "--repeat", "1", "--tool-calls", "2", "--corpus", "xai4heat", "--corpus", "bts"])
+        main, ["--root", str(ws.root), "--repeat", "1", "--tool-calls", "2", "--corpus", "xai4heat", "--corpus", "bts"]
+    )
     assert result.exit_code == 0, result.output
     assert "skipped bts: its values are bts_pickle archives, not CSV" in result.output
     assert "input: xai4heat:" in result.output  # one corpus timed is enough here: make bench times every one

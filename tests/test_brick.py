@@ -30,7 +30,7 @@ def test_multiple_edges_take_the_smallest_and_are_noted(tmp_path):
     path = tmp_path / "x.ttl"
     path.write_text(GRAPH)
     catalog = read_brick([(path, "x.ttl")], META)
-    (key, point), = catalog.points_by_file.items()
+    ((key, point),) = catalog.points_by_file.items()
     assert key == ("x.csv", "a_first")
     assert point.equipment == "loop_a"  # hasPoint outranks hasPart; smallest IRI among hasPoint subjects
     assert point.unit == "DEG_C"
@@ -49,7 +49,11 @@ def test_reading_twice_gives_identical_catalogs():
 def test_hhw_building_127_has_two_loops_per_temperature_class():
     path = RAW / "hhw" / "brick" / "building_127_condensing_m.ttl"
     catalog = read_brick([(path, path.name)], META)
-    supply = {k[1]: p.equipment for k, p in catalog.points_by_file.items() if p.point_class == "Leaving_Hot_Water_Temperature_Sensor"}
+    supply = {
+        k[1]: p.equipment
+        for k, p in catalog.points_by_file.items()
+        if p.point_class == "Leaving_Hot_Water_Temperature_Sensor"
+    }
     assert supply == {"sup": "building127.hws.secondary_loop", "supp": "building127.hws.primary_loop"}
 
 

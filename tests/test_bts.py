@@ -70,7 +70,9 @@ def test_build_from_synthetic_site_b_with_a_malicious_member(tmp_path):
     assert report["streams"] == 3 and report["synthetic"] is True
     assert (tmp_path / "art" / "bts" / "release" / "release.json").is_file()
     for stage in ("ingest", "store", "tasks", "episodes", "audit", "release"):
-        assert json.loads((tmp_path / "art" / "bts" / stage / "manifest.json").read_text())["details"]["synthetic"] is True
+        assert (
+            json.loads((tmp_path / "art" / "bts" / stage / "manifest.json").read_text())["details"]["synthetic"] is True
+        )
 
 
 def test_bts_is_skipped_without_raw_data(tmp_path, monkeypatch):
@@ -81,7 +83,9 @@ def test_bts_is_skipped_without_raw_data(tmp_path, monkeypatch):
     assert not (tmp_path / "bts").exists()
 
 
-@pytest.mark.parametrize("payload", [b"", b"\x80\x04garbage", pickle.dumps({"not": "a list"}), pickle.dumps(["id", [1], [2]])])
+@pytest.mark.parametrize(
+    "payload", [b"", b"\x80\x04garbage", pickle.dumps({"not": "a list"}), pickle.dumps(["id", [1], [2]])]
+)
 def test_bad_pickles_are_value_errors(payload):
     from pipeline.ingest.pickles import load_series
 
@@ -102,4 +106,7 @@ def test_metadata_csv_disagreements_are_noted(tmp_path):
     assert result.exit_code == 0, result.output
     report = json.loads((tmp_path / "art" / "bts" / "ingest" / "report.json").read_text())
     assert any("Site_B_metadata.csv says 999999" in n for n in report["notes"])
-    assert any(m["column"] == "ffffffff_ffff_ffff_ffff_ffffffffffff" and m["point"] == "listed, no member" for m in report["missing_columns"])
+    assert any(
+        m["column"] == "ffffffff_ffff_ffff_ffff_ffffffffffff" and m["point"] == "listed, no member"
+        for m in report["missing_columns"]
+    )

@@ -46,7 +46,11 @@ def test_second_build_is_cached(ws):
 
 def test_meaningful_config_edit_rebuilds_that_corpus_only(ws):
     path = ws.corpus_config("hhw")
-    path.write_text(path.read_text().replace("Outside_Air_Temperature_Sensor = [-50.0, 60.0]", "Outside_Air_Temperature_Sensor = [-50.0, 5.0]"))
+    path.write_text(
+        path.read_text().replace(
+            "Outside_Air_Temperature_Sensor = [-50.0, 60.0]", "Outside_Air_Temperature_Sensor = [-50.0, 5.0]"
+        )
+    )
     result = statuses(build(ws))
     assert result[("hhw", "ingest")] == "built" and result[("hhw", "store")] == "built"
     assert result[("xai4heat", "ingest")] == "cached" and result[("xai4heat", "store")] == "cached"
@@ -93,7 +97,16 @@ def test_manifest_records_identity_without_paths_or_time(ws):
     text = (ws.stage_dir("xai4heat", "store") / MANIFEST).read_text()
     manifest = json.loads(text)
     assert str(ws.root) not in text and "/tmp" not in text
-    for key in ("code_version", "contract_hash", "config_hash", "libraries", "inputs", "outputs", "row_counts", "cache_key"):
+    for key in (
+        "code_version",
+        "contract_hash",
+        "config_hash",
+        "libraries",
+        "inputs",
+        "outputs",
+        "row_counts",
+        "cache_key",
+    ):
         assert manifest[key], key
     assert len(manifest["code_version"]) == 32 and manifest["libraries"]["duckdb"]
     assert set(manifest["logical_digests"]) == set(manifest["row_counts"])
@@ -128,7 +141,9 @@ def test_build_json_cli(ws):
     assert result.exit_code == 0, result.output
     rows = json.loads(result.stdout)  # notes (streams left out, gates) go to stderr
     assert [(r["corpus"], r["stage"], r["status"]) for r in rows] == [
-        (corpus, stage, "cached") for corpus in ("hhw", "xai4heat") for stage in ("ingest", "store", "tasks", "episodes", "audit", "release")
+        (corpus, stage, "cached")
+        for corpus in ("hhw", "xai4heat")
+        for stage in ("ingest", "store", "tasks", "episodes", "audit", "release")
     ]
     assert all(isinstance(r["seconds"], float) for r in rows)
 
@@ -140,7 +155,11 @@ def test_inspect_store_cli(ws):
     assert summary["raw_value_cells"] == (len(TINY_XAI.splitlines()) - 1) * 8
     assert summary["observations"] + sum(summary["rejects_by_reason"].values()) == summary["raw_value_cells"]
     assert set(summary["thresholds"]) == {
-        "coverage_abstain", "coverage_answer", "gap_ratio_answer", "gap_ratio_abstain_window", "gap_ratio_abstain_stream",
+        "coverage_abstain",
+        "coverage_answer",
+        "gap_ratio_answer",
+        "gap_ratio_abstain_window",
+        "gap_ratio_abstain_stream",
     }
     assert summary["quality"]["streams"]
 
@@ -158,8 +177,13 @@ def test_tool_registry_version_enters_the_identity_of_stages_that_use_tools(ws, 
     from pipeline.tools import registry
 
     mapping = build_module.load_mapping(ws.corpus_config("xai4heat"))
-    ctx = build_module.Context(ws=ws, mapping=mapping, config=build_module.load_build_config(ws), resources=build_module.Resources(),
-                               raw=build_module.raw_folder(ws, mapping))
+    ctx = build_module.Context(
+        ws=ws,
+        mapping=mapping,
+        config=build_module.load_build_config(ws),
+        resources=build_module.Resources(),
+        raw=build_module.raw_folder(ws, mapping),
+    )
     store_stage = build_module.STAGES[1]
     user = build_module.Stage("uses", (), (), store_stage.identity, store_stage.run, uses_tools=True)
     before = (build_module.identity_of(user, ctx).cache_key, build_module.identity_of(store_stage, ctx).cache_key)
@@ -170,11 +194,14 @@ def test_tool_registry_version_enters_the_identity_of_stages_that_use_tools(ws, 
 
 def test_an_edit_of_the_parquet_writer_that_keeps_its_bytes_rebuilds_only_its_importers(ws, monkeypatch):
     """Code identity is the import closure: ingest and store import the Parquet writer and rebuild; tasks, episodes and
-    audit do not import it and their inputs are unchanged, and the release depends on upstream data, not upstream code."""
+    audit do not import it and their inputs are unchanged, and the release depends on upstream data, not upstream
+    code."""
     from pipeline.core import manifest
 
     real, writer = manifest.digest_file, (REPO / "pipeline" / "ingest" / "parquet.py").resolve()
-    monkeypatch.setattr(manifest, "digest_file", lambda path: real(path) + ("-edited" if Path(path).resolve() == writer else ""))
+    monkeypatch.setattr(
+        manifest, "digest_file", lambda path: real(path) + ("-edited" if Path(path).resolve() == writer else "")
+    )
     result = statuses(build(ws))
     for corpus in ("hhw", "xai4heat"):
         assert [result[(corpus, s)] for s in ("ingest", "store")] == ["built", "built"]

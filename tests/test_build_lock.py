@@ -38,8 +38,12 @@ def test_a_second_build_waits_for_the_first(tmp_path):
         fcntl.flock(held, fcntl.LOCK_EX)  # another build holds the corpus
         held.write("4242")
         held.flush()
-        second = subprocess.Popen([str(exe), "--root", str(ws.root), "build", "--corpus", "xai4heat", "--until", "ingest"],
-                                  stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        second = subprocess.Popen(
+            [str(exe), "--root", str(ws.root), "build", "--corpus", "xai4heat", "--until", "ingest"],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
         line = second.stderr.readline()  # the first thing it says: it waits (a build that did not wait would build)
         assert "another build of this corpus is running (pid 4242); waiting" in line, line
         assert not (folder / "ingest").exists() and second.poll() is None

@@ -15,7 +15,9 @@ WORKFLOW = REPO / ".github" / "workflows" / "ci.yml"
 
 def check_jsonschema(path: Path) -> subprocess.CompletedProcess:
     exe = Path(sys.executable).with_name("check-jsonschema")  # installed with the dev extras, beside this Python
-    return subprocess.run([str(exe), "--builtin-schema", "vendor.github-workflows", str(path)], capture_output=True, text=True)
+    return subprocess.run(
+        [str(exe), "--builtin-schema", "vendor.github-workflows", str(path)], capture_output=True, text=True
+    )
 
 
 def test_workflow_is_valid_by_githubs_schema():
@@ -26,7 +28,9 @@ def test_workflow_is_valid_by_githubs_schema():
 def test_the_schema_check_can_fail(tmp_path):
     """A workflow without `runs-on` is refused: the check above is not vacuous."""
     broken = tmp_path / "ci.yml"
-    broken.write_text(WORKFLOW.read_text(encoding="utf-8").replace("    runs-on: ubuntu-latest\n", ""), encoding="utf-8")
+    broken.write_text(
+        WORKFLOW.read_text(encoding="utf-8").replace("    runs-on: ubuntu-latest\n", ""), encoding="utf-8"
+    )
     done = check_jsonschema(broken)
     assert done.returncode == 1 and "runs-on" in done.stdout + done.stderr
 

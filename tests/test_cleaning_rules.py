@@ -15,7 +15,9 @@ HOUR = 3_600_000_000
 
 def xai(tmp_path, lines: list[str], site: str = "L4", **overrides: str):
     overrides.setdefault("held_out_sites", "[]")
-    ws = make_workspace(tmp_path, "xai4heat", xai_config(**overrides), {f"xai4heat_scada_{site}.csv": "\n".join(lines) + "\n"})
+    ws = make_workspace(
+        tmp_path, "xai4heat", xai_config(**overrides), {f"xai4heat_scada_{site}.csv": "\n".join(lines) + "\n"}
+    )
     return ingest(ws, "xai4heat")
 
 
@@ -144,7 +146,10 @@ def test_duplicate_timestamps_follow_the_declared_rule(tmp_path, rule, kept, rej
     assert dups.height == rejected
 
 
-@pytest.mark.parametrize(("text", "reason"), [("nan", "non_finite"), ("inf", "non_finite"), ("-Infinity", "non_finite"), ("abc", "unparseable")])
+@pytest.mark.parametrize(
+    ("text", "reason"),
+    [("nan", "non_finite"), ("inf", "non_finite"), ("-Infinity", "non_finite"), ("abc", "unparseable")],
+)
 def test_nan_inf_and_garbage_are_recorded(tmp_path, text, reason):
     lines = real_lines(X + L4, [2, 3])
     cells = lines[1].split(",")
@@ -155,12 +160,18 @@ def test_nan_inf_and_garbage_are_recorded(tmp_path, text, reason):
 
 
 def test_hhw_na_and_empty_cells_are_missing(tmp_path):
-    ws = make_workspace(tmp_path, "hhw", copy_config("hhw").replace('held_out_sites = ["building124"]', "held_out_sites = []"), {})
+    ws = make_workspace(
+        tmp_path, "hhw", copy_config("hhw").replace('held_out_sites = ["building124"]', "held_out_sites = []"), {}
+    )
     copy_real(tmp_path, "hhw", ["brick/building_105_non-condensing_h.ttl", "brick/building_127_condensing_m.ttl"])
     raw = tmp_path / "data" / "raw" / "hhw" / "timeseries"
     raw.mkdir(parents=True)
-    (raw / "105hhw_system_data.csv").write_text("\n".join(real_lines("hhw/timeseries/105hhw_system_data.csv", [2, 3])) + "\n")
-    (raw / "127hhw_system_data.csv").write_text("\n".join(real_lines("hhw/timeseries/127hhw_system_data.csv", [2, 33])) + "\n")
+    (raw / "105hhw_system_data.csv").write_text(
+        "\n".join(real_lines("hhw/timeseries/105hhw_system_data.csv", [2, 3])) + "\n"
+    )
+    (raw / "127hhw_system_data.csv").write_text(
+        "\n".join(real_lines("hhw/timeseries/127hhw_system_data.csv", [2, 33])) + "\n"
+    )
     tables = ingest(ws, "hhw")
     missing = tables["rejects"].filter(pl.col("reason") == "missing")
     assert missing.filter(pl.col("source").str.contains("105")).height == 12  # six NA cells on each of two rows

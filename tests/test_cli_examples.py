@@ -51,7 +51,11 @@ EXAMPLES = [e for _, c in ALL for e in examples(c)] + examples(main)
 def written(example: str) -> set[str]:
     """The fixed paths an example writes (the value of each --out, and the folder of each --cache-dir)."""
     words = shlex.split(example)
-    return {value for flag, value in zip(words, words[1:], strict=False) if flag in ("--out", "--cache-dir") and value.startswith(FIXED)}
+    return {
+        value
+        for flag, value in zip(words, words[1:], strict=False)
+        if flag in ("--out", "--cache-dir") and value.startswith(FIXED)
+    }
 
 
 def read(example: str) -> set[str]:
@@ -64,7 +68,9 @@ PRODUCERS = {path: example for example in EXAMPLES for path in written(example)}
 
 def localized(example: str, folder: Path, artifacts: Path) -> list[str]:
     """The example's arguments with every fixed path mapped into `folder`, on the session's artifacts."""
-    words = [FIXED_PATH.sub(lambda m: str(folder / m.group(0)[len(FIXED):]), word) for word in shlex.split(example)[1:]]
+    words = [
+        FIXED_PATH.sub(lambda m: str(folder / m.group(0)[len(FIXED) :]), word) for word in shlex.split(example)[1:]
+    ]
     return ["--root", str(REPO), "--artifacts", str(artifacts), *words]
 
 
@@ -97,7 +103,7 @@ def produced(real_artifacts, tmp_path_factory):
             folder = tmp_path_factory.mktemp("example-producer")
             code, output = run_example(example, folder, real_artifacts)
             assert code == 0, f"{example}: {output}"
-            made[path] = folder / path[len(FIXED):]
+            made[path] = folder / path[len(FIXED) :]
         return made[path]
 
     return get
@@ -111,7 +117,7 @@ def test_every_command_has_an_example(path, command):
 @pytest.mark.parametrize("example", EXAMPLES)
 def test_examples_run(example, real_artifacts, produced, tmp_path):
     for path in sorted(read(example)):
-        target = tmp_path / path[len(FIXED):]
+        target = tmp_path / path[len(FIXED) :]
         target.parent.mkdir(parents=True, exist_ok=True)
         shutil.copy2(produced(path), target)
     code, output = run_example(example, tmp_path, real_artifacts)

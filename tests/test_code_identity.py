@@ -21,28 +21,40 @@ def names(root: Path, entries: list[str]) -> list[str]:
 
 
 def test_closure_follows_every_kind_of_import_and_the_packages_on_the_way(tmp_path):
-    write(tmp_path, {
-        "pipeline/__init__.py": "",
-        "pipeline/a/__init__.py": "",
-        "pipeline/a/entry.py": "import json\nfrom pipeline.b import helper\nfrom . import sibling\n\ndef run():\n"
-                               "    from pipeline.c.late import f  # a function-level import runs with the stage\n",
-        "pipeline/a/sibling.py": "from .deep.leaf import x\n",
-        "pipeline/a/deep/__init__.py": "",
-        "pipeline/a/deep/leaf.py": "x = 1\n",
-        "pipeline/b/__init__.py": "",
-        "pipeline/b/helper.py": "from contracts.model import M\n",
-        "pipeline/c/__init__.py": "",
-        "pipeline/c/late.py": "DATA_FILES = ('contracts/schemas/s.json',)\n",
-        "pipeline/unused.py": "",
-        "contracts/__init__.py": "",
-        "contracts/model.py": "",
-        "contracts/schemas/s.json": "{}",
-    })
+    write(
+        tmp_path,
+        {
+            "pipeline/__init__.py": "",
+            "pipeline/a/__init__.py": "",
+            "pipeline/a/entry.py": "import json\nfrom pipeline.b import helper\nfrom . import sibling\n\ndef run():\n"
+            "    from pipeline.c.late import f  # a function-level import runs with the stage\n",
+            "pipeline/a/sibling.py": "from .deep.leaf import x\n",
+            "pipeline/a/deep/__init__.py": "",
+            "pipeline/a/deep/leaf.py": "x = 1\n",
+            "pipeline/b/__init__.py": "",
+            "pipeline/b/helper.py": "from contracts.model import M\n",
+            "pipeline/c/__init__.py": "",
+            "pipeline/c/late.py": "DATA_FILES = ('contracts/schemas/s.json',)\n",
+            "pipeline/unused.py": "",
+            "contracts/__init__.py": "",
+            "contracts/model.py": "",
+            "contracts/schemas/s.json": "{}",
+        },
+    )
     assert names(tmp_path, ["pipeline.a.entry"]) == [
-        "contracts/__init__.py", "contracts/model.py", "contracts/schemas/s.json",
-        "pipeline/__init__.py", "pipeline/a/__init__.py", "pipeline/a/deep/__init__.py", "pipeline/a/deep/leaf.py",
-        "pipeline/a/entry.py", "pipeline/a/sibling.py", "pipeline/b/__init__.py", "pipeline/b/helper.py",
-        "pipeline/c/__init__.py", "pipeline/c/late.py",
+        "contracts/__init__.py",
+        "contracts/model.py",
+        "contracts/schemas/s.json",
+        "pipeline/__init__.py",
+        "pipeline/a/__init__.py",
+        "pipeline/a/deep/__init__.py",
+        "pipeline/a/deep/leaf.py",
+        "pipeline/a/entry.py",
+        "pipeline/a/sibling.py",
+        "pipeline/b/__init__.py",
+        "pipeline/b/helper.py",
+        "pipeline/c/__init__.py",
+        "pipeline/c/late.py",
     ]
 
 
@@ -61,5 +73,6 @@ def test_declared_data_files_exist_and_enter_the_version():
     for path in import_closure(["pipeline.release.gt_validate"]):
         assert path.is_file(), path
     assert "contracts/schemas/ground_truth_trajectory.schema.json" in {
-        p.relative_to(REPO).as_posix() for p in import_closure(["pipeline.release.gt_validate"])}
+        p.relative_to(REPO).as_posix() for p in import_closure(["pipeline.release.gt_validate"])
+    }
     assert code_version(["pipeline.release.gt_validate"]) != code_version(["pipeline.release.ground_truth"])

@@ -21,7 +21,9 @@ def built(real_artifacts):
 
 @pytest.mark.parametrize("corpus", sorted(EXPECTED))
 def test_inspect_ingest_json_accounting(built, corpus):
-    result = CliRunner().invoke(main, ["--root", str(REPO), "--artifacts", str(built), "inspect", "ingest", "--corpus", corpus, "--json"])
+    result = CliRunner().invoke(
+        main, ["--root", str(REPO), "--artifacts", str(built), "inspect", "ingest", "--corpus", corpus, "--json"]
+    )
     assert result.exit_code == 0, result.output
     summary = json.loads(result.output)
     sites, cells = EXPECTED[corpus]
@@ -50,7 +52,9 @@ def test_hhw_missing_brick_columns_reported(built):
 
 def test_xai4heat_streams_share_classes_by_loop(built):
     streams = pl.read_parquet(built / "xai4heat" / "ingest" / "streams.parquet")
-    supply = streams.filter((pl.col("site_id") == "L8") & (pl.col("point_class") == "Leaving_Hot_Water_Temperature_Sensor"))
+    supply = streams.filter(
+        (pl.col("site_id") == "L8") & (pl.col("point_class") == "Leaving_Hot_Water_Temperature_Sensor")
+    )
     assert sorted(supply["equipment"]) == ["L8.primary_loop", "L8.secondary_loop"]
     sites = pl.read_parquet(built / "xai4heat" / "ingest" / "sites.parquet")
     assert sites.filter(pl.col("held_out"))["site_id"].to_list() == ["L17"]
@@ -59,9 +63,19 @@ def test_xai4heat_streams_share_classes_by_loop(built):
 def test_xai4heat_defects_each_have_a_reason(built):
     report = json.loads((built / "xai4heat" / "ingest" / "report.json").read_text())
     reasons = report["rejects_by_reason"]
-    for reason in ("sentinel", "dropout_row", "missing", "nonexistent_local_time", "out_of_range", "counter_gap", "zero_dropout"):
+    for reason in (
+        "sentinel",
+        "dropout_row",
+        "missing",
+        "nonexistent_local_time",
+        "out_of_range",
+        "counter_gap",
+        "zero_dropout",
+    ):
         assert reasons.get(reason, 0) > 0, reason
-    energy = pl.read_parquet(built / "xai4heat" / "ingest" / "observations.parquet").filter(pl.col("stream_id").str.ends_with("__e"))
+    energy = pl.read_parquet(built / "xai4heat" / "ingest" / "observations.parquet").filter(
+        pl.col("stream_id").str.ends_with("__e")
+    )
     assert energy["value"].min() >= 0 and energy["value"].max() < 50
 
 

@@ -14,14 +14,14 @@ from pipeline.runtime.preflight import ambiguous_questions, preflight
 from pipeline.tools.access import ToolStore
 from tests.helpers import TINY_XAI, make_workspace, xai_config
 
-COPY = '''
+COPY = """
 [metadata.points.t_sup_prim_copy]
 point_class = "Leaving_Hot_Water_Temperature_Sensor"
 label = "primary supply temperature at {site}"
 unit = "DEG_C"
 equipment = "district_loop"
 equipment_type = "Hot_Water_Loop"
-'''
+"""
 
 
 def duplicated_sensor(tmp_path):
@@ -42,21 +42,40 @@ def test_copies_are_reported_and_never_asked(tmp_path):
     assert ["L8__t_sup_prim", "L8__t_sup_prim_copy"] in report["duplicate_streams"]
     store = ToolStore(ws.stage_dir("xai4heat", "store") / "store.duckdb")
     try:
-        assert store.streams["L8__t_sup_prim_copy"]["content_twins"] == 1 and store.streams["L8__t_sup_sec"]["content_twins"] == 0
-        tasks = [json.loads(line) for s in ("train", "dev", "test")
-                 for line in (ws.stage_dir("xai4heat", "tasks") / f"{s}.jsonl").read_text().splitlines()]
+        assert (
+            store.streams["L8__t_sup_prim_copy"]["content_twins"] == 1
+            and store.streams["L8__t_sup_sec"]["content_twins"] == 0
+        )
+        tasks = [
+            json.loads(line)
+            for s in ("train", "dev", "test")
+            for line in (ws.stage_dir("xai4heat", "tasks") / f"{s}.jsonl").read_text().splitlines()
+        ]
         copies = {"L8__t_sup_prim", "L8__t_sup_prim_copy"}
-        assert not [t for t in tasks if t["family"] == "point_disambiguation" and copies & set(t["evidence_stream_ids"])]
-        episodes = [e for s in ("train", "dev", "test") for e in load_episodes(ws.stage_dir("xai4heat", "audit") / f"{s}.jsonl")]
+        assert not [
+            t for t in tasks if t["family"] == "point_disambiguation" and copies & set(t["evidence_stream_ids"])
+        ]
+        episodes = [
+            e for s in ("train", "dev", "test") for e in load_episodes(ws.stage_dir("xai4heat", "audit") / f"{s}.jsonl")
+        ]
         assert preflight(episodes, store, load_episodes_config(ws), load_families(ws))["issue_count"] == 0
         # The same question with another gold (what a copy as distractor would give) is caught.
         lookup = next(e for e in episodes if e.family in ("point_disambiguation", "day_mean_lookup"))
         first = lookup.phases[0]
         other_gold = {k: (v + 1 if isinstance(v, float) else "L8__t_sup_prim_copy") for k, v in first.gold.items()}
-        twin = lookup.model_copy(update={"id": lookup.id + ".twin", "phases": [first.model_copy(update={"gold": other_gold}),
-                                                                             *lookup.phases[1:]]})
+        twin = lookup.model_copy(
+            update={
+                "id": lookup.id + ".twin",
+                "phases": [first.model_copy(update={"gold": other_gold}), *lookup.phases[1:]],
+            }
+        )
         assert ambiguous_questions([lookup, twin]) == {lookup.id, twin.id}
         assert ambiguous_questions([lookup, lookup.model_copy(update={"id": lookup.id + ".same"})]) == set()
-        assert preflight([lookup, twin], store, load_episodes_config(ws), load_families(ws))["by_check"]["same_question_different_gold"] == 2
+        assert (
+            preflight([lookup, twin], store, load_episodes_config(ws), load_families(ws))["by_check"][
+                "same_question_different_gold"
+            ]
+            == 2
+        )
     finally:
         store.close()

@@ -52,7 +52,9 @@ def test_phase_golds_rederived_through_the_tools(real_artifacts, episodes, corpu
             for phase in episode.phases:
                 outputs = gold.execute(store, [c.model_dump() for c in phase.canonical_calls], outputs)
                 family = FAMILIES.families[episode.family]
-                assert rederive(phase, outputs, store.thresholds, CFG.acceptable_offset_seconds, family) == phase.gold, (episode.id, phase.type)
+                assert (
+                    rederive(phase, outputs, store.thresholds, CFG.acceptable_offset_seconds, family) == phase.gold
+                ), (episode.id, phase.type)
             evidence = [f for f in episode.follow_ups if f.kind == "evidence"]
             assert evidence and evidence[0].gold["stream_ids"] == episode.evidence_stream_ids
     finally:
@@ -74,7 +76,11 @@ def test_structure_and_vocabulary(episodes, corpus):
     for episode in episodes[corpus]:
         assert episode.interaction_mode == "+".join(episode.obligations)
         assert set(episode.obligations) <= set(OBLIGATIONS)
-        revisions = [o for o in episode.obligations if o in ("revise_window", "revise_target", "probe_nearest", "prefer", "commit")]
+        revisions = [
+            o
+            for o in episode.obligations
+            if o in ("revise_window", "revise_target", "probe_nearest", "prefer", "commit")
+        ]
         assert len(episode.phases) == 1 + len(revisions)
         assert episode.phases[-1].type == "commitment" and episode.phases[-1].prompt.endswith(CFG.commit_options)
         assert episode.commitment_outcome == episode.phases[-1].gold["decision"]
@@ -111,8 +117,12 @@ def test_commitments_are_about_the_conversation(episodes, corpus):
     """At least 90% of commitments ask about a stream discussed, within 14 days of a window or reading discussed."""
     day, near, total = 86_400_000_000, 0, 0
     for episode in episodes[corpus]:
-        discussed = [span for p in episode.phases[:-1] for c in p.canonical_calls if c.tool != "inspect_quality_window"
-                     and (span := _instants(c.arguments))]
+        discussed = [
+            span
+            for p in episode.phases[:-1]
+            for c in p.canonical_calls
+            if c.tool != "inspect_quality_window" and (span := _instants(c.arguments))
+        ]
         if not discussed:
             continue  # nothing timed was discussed (point disambiguation): any week of the split's block
         total += 1
@@ -147,7 +157,11 @@ def test_probes_spread_and_off_the_grid_rules(episodes, corpus):
                 answer = instant(phase.gold["observed_timestamp"])
                 for minutes in grids:
                     g = minutes * 60_000_000
-                    for rule, at in (("down", probe // g * g), ("up", (probe + g - 1) // g * g), ("nearest", (probe + g // 2) // g * g)):
+                    for rule, at in (
+                        ("down", probe // g * g),
+                        ("up", (probe + g - 1) // g * g),
+                        ("nearest", (probe + g // 2) // g * g),
+                    ):
                         wins[rule, minutes] += at == answer
     assert len(weekdays) >= 5 and len(hours) >= 12, (weekdays, hours)
     assert nearest >= 50 and max(wins.values()) / nearest <= 0.40, (wins.most_common(3), nearest)
@@ -166,8 +180,17 @@ def test_24_hour_windows_are_not_day_means(real_artifacts, episodes, corpus):
         for episode in rows:
             phase = episode.phases[0]
             end = phase.canonical_calls[-1].arguments["window_end"][:10]
-            day = registry.call(store, "aggregate_window", {"stream_id": episode.evidence_stream_ids[0], "period": "day", "metric": "mean",
-                                                            "window_start": f"{end}T00:00:00Z", "window_end": f"{end}T23:59:59Z"})
+            day = registry.call(
+                store,
+                "aggregate_window",
+                {
+                    "stream_id": episode.evidence_stream_ids[0],
+                    "period": "day",
+                    "metric": "mean",
+                    "window_start": f"{end}T00:00:00Z",
+                    "window_end": f"{end}T23:59:59Z",
+                },
+            )
             same += not day.get("error") and passes(phase.form, phase.gold, {"mean": day["value"]})
     finally:
         store.close()
@@ -181,7 +204,9 @@ def test_wording_varies_and_no_template_dominates(real_artifacts, corpus):
     from pipeline.audit.reading import pattern
     from pipeline.harness.traces import load_episodes
 
-    released = [e for s in ("train", "dev", "test") for e in load_episodes(real_artifacts / corpus / "audit" / f"{s}.jsonl")]
+    released = [
+        e for s in ("train", "dev", "test") for e in load_episodes(real_artifacts / corpus / "audit" / f"{s}.jsonl")
+    ]
     commits = [*CFG.commit_window_prompts, *CFG.commit_timestamp_prompts]
     styles = Counter()
     for family, lift in CFG.families.items():
@@ -189,11 +214,33 @@ def test_wording_varies_and_no_template_dominates(real_artifacts, corpus):
         assert len(lift.initial) >= 6
         if len(rows) < 10:
             continue
-        for templates, text_of in ((lift.initial, lambda e: e.initial_message),
-                                   (commits, lambda e: e.phases[-1].prompt.replace(CFG.commit_options, "{options}"))):
+        for templates, text_of in (
+            (lift.initial, lambda e: e.initial_message),
+            (commits, lambda e: e.phases[-1].prompt.replace(CFG.commit_options, "{options}")),
+        ):
             used = Counter(next(i for i, t in enumerate(templates) if pattern(t).match(text_of(e))) for e in rows)
             assert max(used.values()) / len(rows) <= 0.40, (family, used)
-        styles.update("words" if any(m in e.phases[-1].prompt for m in ("January", "February", "March", "April", "May", "June", "July",
-                      "August", "September", "October", "November", "December")) else "iso" for e in rows)
+        styles.update(
+            "words"
+            if any(
+                m in e.phases[-1].prompt
+                for m in (
+                    "January",
+                    "February",
+                    "March",
+                    "April",
+                    "May",
+                    "June",
+                    "July",
+                    "August",
+                    "September",
+                    "October",
+                    "November",
+                    "December",
+                )
+            )
+            else "iso"
+            for e in rows
+        )
     assert len(CFG.commit_window_prompts) >= 4 and len(CFG.commit_timestamp_prompts) >= 4
     assert styles["words"] and styles["iso"], styles

@@ -20,27 +20,43 @@ from tests.test_layouts import _long_rows, _values_block
 
 LINES = real_lines("xai4heat/xai4heat_scada_L4.csv", range(36000, 36012))
 COLUMNS = LINES[0].split(",")[1:]
-LONG = ('[values]\nkind = "long_csv"\nfiles = "*_long.csv"\nfile_pattern = \'(?P<site>L\\d+)_long\\.csv\'\n'
-        'site = "{site}"\nstream_column = "stream"\nvalue_column = "value"\n')
-PER_STREAM = ('[values]\nkind = "file_per_stream"\nfiles = "streams/*.csv"\n'
-              'file_pattern = \'(?P<site>L\\d+)__(?P<key>\\w+)\\.csv\'\nsite = "{site}"\nvalue_column = "value"\n')
+LONG = (
+    '[values]\nkind = "long_csv"\nfiles = "*_long.csv"\nfile_pattern = \'(?P<site>L\\d+)_long\\.csv\'\n'
+    'site = "{site}"\nstream_column = "stream"\nvalue_column = "value"\n'
+)
+PER_STREAM = (
+    '[values]\nkind = "file_per_stream"\nfiles = "streams/*.csv"\n'
+    'file_pattern = \'(?P<site>L\\d+)__(?P<key>\\w+)\\.csv\'\nsite = "{site}"\nvalue_column = "value"\n'
+)
 
 
 def layouts() -> dict[str, tuple[str, dict[str, str]]]:
     """Each text layout: its mapping and its files, from the same real rows."""
     wide = xai_config(held_out_sites="[]", dropout_rows="false")
-    long = _values_block(LONG).replace('column = "datetime"', 'column = "time"').replace('row_order = "descending"', 'row_order = "any"')
-    per_stream = {f"streams/L4__{column}.csv": "datetime,value\n" + "".join(
-        f"{line.split(',')[0]},{line.split(',')[i]}\n" for line in LINES[1:]) for i, column in enumerate(COLUMNS, start=1)}
+    long = (
+        _values_block(LONG)
+        .replace('column = "datetime"', 'column = "time"')
+        .replace('row_order = "descending"', 'row_order = "any"')
+    )
+    per_stream = {
+        f"streams/L4__{column}.csv": "datetime,value\n"
+        + "".join(f"{line.split(',')[0]},{line.split(',')[i]}\n" for line in LINES[1:])
+        for i, column in enumerate(COLUMNS, start=1)
+    }
     return {
         "wide_csv": (wide, {"xai4heat_scada_L4.csv": "\n".join(LINES) + "\n"}),
-        "long_csv": (long, {"L4_long.csv": "time,stream,value\n" + "".join(",".join(r) + "\n" for r in _long_rows()[:80])}),
+        "long_csv": (
+            long,
+            {"L4_long.csv": "time,stream,value\n" + "".join(",".join(r) + "\n" for r in _long_rows()[:80])},
+        ),
         "file_per_stream": (_values_block(PER_STREAM), dict(sorted(per_stream.items())[:3])),
     }
 
 
-CSV_CHARS = st.sampled_from(list("0123456789,;.:-+eET \"'\t\r\n") + ["NaN", "inf", "null", "2022-01-10 10:00:00", "\x00", "\ufeff",
-                                                                        "é", "\udcff", "1e400", ",,,,", "\\"])
+CSV_CHARS = st.sampled_from(
+    list("0123456789,;.:-+eET \"'\t\r\n")
+    + ["NaN", "inf", "null", "2022-01-10 10:00:00", "\x00", "\ufeff", "é", "\udcff", "1e400", ",,,,", "\\"]
+)
 ROW = st.lists(CSV_CHARS, max_size=30).map("".join)
 
 

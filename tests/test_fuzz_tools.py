@@ -14,18 +14,42 @@ from pipeline.core.canonical import digest_file
 from pipeline.tools import registry
 from tests.helpers import fuzz_settings
 
-SCALARS = st.none() | st.booleans() | st.integers(-2**70, 2**70) | st.floats(allow_nan=False) | st.text(max_size=40)
-VALUES = st.recursive(SCALARS, lambda inner: st.lists(inner, max_size=4) | st.dictionaries(st.text(max_size=8), inner, max_size=4),
-                      max_leaves=12)
-PLAUSIBLE = st.sampled_from(["L8", "L8__t_sup_prim", "Leaving_Hot_Water_Temperature_Sensor", "primary loop", "nearest", "exact",
-                             "2022-01-10T10:24:00+01:00", "2022-01-10", "2022-01-10T10:24:00", "1e400", "", "$c1.stream_id",
-                             "$c9.x[3]", "week", "day", "'; DROP TABLE observations; --"])
+SCALARS = st.none() | st.booleans() | st.integers(-(2**70), 2**70) | st.floats(allow_nan=False) | st.text(max_size=40)
+VALUES = st.recursive(
+    SCALARS,
+    lambda inner: st.lists(inner, max_size=4) | st.dictionaries(st.text(max_size=8), inner, max_size=4),
+    max_leaves=12,
+)
+PLAUSIBLE = st.sampled_from(
+    [
+        "L8",
+        "L8__t_sup_prim",
+        "Leaving_Hot_Water_Temperature_Sensor",
+        "primary loop",
+        "nearest",
+        "exact",
+        "2022-01-10T10:24:00+01:00",
+        "2022-01-10",
+        "2022-01-10T10:24:00",
+        "1e400",
+        "",
+        "$c1.stream_id",
+        "$c9.x[3]",
+        "week",
+        "day",
+        "'; DROP TABLE observations; --",
+    ]
+)
 
 
 def arguments_of(tool) -> st.SearchStrategy:
     """Objects over the tool's own argument names (plausible or random values), or any JSON at all."""
     names = sorted(tool.input_schema().get("properties", {}))
-    keyed = st.dictionaries(st.sampled_from(names) | st.text(max_size=6), PLAUSIBLE | VALUES, max_size=len(names) + 1) if names else VALUES
+    keyed = (
+        st.dictionaries(st.sampled_from(names) | st.text(max_size=6), PLAUSIBLE | VALUES, max_size=len(names) + 1)
+        if names
+        else VALUES
+    )
     return keyed | VALUES
 
 

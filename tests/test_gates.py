@@ -55,7 +55,9 @@ def test_every_gate_holds_on_the_shipped_corpora(real_artifacts, corpus):
     assert set(grid["won_by_rule"]) == {f"{m} min, {r}" for m, r in grid_rules(FAMILIES.grid_minutes)}
     assert all(share >= LIFTS.min_outcome_share for share in report["commitment_mix"].values())
     release = json.loads((real_artifacts / corpus / "release" / "release.json").read_text())
-    assert set(release["gates"]) == set(report["gates"]) and all(g["status"] == "pass" for g in release["gates"].values())
+    assert set(release["gates"]) == set(report["gates"]) and all(
+        g["status"] == "pass" for g in release["gates"].values()
+    )
     card = (real_artifacts / corpus / "release" / "README.md").read_text()
     assert "| week_memory | accuracy on the commitments <= majority share + margin |" in card
 
@@ -74,7 +76,7 @@ def test_no_week_holds_more_than_the_cap_of_one_outcome(real_artifacts, corpus):
     hits = 0
     for outcomes in weeks.values():
         for i, outcome in enumerate(outcomes):
-            rest = Counter(outcomes[:i] + outcomes[i + 1:])
+            rest = Counter(outcomes[:i] + outcomes[i + 1 :])
             guess = max(sorted(rest), key=lambda k: rest[k]) if rest else overall[0]
             hits += guess == outcome
     assert hits / len(rows) <= overall[1] / len(rows) + AUDIT.gates.margin
@@ -93,7 +95,9 @@ def test_a_tighter_week_cap_is_kept_and_the_mix_stays_above_its_floor(real_artif
 def test_guessers_remember_only_the_other_splits(candidates):
     guesser = Guesser("week_memory", candidates, LIFTS, AUDIT.guessers)
     for split in SPLITS:
-        others = Counter(e.commitment_outcome for e in candidates if e.split != split and e.phases[-1].type == "commitment")
+        others = Counter(
+            e.commitment_outcome for e in candidates if e.split != split and e.phases[-1].type == "commitment"
+        )
         assert guesser.memory[split].overall == others
 
 
@@ -103,13 +107,20 @@ def test_week_memory_recalls_a_week_it_has_seen(candidates):
     memory = Memory(rows, LIFTS)
     pure = [e for e in rows if len(memory.weeks[week_of(e)]) == 1]
     at = commitment_instant([c.model_dump() for c in pure[0].phases[-1].canonical_calls])
-    assert pure and all(memory.by_week(at if e is pure[0] else commitment_instant([c.model_dump() for c in e.phases[-1].canonical_calls]),
-                                       0) == e.commitment_outcome for e in pure)
+    assert pure and all(
+        memory.by_week(
+            at if e is pure[0] else commitment_instant([c.model_dump() for c in e.phases[-1].canonical_calls]), 0
+        )
+        == e.commitment_outcome
+        for e in pure
+    )
 
 
 def test_surface_guesser_commits_without_reading_quality(xai_store, candidates):
     guesser = Guesser("surface_guess", candidates, LIFTS, AUDIT.guessers)
-    policy = ShortcutPolicy("surface_guesser", "commitment_lookup", xai_store, FAMILIES, LIFTS, kind="surface_guess", guesser=guesser)
+    policy = ShortcutPolicy(
+        "surface_guesser", "commitment_lookup", xai_store, FAMILIES, LIFTS, kind="surface_guess", guesser=guesser
+    )
     decisions = Counter()
     for episode in candidates[:40]:
         score, decision = play(policy, episode, xai_store, KEYWORDS)
@@ -137,7 +148,10 @@ def test_a_grid_rule_finds_a_nearest_reading_on_its_grid(real_artifacts):
     store = ToolStore(real_artifacts / "hhw" / "store" / "store.duckdb")
     try:
         rows = read_episodes(real_artifacts / "hhw" / "audit")
-        players = [ShortcutPolicy("grid_rules", "nearest", store, FAMILIES, LIFTS, kind="grid_rules", rule=r) for r in grid_rules(FAMILIES.grid_minutes)]
+        players = [
+            ShortcutPolicy("grid_rules", "nearest", store, FAMILIES, LIFTS, kind="grid_rules", rule=r)
+            for r in grid_rules(FAMILIES.grid_minutes)
+        ]
         exact = ShortcutPolicy("exact_only", "nearest", store, FAMILIES, LIFTS)
         found = 0
         for episode in (e for e in rows if "nearest" in required_capabilities(e, AUDIT)):
@@ -152,7 +166,9 @@ def test_a_grid_rule_finds_a_nearest_reading_on_its_grid(real_artifacts):
 
 def test_canned_question_wins_its_fixture_and_no_released_row(xai_store, candidates, real_artifacts):
     capable = ShortcutPolicy("capable", "nothing", xai_store, FAMILIES, LIFTS)
-    fixture = both_withheld(candidates, xai_store, LIFTS, lambda e: play(capable, e, xai_store, KEYWORDS)[0].accomplished)
+    fixture = both_withheld(
+        candidates, xai_store, LIFTS, lambda e: play(capable, e, xai_store, KEYWORDS)[0].accomplished
+    )
     assert fixture is not None and [w.slot for w in fixture.withheld] == ["site", "time"]
     assert xai_store.sites[fixture.site_ids[0]]["label"] not in fixture.initial_message
     canned = ShortcutPolicy("canned_clarification", "clarify", xai_store, FAMILIES, LIFTS, kind="canned_clarification")
@@ -166,11 +182,17 @@ def test_canned_question_wins_its_fixture_and_no_released_row(xai_store, candida
 
 def test_release_refuses_a_failed_gate(tmp_path):
     mapping = load_mapping(WS.corpus_config("xai4heat"))
-    upstream = {"audit": {"details": {"gates": {"artifact_probe": "fail", "week_memory": "pass", "grid_rules": "fail"}}}}
+    upstream = {
+        "audit": {"details": {"gates": {"artifact_probe": "fail", "week_memory": "pass", "grid_rules": "fail"}}}
+    }
     with pytest.raises(StageError) as failed:
         build_release(mapping, tmp_path, tmp_path, upstream, tmp_path, "v", {}, {}, categories={})
     message = str(failed.value)
-    assert "\n" not in message and "artifact_probe, grid_rules" in message and "telemetry-bench audit --corpus xai4heat" in message
+    assert (
+        "\n" not in message
+        and "artifact_probe, grid_rules" in message
+        and "telemetry-bench audit --corpus xai4heat" in message
+    )
     assert not list(tmp_path.iterdir())
 
 

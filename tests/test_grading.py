@@ -26,30 +26,50 @@ def verdict(f: AnswerForm, gold, answer) -> str | None:
 MEAN = one("mean", "DEG_C")
 
 
-@pytest.mark.parametrize(("gold", "answer", "expected"), [
-    (22220.8754, 22220.88, None),                 # 4e-3 off: within 0.1% of a large value
-    (22220.8754, 22220.0, None),                  # 4 significant digits
-    (22220.8754, 22220.8754 * 1.01, "wrong_value"),
-    (20.66667, 20.67, None), (20.66667, 20.6667, None), (20.66667, 20.87, "wrong_value"),
-    (0.05, 0.0509, None),                         # |gold| <= 1: the absolute 0.001 holds
-    (0.05, 0.052, "wrong_value"),
-    (0.0, 0.0009, None), (0.0, 0.002, "wrong_value"),
-    (-3.5, "-3.5", None), (-3.5, "\u22123.5", None), (12.3, " 12.30 ", None), (1234.5, "1,234.5", None),
-    (12.3, "n/a", "format_error"), (1.0, True, "format_error"), (12.3, None, "format_error"), (12.3, "", "format_error"),
-    (12.3, float("nan"), "format_error"), (12.3, [12.3], "format_error"),
-])
+@pytest.mark.parametrize(
+    ("gold", "answer", "expected"),
+    [
+        (22220.8754, 22220.88, None),  # 4e-3 off: within 0.1% of a large value
+        (22220.8754, 22220.0, None),  # 4 significant digits
+        (22220.8754, 22220.8754 * 1.01, "wrong_value"),
+        (20.66667, 20.67, None),
+        (20.66667, 20.6667, None),
+        (20.66667, 20.87, "wrong_value"),
+        (0.05, 0.0509, None),  # |gold| <= 1: the absolute 0.001 holds
+        (0.05, 0.052, "wrong_value"),
+        (0.0, 0.0009, None),
+        (0.0, 0.002, "wrong_value"),
+        (-3.5, "-3.5", None),
+        (-3.5, "\u22123.5", None),
+        (12.3, " 12.30 ", None),
+        (1234.5, "1,234.5", None),
+        (12.3, "n/a", "format_error"),
+        (1.0, True, "format_error"),
+        (12.3, None, "format_error"),
+        (12.3, "", "format_error"),
+        (12.3, float("nan"), "format_error"),
+        (12.3, [12.3], "format_error"),
+    ],
+)
 def test_numbers(gold, answer, expected):
     assert verdict(MEAN, gold, answer) == expected
 
 
-@pytest.mark.parametrize(("answer", "expected"), [
-    ("20.6667 degC", None), ("20.6667 °C", None), ("20.6667°C", None), ("20.6667 DEG_C", None), ("20.6667 deg C", None),
-    ("69.2 degF", None),                          # 20.6667 degC converted
-    ("293.8167 K", None),
-    ("20.6667 degF", "wrong_value"),              # the right number in the wrong unit is a wrong conversion
-    ("20.6667 kW", "wrong_unit"),                 # another dimension
-    ("20.6667 furlongs of joy", "wrong_unit"),
-])
+@pytest.mark.parametrize(
+    ("answer", "expected"),
+    [
+        ("20.6667 degC", None),
+        ("20.6667 °C", None),
+        ("20.6667°C", None),
+        ("20.6667 DEG_C", None),
+        ("20.6667 deg C", None),
+        ("69.2 degF", None),  # 20.6667 degC converted
+        ("293.8167 K", None),
+        ("20.6667 degF", "wrong_value"),  # the right number in the wrong unit is a wrong conversion
+        ("20.6667 kW", "wrong_unit"),  # another dimension
+        ("20.6667 furlongs of joy", "wrong_unit"),
+    ],
+)
 def test_numbers_with_units(answer, expected):
     assert verdict(MEAN, 20.66667, answer) == expected
 
@@ -76,22 +96,32 @@ def test_a_family_tolerance_overrides_the_catalogue_and_the_default():
     assert verdict(offset, -1440.0, "-1440.9") is None and verdict(offset, -1440.0, -1441.5) == "wrong_value"
 
 
-@pytest.mark.parametrize(("gold", "answer", "expected"), [
-    ("2022-02-03T07:03:23.640000Z", "2022-02-03T07:03:23.64Z", None),
-    ("2022-02-03T07:03:23Z", "2022-02-03T08:03:23+01:00", None),
-    ("2022-02-03T07:03:23Z", "2022-02-03 12:33:23+05:30", None),
-    ("2022-02-03T07:03:23Z", "2022-02-03T07:03:24Z", "wrong_value"),
-    ("2022-02-03T07:03:23Z", "2022-02-03T07:03:23", "format_error"),   # naive: which offset?
-    ("2022-02-03T07:03:23Z", "Feb 3rd", "format_error"),
-])
+@pytest.mark.parametrize(
+    ("gold", "answer", "expected"),
+    [
+        ("2022-02-03T07:03:23.640000Z", "2022-02-03T07:03:23.64Z", None),
+        ("2022-02-03T07:03:23Z", "2022-02-03T08:03:23+01:00", None),
+        ("2022-02-03T07:03:23Z", "2022-02-03 12:33:23+05:30", None),
+        ("2022-02-03T07:03:23Z", "2022-02-03T07:03:24Z", "wrong_value"),
+        ("2022-02-03T07:03:23Z", "2022-02-03T07:03:23", "format_error"),  # naive: which offset?
+        ("2022-02-03T07:03:23Z", "Feb 3rd", "format_error"),
+    ],
+)
 def test_timestamps_are_instants(gold, answer, expected):
     assert verdict(one("observed_timestamp"), gold, answer) == expected
 
 
-@pytest.mark.parametrize(("gold", "answer", "expected"), [
-    ("low_coverage", "low coverage", None), ("low_coverage", "LOW-COVERAGE", None), ("low_coverage", " Low_Coverage ", None),
-    ("low_coverage", "long_gap", "wrong_choice"), ("low_coverage", "bad data", "wrong_choice"), ("low_coverage", 3, "format_error"),
-])
+@pytest.mark.parametrize(
+    ("gold", "answer", "expected"),
+    [
+        ("low_coverage", "low coverage", None),
+        ("low_coverage", "LOW-COVERAGE", None),
+        ("low_coverage", " Low_Coverage ", None),
+        ("low_coverage", "long_gap", "wrong_choice"),
+        ("low_coverage", "bad data", "wrong_choice"),
+        ("low_coverage", 3, "format_error"),
+    ],
+)
 def test_codes_are_normalized(gold, answer, expected):
     assert verdict(one("reason"), gold, answer) == expected
 
@@ -107,13 +137,24 @@ def test_ids_exactly_and_lists_as_sets():
 def test_prose_without_fields_is_a_format_error_that_says_so():
     f = form(["decision", "reason"], ANSWERS)
     rejected = grade(f, {"decision": "answer", "reason": "healthy_quality"}, {}, step=3)
-    assert [(r.step, r.field, r.reason) for r in rejected] == [(3, "decision", "format_error"), (3, "reason", "format_error")]
+    assert [(r.step, r.field, r.reason) for r in rejected] == [
+        (3, "decision", "format_error"),
+        (3, "reason", "format_error"),
+    ]
     assert "prose alone" in rejected[0].detail
-    assert passes(f, {"decision": "answer", "reason": "healthy_quality"}, {"decision": "ANSWER", "reason": "healthy quality", "note": "x"})
+    assert passes(
+        f,
+        {"decision": "answer", "reason": "healthy_quality"},
+        {"decision": "ANSWER", "reason": "healthy quality", "note": "x"},
+    )
 
 
 def test_number_parsing():
-    assert number_and_unit(" 1.5e1 ") == (15.0, "") and number_and_unit("abc") is None and number_and_unit(float("inf")) is None
+    assert (
+        number_and_unit(" 1.5e1 ") == (15.0, "")
+        and number_and_unit("abc") is None
+        and number_and_unit(float("inf")) is None
+    )
     assert number_and_unit("21 °C") == (21.0, "°C")
 
 
@@ -122,7 +163,9 @@ def test_every_code_field_lists_every_code_with_its_meaning():
         if spec.type == "code":
             f = one(name).fields[0]
             assert f.codes and all(meaning.strip() for meaning in f.codes.values())
-            assert "{" not in "".join(form([name], ANSWERS, params={"acceptable_offset_seconds": "120"}).fields[0].codes.values())
+            assert "{" not in "".join(
+                form([name], ANSWERS, params={"acceptable_offset_seconds": "120"}).fields[0].codes.values()
+            )
     assert set(one("decision").fields[0].codes) == {"answer", "abstain", "re_clarify"}
     assert len(one("reason").fields[0].codes) == 7
 
@@ -133,6 +176,8 @@ def test_form_schema_and_sentence():
     assert schema["required"] == f.names
     assert schema["properties"]["fallback_reason"]["enum"] == ["nearest_observation", "no_exact_match"]
     assert "°C" in schema["properties"]["value"]["description"]
-    assert f.sentence() == ("Reply with `value` in °C, `observed_timestamp` (an ISO 8601 timestamp with Z or an offset), "
-                            "`offset_seconds` in s and `fallback_reason` (one of nearest_observation, no_exact_match).")
+    assert f.sentence() == (
+        "Reply with `value` in °C, `observed_timestamp` (an ISO 8601 timestamp with Z or an offset), "
+        "`offset_seconds` in s and `fallback_reason` (one of nearest_observation, no_exact_match)."
+    )
     assert one("mean", "DEG_C").sentence() == "Reply with `mean` in °C."

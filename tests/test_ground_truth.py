@@ -40,7 +40,11 @@ def test_our_exports_have_no_findings(real_artifacts):
 
 
 def seed(scenario: int | None, lines: str) -> dict:
-    return next(e["trajectory"] for e in json.loads(FIXTURE.read_text()) if e["lines"] == lines and e["scenario_id"] == (str(scenario) if scenario is not None else None))
+    return next(
+        e["trajectory"]
+        for e in json.loads(FIXTURE.read_text())
+        if e["lines"] == lines and e["scenario_id"] == (str(scenario) if scenario is not None else None)
+    )
 
 
 def test_seed_examples_findings():
@@ -65,11 +69,24 @@ def test_validator_rules_on_hand_made_trajectories(real_artifacts):
     bad["execution_links"].append({"source": "finish", "target": bad["execution_steps"][0]["name"]})
     bad["execution_links"].append({"source": "ghost", "target": "finish"})
     bad["execution_steps"][0]["deterministic"] = {"name": False}
-    bad["execution_steps"].append({"name": "stray", "action": "inspect_quality", "agent": "other", "arguments": {"stream_id": "@nothing.stream_id"}})
+    bad["execution_steps"].append(
+        {
+            "name": "stray",
+            "action": "inspect_quality",
+            "agent": "other",
+            "arguments": {"stream_id": "@nothing.stream_id"},
+        }
+    )
     bad["type"] = "telemetry-bench"
     findings = check(bad, VALIDATOR)
-    for expected in ("cycle", "'ghost' is not a step", "deterministic flags incomplete", "step stray: does not reach the Finish step",
-                     "reference 'nothing' is produced by no step", "not 'multiagent'"):
+    for expected in (
+        "cycle",
+        "'ghost' is not a step",
+        "deterministic flags incomplete",
+        "step stray: does not reach the Finish step",
+        "reference 'nothing' is produced by no step",
+        "not 'multiagent'",
+    ):
         assert any(expected in f for f in findings), (expected, findings)
     multi = json.loads(json.dumps(good))
     multi["type"] = "multiagent"
@@ -92,11 +109,35 @@ def test_oracle_scores_one_at_every_level_and_noop_low(real_artifacts, tmp_path,
     store, episodes = world
     for family in sorted({e.family for e in episodes}):
         row = evaluate_with(lambda a: a, next(e for e in episodes if e.family == family), store)
-        assert (row["final"], row["outcome"]["score"], row["process"]["score"], row["planning"]["score"]) == (1.0, 1.0, 1.0, 1.0)
+        assert (row["final"], row["outcome"]["score"], row["process"]["score"], row["planning"]["score"]) == (
+            1.0,
+            1.0,
+            1.0,
+            1.0,
+        )
     out = tmp_path / "noop.jsonl"
-    assert cli("--artifacts", str(real_artifacts), "run", "--corpus", "xai4heat", "--split", "test", "--agent", "noop", "--out", str(out)).exit_code == 0
+    assert (
+        cli(
+            "--artifacts",
+            str(real_artifacts),
+            "run",
+            "--corpus",
+            "xai4heat",
+            "--split",
+            "test",
+            "--agent",
+            "noop",
+            "--out",
+            str(out),
+        ).exit_code
+        == 0
+    )
     gt = real_artifacts / "xai4heat" / "release" / "ground_truth" / "test.jsonl"
-    report = json.loads(cli("--artifacts", str(real_artifacts), "evaluate", "--ground-truth", str(gt), "--trace", str(out), "--json").output)
+    report = json.loads(
+        cli(
+            "--artifacts", str(real_artifacts), "evaluate", "--ground-truth", str(gt), "--trace", str(out), "--json"
+        ).output
+    )
     assert report["mean_final"] < 0.1 and all(r["outcome"]["score"] == 0 for r in report["rows"])
 
 
@@ -107,11 +148,21 @@ def _rewrite(actions, name, change):
 def test_each_failure_mode_is_detected(world):
     store, episodes = world
     compare = next(e for e in episodes if e.family == "window_pairwise_compare")
-    tool = evaluate_with(lambda a: _rewrite(a, "compare_window", lambda c: {**c, "name": "rank_window"}), compare, store)
+    tool = evaluate_with(
+        lambda a: _rewrite(a, "compare_window", lambda c: {**c, "name": "rank_window"}), compare, store
+    )
     assert "tool_selection" in tool["failure_modes"] and "missing_step" in tool["failure_modes"]
-    parameter = evaluate_with(lambda a: _rewrite(a, "compare_window", lambda c: {**c, "arguments": {**c["arguments"], "metric": "max"}}), compare, store)
+    parameter = evaluate_with(
+        lambda a: _rewrite(a, "compare_window", lambda c: {**c, "arguments": {**c["arguments"], "metric": "max"}}),
+        compare,
+        store,
+    )
     assert "parameter" in parameter["failure_modes"] and parameter["process"]["node_overlap"] < 1
-    missing = evaluate_with(lambda a: [x for x in a if not (x["kind"] == "call_tool" and x["name"] == "inspect_quality_window")], compare, store)
+    missing = evaluate_with(
+        lambda a: [x for x in a if not (x["kind"] == "call_tool" and x["name"] == "inspect_quality_window")],
+        compare,
+        store,
+    )
     assert "missing_step" in missing["failure_modes"]
     lookup = next(e for e in episodes if e.family == "day_mean_lookup")
     stream = lookup.evidence_stream_ids[0]

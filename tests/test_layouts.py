@@ -36,8 +36,10 @@ def test_long_csv_matches_wide(tmp_path):
         '[values]\nkind = "long_csv"\nfiles = "*_long.csv"\nfile_pattern = \'(?P<site>L\\d+)_long\\.csv\'\n'
         'site = "{site}"\nstream_column = "stream"\nvalue_column = "value"\n'
     )
-    text = _values_block(block).replace('column = "datetime"', 'column = "time"').replace(
-        'row_order = "descending"', 'row_order = "any"'
+    text = (
+        _values_block(block)
+        .replace('column = "datetime"', 'column = "time"')
+        .replace('row_order = "descending"', 'row_order = "any"')
     )
     body = "time,stream,value\n" + "".join(",".join(r) + "\n" for r in _long_rows())
     ws = make_workspace(tmp_path / "long", "xai4heat", text, {"L4_long.csv": body})
@@ -69,8 +71,10 @@ def test_table_metadata_with_long_csv(tmp_path):
         '[values]\nkind = "long_csv"\nfiles = "*_long.csv"\nfile_pattern = \'(?P<site>L\\d+)_long\\.csv\'\n'
         'site = "{site}"\nstream_column = "stream"\nvalue_column = "value"\n'
     )
-    text = _values_block(block).replace('column = "datetime"', 'column = "time"').replace(
-        'row_order = "descending"', 'row_order = "any"'
+    text = (
+        _values_block(block)
+        .replace('column = "datetime"', 'column = "time"')
+        .replace('row_order = "descending"', 'row_order = "any"')
     )
     metadata = (
         '[metadata]\nkind = "table"\nfile = "points.csv"\nkey_column = "key"\npoint_class_column = "class"\n'

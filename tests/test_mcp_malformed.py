@@ -15,9 +15,15 @@ import pytest
 from pipeline.core.canonical import MAX_JSON_DEPTH
 from tests.helpers import REPO
 
-INITIALIZE = {"jsonrpc": "2.0", "id": 0, "method": "initialize",
-              "params": {"protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "test", "version": "1"}}}
-DEEP = '{"jsonrpc":"2.0","id":9,"method":"tools/call","params":{"name":"list_sites","arguments":{"a":%s}}}' % ("[" * 200 + "]" * 200)
+INITIALIZE = {
+    "jsonrpc": "2.0",
+    "id": 0,
+    "method": "initialize",
+    "params": {"protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "test", "version": "1"}},
+}
+DEEP = '{"jsonrpc":"2.0","id":9,"method":"tools/call","params":{"name":"list_sites","arguments":{"a":%s}}}' % (
+    "[" * 200 + "]" * 200
+)
 MALFORMED = [  # (line, code, id of the reply)
     ("{bad", -32700, None),
     ("[]", -32600, None),
@@ -42,8 +48,13 @@ class Server:
 
     def __init__(self, artifacts: Path) -> None:
         exe = Path(sys.executable).with_name("telemetry-bench")
-        self.process = subprocess.Popen([str(exe), "--root", str(REPO), "--artifacts", str(artifacts), "serve", "--corpus", "xai4heat"],
-                                        stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        self.process = subprocess.Popen(
+            [str(exe), "--root", str(REPO), "--artifacts", str(artifacts), "serve", "--corpus", "xai4heat"],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
         self.replies: queue.Queue = queue.Queue()
         threading.Thread(target=self._read, daemon=True).start()
 
@@ -79,8 +90,16 @@ def test_every_malformed_message_gets_its_error_and_the_server_goes_on(server):
         assert reply["jsonrpc"] == "2.0" and (reply["id"], reply["error"]["code"]) == (ident, code), (line[:80], reply)
         listed = server.send(json.dumps({"jsonrpc": "2.0", "id": 77, "method": "tools/list"}))
         assert listed["id"] == 77 and listed["result"]["tools"]
-    called = server.send(json.dumps({"jsonrpc": "2.0", "id": 78, "method": "tools/call",
-                                     "params": {"name": "resolve_point", "arguments": {"site": "L8"}}}))
+    called = server.send(
+        json.dumps(
+            {
+                "jsonrpc": "2.0",
+                "id": 78,
+                "method": "tools/call",
+                "params": {"name": "resolve_point", "arguments": {"site": "L8"}},
+            }
+        )
+    )
     assert called["id"] == 78 and "result" in called
 
 
@@ -88,7 +107,15 @@ def test_tool_arguments_nested_too_deep_from_the_cli(real_artifacts):
     from tests.helpers import run_cli
 
     for depth in (MAX_JSON_DEPTH + 1, 5000):
-        result = run_cli(real_artifacts, "tool", "resolve_point", "--corpus", "xai4heat", "--args", '{"site":' + "[" * depth + "]" * depth + "}")
+        result = run_cli(
+            real_artifacts,
+            "tool",
+            "resolve_point",
+            "--corpus",
+            "xai4heat",
+            "--args",
+            '{"site":' + "[" * depth + "]" * depth + "}",
+        )
         answer = json.loads(result.output)
         assert result.exit_code == 0 and answer["error"] is True and answer["code"] == "invalid_argument"
         assert f"nested deeper than {MAX_JSON_DEPTH} levels" in answer["message"]

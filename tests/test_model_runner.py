@@ -43,7 +43,20 @@ def comparable(path: Path) -> list[dict]:
 
 
 def run(artifacts, out, *args):
-    return run_cli(artifacts, "run", "--corpus", "xai4heat", "--split", "test", "--agent", "openai", "--out", str(out), "--json", *args)
+    return run_cli(
+        artifacts,
+        "run",
+        "--corpus",
+        "xai4heat",
+        "--split",
+        "test",
+        "--agent",
+        "openai",
+        "--out",
+        str(out),
+        "--json",
+        *args,
+    )
 
 
 @pytest.mark.parametrize("style", STYLES)
@@ -79,11 +92,26 @@ def test_flags_come_before_the_environment(real_artifacts, test_split, tmp_path,
 
 
 @pytest.mark.parametrize("style, cause", [("error", "InternalServerError"), ("garbage", "")])
-def test_a_failing_endpoint_is_infra_error_and_exits_non_zero(real_artifacts, test_split, tmp_path, no_openai_env, style, cause):
+def test_a_failing_endpoint_is_infra_error_and_exits_non_zero(
+    real_artifacts, test_split, tmp_path, no_openai_env, style, cause
+):
     out = tmp_path / "t.jsonl"
     with GoldServer(test_split[:3], style) as url:
         started = time.monotonic()
-        result = run(real_artifacts, out, "--limit", "3", "--base-url", url, "--model", "m", "--max-retries", "1", "--timeout", "5")
+        result = run(
+            real_artifacts,
+            out,
+            "--limit",
+            "3",
+            "--base-url",
+            url,
+            "--model",
+            "m",
+            "--max-retries",
+            "1",
+            "--timeout",
+            "5",
+        )
     assert time.monotonic() - started < 60
     assert result.exit_code == 1, result.output
     assert "3 episode runs hit infrastructure errors" in result.output and "--resume" in result.output
@@ -100,13 +128,36 @@ def test_resume_after_a_kill_ends_as_an_uninterrupted_run(real_artifacts, test_s
     episodes = test_split[:10]
     exe = str(Path(sys.executable).with_name("telemetry-bench"))
     with GoldServer(episodes, "vllm") as url:
-        base = [exe, "--root", str(REPO), "--artifacts", str(real_artifacts), "run", "--corpus", "xai4heat", "--split", "test",
-                "--agent", "openai", "--base-url", url, "--model", "m", "--limit", "10", "--json"]
+        base = [
+            exe,
+            "--root",
+            str(REPO),
+            "--artifacts",
+            str(real_artifacts),
+            "run",
+            "--corpus",
+            "xai4heat",
+            "--split",
+            "test",
+            "--agent",
+            "openai",
+            "--base-url",
+            url,
+            "--model",
+            "m",
+            "--limit",
+            "10",
+            "--json",
+        ]
         whole = tmp_path / "whole.jsonl"
         assert subprocess.run([*base, "--out", str(whole)], capture_output=True, timeout=300).returncode == 0
         cut = tmp_path / "cut.jsonl"
-        process = subprocess.Popen([*base, "--out", str(cut)], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-                                   env={**os.environ, "PYTHONUNBUFFERED": "1"})
+        process = subprocess.Popen(
+            [*base, "--out", str(cut)],
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+            env={**os.environ, "PYTHONUNBUFFERED": "1"},
+        )
         deadline = time.monotonic() + 120
         while time.monotonic() < deadline and (not cut.exists() or cut.read_text().count('"type":"end"') < 4):
             time.sleep(0.02)
@@ -116,7 +167,9 @@ def test_resume_after_a_kill_ends_as_an_uninterrupted_run(real_artifacts, test_s
         assert 4 <= finished < 10, finished
         with cut.open("ab") as handle:  # and a line half-written when it died
             handle.write(b'{"type":"turn","episode_id":')
-        resumed = subprocess.run([*base, "--out", str(cut), "--resume", "--concurrency", "2"], capture_output=True, timeout=300)
+        resumed = subprocess.run(
+            [*base, "--out", str(cut), "--resume", "--concurrency", "2"], capture_output=True, timeout=300
+        )
     assert resumed.returncode == 0, resumed.stderr.decode()
     assert json.loads(resumed.stdout)["accomplished_rate"] == 1.0
     assert comparable(cut) == comparable(whole)
@@ -127,7 +180,9 @@ def test_resume_refuses_other_settings(real_artifacts, test_split, tmp_path, no_
     with GoldServer(test_split[:2], "vllm") as url:
         assert run(real_artifacts, out, "--limit", "2", "--base-url", url, "--model", "m").exit_code == 0
         result = run(real_artifacts, out, "--limit", "2", "--base-url", url, "--model", "other", "--resume")
-    assert result.exit_code == 1 and "cannot resume a trace played with other settings (settings.model)" in result.output
+    assert (
+        result.exit_code == 1 and "cannot resume a trace played with other settings (settings.model)" in result.output
+    )
 
 
 class StatusServer(GoldServer):
@@ -138,11 +193,16 @@ class StatusServer(GoldServer):
         self.status = status
 
     def reply(self, body: dict) -> tuple[int, bytes]:
-        return self.status, json.dumps({"error": {"message": f"status {self.status}", "type": "invalid_request_error"}}).encode()
+        return self.status, json.dumps(
+            {"error": {"message": f"status {self.status}", "type": "invalid_request_error"}}
+        ).encode()
 
 
-def test_a_refused_request_is_the_models_and_a_refused_key_stops_the_run(real_artifacts, test_split, tmp_path, no_openai_env):
-    """400 (e.g. the conversation overflowed the context) is the model's failure, scored; 401 stops the run in one line."""
+def test_a_refused_request_is_the_models_and_a_refused_key_stops_the_run(
+    real_artifacts, test_split, tmp_path, no_openai_env
+):
+    """400 (e.g. the conversation overflowed the context) is the model's failure, scored; 401 stops the run in one
+    line."""
     out = tmp_path / "t.jsonl"
     with StatusServer(test_split[:2], 400) as url:
         result = run(real_artifacts, out, "--limit", "2", "--base-url", url, "--model", "m", "--max-retries", "0")
@@ -151,6 +211,17 @@ def test_a_refused_request_is_the_models_and_a_refused_key_stops_the_run(real_ar
     assert summary["infra_errors"] == 0 and summary["runs"] == 2 and summary["accomplished_rate"] == 0.0
     assert summary["issues"]["agent_error"] == 2
     with StatusServer(test_split[:2], 401) as url:
-        result = run(real_artifacts, tmp_path / "u.jsonl", "--limit", "2", "--base-url", url, "--model", "m", "--max-retries", "0")
+        result = run(
+            real_artifacts,
+            tmp_path / "u.jsonl",
+            "--limit",
+            "2",
+            "--base-url",
+            url,
+            "--model",
+            "m",
+            "--max-retries",
+            "0",
+        )
     assert result.exit_code == 1 and "refused the request (AuthenticationError" in result.output
     assert "Traceback" not in result.output and len(result.output.strip().splitlines()) == 1

@@ -22,10 +22,14 @@ from tests.helpers import RAW, REPO, TINY_XAI, copy_shared_configs, xai_config
 BELGRADE = ZoneInfo("Europe/Belgrade")
 HEADER, *ROWS = [line.split(",") for line in TINY_XAI.splitlines()]
 CLASSES = {  # what a user would write in the points table (the shipped xai4heat mapping's classes)
-    "t_amb": ("Outside_Air_Temperature_Sensor", "DEG_C"), "t_ref": ("Hot_Water_Supply_Temperature_Setpoint", "DEG_C"),
-    "t_sup_prim": ("Leaving_Hot_Water_Temperature_Sensor", "DEG_C"), "t_ret_prim": ("Entering_Hot_Water_Temperature_Sensor", "DEG_C"),
-    "t_sup_sec": ("Leaving_Hot_Water_Temperature_Sensor", "DEG_C"), "t_ret_sec": ("Entering_Hot_Water_Temperature_Sensor", "DEG_C"),
-    "e": ("Thermal_Energy_Sensor", "MegaW-HR"), "pe": ("Thermal_Power_Sensor", "KiloW"),
+    "t_amb": ("Outside_Air_Temperature_Sensor", "DEG_C"),
+    "t_ref": ("Hot_Water_Supply_Temperature_Setpoint", "DEG_C"),
+    "t_sup_prim": ("Leaving_Hot_Water_Temperature_Sensor", "DEG_C"),
+    "t_ret_prim": ("Entering_Hot_Water_Temperature_Sensor", "DEG_C"),
+    "t_sup_sec": ("Leaving_Hot_Water_Temperature_Sensor", "DEG_C"),
+    "t_ret_sec": ("Entering_Hot_Water_Temperature_Sensor", "DEG_C"),
+    "e": ("Thermal_Energy_Sensor", "MegaW-HR"),
+    "pe": ("Thermal_Power_Sensor", "KiloW"),
 }
 
 
@@ -49,11 +53,14 @@ def epoch_seconds(local: str) -> int:
 
 def per_sensor_files() -> dict[str, bytes]:
     """One headerless, tab-separated file per sensor: Unix seconds, value (oldest first, as loggers write)."""
-    return {f"{key}.tsv": "".join(f"{epoch_seconds(row[0])}\t{row[i]}\n" for row in reversed(ROWS)).encode()
-            for i, key in enumerate(HEADER) if i}
+    return {
+        f"{key}.tsv": "".join(f"{epoch_seconds(row[0])}\t{row[i]}\n" for row in reversed(ROWS)).encode()
+        for i, key in enumerate(HEADER)
+        if i
+    }
 
 
-PER_SENSOR_MAPPING = '''name = "plant"
+PER_SENSOR_MAPPING = """name = "plant"
 title = "One plant's sensors, a headerless tab-separated file each"
 
 [time]
@@ -79,11 +86,13 @@ key_column = "key"
 point_class_column = "point_class"
 label_column = "label"
 unit_column = "unit"
-'''
+"""
 
 
 def points_table() -> str:
-    return "key,point_class,label,unit\n" + "".join(f"{k},{c},{k.replace('_', ' ')} at the plant,{u}\n" for k, (c, u) in CLASSES.items())
+    return "key,point_class,label,unit\n" + "".join(
+        f"{k},{c},{k.replace('_', ' ')} at the plant,{u}\n" for k, (c, u) in CLASSES.items()
+    )
 
 
 def check_built(root: Path, name: str, tmp_path: Path, raw_before: dict[str, bytes]) -> None:
@@ -118,24 +127,39 @@ def test_headerless_tab_separated_file_per_sensor_from_a_draft(tmp_path):
     drafted = cli(root, "corpus", "draft", str(root / "data" / "raw" / "plant"), "--name", "plant", "--json")
     assert drafted.exit_code == 0, drafted.output
     guesses = json.loads(drafted.output)["guesses"]
-    assert (guesses["layout"], guesses["delimiter"], guesses["header"], guesses["time_format"]) == ("file_per_stream", "\t", False, "epoch_s")
+    assert (guesses["layout"], guesses["delimiter"], guesses["header"], guesses["time_format"]) == (
+        "file_per_stream",
+        "\t",
+        False,
+        "epoch_s",
+    )
     points = root / "configs" / "corpora" / "plant" / "points.csv"
     assert points.read_text().count("TODO") == len(CLASSES)
     failed = cli(root, "build", "--corpus", "plant")
     assert failed.exit_code != 0 and "is TODO; write its Brick class" in failed.output
     lines = points.read_text().splitlines()
-    filled = [lines[0]] + [",".join([k, CLASSES[k][0], label, CLASSES[k][1], *rest])
-                           for k, _, label, _, *rest in (line.split(",") for line in lines[1:])]
+    filled = [lines[0]] + [
+        ",".join([k, CLASSES[k][0], label, CLASSES[k][1], *rest])
+        for k, _, label, _, *rest in (line.split(",") for line in lines[1:])
+    ]
     points.write_text("\n".join(filled) + "\n")
     result = cli(root, "build", "--corpus", "plant")
     assert result.exit_code == 0, result.output
-    assert "streams in no family: plant__t_ret_prim, plant__t_ret_sec, plant__t_sup_prim, plant__t_sup_sec" in result.output
+    assert (
+        "streams in no family: plant__t_ret_prim, plant__t_ret_sec, plant__t_sup_prim, plant__t_sup_sec"
+        in result.output
+    )
     check_built(root, "plant", tmp_path, raw)
     report = json.loads((root / "artifacts" / "plant" / "ingest" / "report.json").read_text())
     assert set(report["metadata_sha256"]) == {"points.csv"} and "points.csv" not in report["raw_sha256"]
     assert report["streams"] == len(CLASSES)
     inspect = json.loads(cli(root, "inspect", "tasks", "--corpus", "plant", "--json").output)
-    assert inspect["streams_in_no_family"] == ["plant__t_ret_prim", "plant__t_ret_sec", "plant__t_sup_prim", "plant__t_sup_sec"]
+    assert inspect["streams_in_no_family"] == [
+        "plant__t_ret_prim",
+        "plant__t_ret_sec",
+        "plant__t_sup_prim",
+        "plant__t_sup_sec",
+    ]
     assert inspect["streams_left_out"]["point_disambiguation"]["equipment_known"] > 0
     assert "equipment_known" not in inspect["streams_left_out"]["day_mean_lookup"]
 
@@ -164,11 +188,15 @@ def test_decimal_comma_semicolon_file(tmp_path):
     root = tmp_path / "project"
     text = "".join(";".join(cell.replace(".", ",") for cell in row) + "\n" for row in [HEADER, *ROWS])
     raw = {"xai4heat_scada_L8.csv": text.encode()}
-    mapping = xai_config(held_out_sites="[]").replace('kind = "wide_csv"\n', 'kind = "wide_csv"\ndelimiter = ";"\ndecimal = ","\n')
+    mapping = xai_config(held_out_sites="[]").replace(
+        'kind = "wide_csv"\n', 'kind = "wide_csv"\ndelimiter = ";"\ndecimal = ","\n'
+    )
     project(root, "xai4heat", mapping, raw)
     build(root, "xai4heat")
     check_built(root, "xai4heat", tmp_path, raw)
-    observations = json.loads((root / "artifacts" / "xai4heat" / "ingest" / "report.json").read_text())["rejects_by_reason"]
+    observations = json.loads((root / "artifacts" / "xai4heat" / "ingest" / "report.json").read_text())[
+        "rejects_by_reason"
+    ]
     assert "unparseable" not in observations  # every decimal-comma cell read as a number
 
 
@@ -185,14 +213,18 @@ def test_headerless_needs_columns_and_names_the_fix(tmp_path):
     root = tmp_path / "project"
     project(root, "plant", PER_SENSOR_MAPPING.replace('columns = ["ts", "value"]\n', ""), per_sensor_files())
     result = cli(root, "build", "--corpus", "plant")
-    assert result.exit_code != 0 and "header = false needs columns" in result.output and "Traceback" not in result.output
+    assert (
+        result.exit_code != 0 and "header = false needs columns" in result.output and "Traceback" not in result.output
+    )
 
 
 def test_todo_point_class_is_refused_by_row(tmp_path):
     root = tmp_path / "project"
     project(root, "plant", PER_SENSOR_MAPPING, per_sensor_files())
     (root / "configs" / "corpora" / "plant").mkdir()
-    (root / "configs" / "corpora" / "plant" / "points.csv").write_text(points_table().replace("Thermal_Power_Sensor", "TODO"))
+    (root / "configs" / "corpora" / "plant" / "points.csv").write_text(
+        points_table().replace("Thermal_Power_Sensor", "TODO")
+    )
     result = cli(root, "build", "--corpus", "plant")
     assert result.exit_code != 0 and "points.csv: row 9: the point class of stream key 'pe' is TODO" in result.output
 
@@ -202,7 +234,9 @@ def test_nul_bytes_are_named_as_such(tmp_path):
     raw = {"xai4heat_scada_L8.csv": TINY_XAI.encode()[:400] + b"\x00\x00\x00" + TINY_XAI.encode()[400:]}
     project(root, "xai4heat", xai_config(held_out_sites="[]"), raw)
     result = cli(root, "build", "--corpus", "xai4heat", "--until", "ingest")
-    assert result.exit_code != 0 and "holds NUL bytes" in result.output and "xai4heat_scada_L8.csv: line " in result.output
+    assert (
+        result.exit_code != 0 and "holds NUL bytes" in result.output and "xai4heat_scada_L8.csv: line " in result.output
+    )
 
 
 def test_metadata_beside_the_mapping_joins_the_identity(tmp_path):
@@ -234,4 +268,8 @@ def test_every_cell_rejected_is_one_line_naming_the_cause(tmp_path):
     assert report["rejects"] == report["raw_value_cells"] > 0  # nothing lost: every cell is a reject with its reason
     (root / "data" / "raw" / "xai4heat" / "xai4heat_scada_L8.csv").write_text(";".join(HEADER) + "\n")
     result = cli(root, "build", "--corpus", "xai4heat")
-    assert result.exit_code != 0 and "the raw files hold no value cell" in result.output and "Traceback" not in result.output
+    assert (
+        result.exit_code != 0
+        and "the raw files hold no value cell" in result.output
+        and "Traceback" not in result.output
+    )

@@ -23,8 +23,8 @@ category = "Data Query"
 period = "month"
 time_columns = ["window_start", "window_end"]
 candidates = """
-SELECT a.stream_id, s.site_id, s.point_class, s.equipment, s.ambiguity_count, a.window_start, a.window_end, a.max, a.coverage,
-       a.min < a.max AS varies, [s.site_id] AS sites, [a.stream_id] AS streams
+SELECT a.stream_id, s.site_id, s.point_class, s.equipment, s.ambiguity_count, a.window_start, a.window_end, a.max,
+       a.coverage, a.min < a.max AS varies, [s.site_id] AS sites, [a.stream_id] AS streams
 FROM aggregates a JOIN streams s USING (stream_id)
 WHERE a.period = 'month'
 """
@@ -41,21 +41,32 @@ answer_fields = ["max"]
 templates = ["What was the highest {phrase} in {month_name} (UTC)?"]
 
 [families.month_max_lookup.canonical]
-calls = [
-  { id = "c1", tool = "resolve_point", arguments = { site = "{site_id}", point_class = "{point_class}", equipment = "{equipment}" } },
-  { id = "c2", tool = "aggregate_window", arguments = { stream_id = "$c1.stream_id", window_start = "{window_start_iso}", window_end = "{window_end_iso}", period = "month", metric = "max" } },
-]
 gold = { max = { ref = "$c2.value" } }
+
+[[families.month_max_lookup.canonical.calls]]
+id = "c1"
+tool = "resolve_point"
+arguments = { site = "{site_id}", point_class = "{point_class}", equipment = "{equipment}" }
+
+[[families.month_max_lookup.canonical.calls]]
+id = "c2"
+tool = "aggregate_window"
+[families.month_max_lookup.canonical.calls.arguments]
+stream_id = "$c1.stream_id"
+window_start = "{window_start_iso}"
+window_end = "{window_end_iso}"
+period = "month"
+metric = "max"
 '''
 
-MAX_FIELD = '''
+MAX_FIELD = """
 [fields.max]
 type = "number"
 unit = "stream"
 description = "The highest reading of the stream in the window, as aggregate_window returns it with metric max."
-'''
+"""
 
-MONTH_LIFT = '''
+MONTH_LIFT = """
 [families.month_max_lookup]
 phase = "aggregate"
 withhold = "time"
@@ -77,7 +88,7 @@ revision_prompts = [
 ]
 commit_target = "window"
 follow_ups = ["evidence"]
-'''
+"""
 
 
 def _declare(ws: Workspace, family: str = MONTH_FAMILY, lift: str = MONTH_LIFT) -> None:
@@ -94,7 +105,9 @@ def test_a_family_declared_in_configuration_alone_builds_and_the_oracle_scores_o
     build(ws, ["xai4heat"], until="audit")
     played = 0
     for split in ("train", "dev", "test"):
-        rows = [json.loads(line) for line in (ws.stage_dir("xai4heat", "audit") / f"{split}.jsonl").read_text().splitlines()]
+        rows = [
+            json.loads(line) for line in (ws.stage_dir("xai4heat", "audit") / f"{split}.jsonl").read_text().splitlines()
+        ]
         ours = [row for row in rows if row["family"] == "month_max_lookup"]
         if not ours:
             continue
@@ -125,11 +138,20 @@ def test_a_family_without_a_lift_fails_at_load(tmp_path):
     assert "add [families.month_max_lookup]" in message
 
 
-@pytest.mark.parametrize(("edit", "field"), [
-    (("commit_target = \"window\"", "commit_target = \"timestamp\""), "commit_target"),
-    (("follow_ups = [\"evidence\"]", "prefer = true\nprefer_prompt = \"Which month would you trust more?\"\nfollow_ups = [\"evidence\"]"), "prefer"),
-    (("revision = \"revise_window\"", "revision = \"probe_nearest\""), "revision"),
-])
+@pytest.mark.parametrize(
+    ("edit", "field"),
+    [
+        (('commit_target = "window"', 'commit_target = "timestamp"'), "commit_target"),
+        (
+            (
+                'follow_ups = ["evidence"]',
+                'prefer = true\nprefer_prompt = "Which month would you trust more?"\nfollow_ups = ["evidence"]',
+            ),
+            "prefer",
+        ),
+        (('revision = "revise_window"', 'revision = "probe_nearest"'), "revision"),
+    ],
+)
 def test_a_lift_the_family_cannot_carry_fails_at_load(tmp_path, edit, field):
     ws = tiny_workspace(tmp_path / "project")
     _declare(ws, lift=MONTH_LIFT.replace(*edit))
@@ -142,5 +164,8 @@ def test_a_lift_the_family_cannot_carry_fails_at_load(tmp_path, edit, field):
 def test_commit_stream_must_name_a_gold_field(tmp_path):
     ws = tiny_workspace(tmp_path / "project")
     _declare(ws, MONTH_FAMILY.replace('period = "month"\n', 'period = "month"\ncommit_stream = "top_stream_id"\n'))
-    with pytest.raises(ConfigError, match=r"families\.month_max_lookup: .*commit_stream 'top_stream_id' is not a field of canonical\.gold"):
+    with pytest.raises(
+        ConfigError,
+        match=r"families\.month_max_lookup: .*commit_stream 'top_stream_id' is not a field of canonical\.gold",
+    ):
         load_families(ws)

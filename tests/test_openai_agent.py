@@ -19,12 +19,21 @@ def completion(tool_calls=None, content=None, ids=None) -> dict:
     message = {"role": "assistant", "content": content}
     if tool_calls:
         message["tool_calls"] = [
-            {"id": (ids or {}).get(i, f"call_{i}_{name}"), "type": "function", "function": {"name": name, "arguments": arguments}}
+            {
+                "id": (ids or {}).get(i, f"call_{i}_{name}"),
+                "type": "function",
+                "function": {"name": name, "arguments": arguments},
+            }
             for i, (name, arguments) in enumerate(tool_calls)
         ]
-    return {"id": "x", "object": "chat.completion", "created": 0, "model": "fake",
-            "choices": [{"index": 0, "message": message, "finish_reason": "tool_calls" if tool_calls else "stop"}],
-            "usage": {"prompt_tokens": 11, "completion_tokens": 7, "total_tokens": 18}}
+    return {
+        "id": "x",
+        "object": "chat.completion",
+        "created": 0,
+        "model": "fake",
+        "choices": [{"index": 0, "message": message, "finish_reason": "tool_calls" if tool_calls else "stop"}],
+        "usage": {"prompt_tokens": 11, "completion_tokens": 7, "total_tokens": 18},
+    }
 
 
 class FakeServer(JsonServer):
@@ -41,7 +50,11 @@ class FakeServer(JsonServer):
 
 @pytest.fixture(scope="module")
 def setup(real_artifacts, xai_store):
-    episode = next(e for e in load_episodes(real_artifacts / "xai4heat" / "audit" / "test.jsonl") if e.family == "timestamp_nearest_lookup")
+    episode = next(
+        e
+        for e in load_episodes(real_artifacts / "xai4heat" / "audit" / "test.jsonl")
+        if e.family == "timestamp_nearest_lookup"
+    )
     return xai_store, episode
 
 
@@ -123,7 +136,9 @@ def test_the_key_is_optional_and_the_endpoint_is_not(monkeypatch):
         monkeypatch.delenv(name, raising=False)
     agent = OpenAIAgent(OpenAISettings(base_url="http://127.0.0.1:9/v1", model="m", api_key_env="NO_SUCH_KEY"))
     assert agent.client.api_key == "no-key"
-    with pytest.raises(OpenAIAgentError, match=r"needs --base-url \(or OPENAI_BASE_URL\) and --model \(or OPENAI_MODEL\)"):
+    with pytest.raises(
+        OpenAIAgentError, match=r"needs --base-url \(or OPENAI_BASE_URL\) and --model \(or OPENAI_MODEL\)"
+    ):
         OpenAISettings.resolve()
     monkeypatch.setenv("OPENAI_BASE_URL", "http://env/v1")
     monkeypatch.setenv("OPENAI_MODEL", "env-model")

@@ -100,8 +100,9 @@ def test_csv_corpus_is_partition_invariant(tmp_path):
     text = "\n".join([header + ",stray_sensor", *[r + ",7" for r in rows]]) + "\n"
 
     def make(root: Path) -> Workspace:
-        config = xai_config(held_out_sites="[]").replace('site_label = "substation {site}"',
-                                                         'site_label = "substation {site}"\nunmapped_columns = "reject"')
+        config = xai_config(held_out_sites="[]").replace(
+            'site_label = "substation {site}"', 'site_label = "substation {site}"\nunmapped_columns = "reject"'
+        )
         return make_workspace(root, "xai4heat", config, {"xai4heat_scada_L4.csv": text})
 
     first, *others = _build_all(tmp_path, make, "xai4heat", None, RUNS)

@@ -55,8 +55,9 @@ def test_allocation_bombs_are_refused_before_they_allocate(bomb):
     assert len(data) < 200
     with pytest.raises(UnsafePickle, match="asks for an array of"):
         load_series(data, LIMIT)
-    done = subprocess.run([sys.executable, "-c", BOMB_UNDER_RLIMIT, str(REPO)], input=data, capture_output=True, timeout=120,
-                          check=False)
+    done = subprocess.run(
+        [sys.executable, "-c", BOMB_UNDER_RLIMIT, str(REPO)], input=data, capture_output=True, timeout=120, check=False
+    )
     assert done.returncode == 0 and done.stdout.startswith(b"refused:"), done.stderr[-2000:]
 
 
@@ -69,22 +70,29 @@ def test_values_must_be_real_numbers():
 def test_bad_timestamps_are_flagged_not_wrapped():
     series = load_series(pickle.dumps(["s1", np.array([np.nan, 1e20, -np.inf, 1.6e9]), np.arange(4.0)]), LIMIT)
     assert series.valid_ts.tolist() == [False, False, False, True] and series.timestamps_us[3] == 1_600_000_000_000_000
-    nat = load_series(pickle.dumps(["s1", np.array(["NaT", "2020-01-01"], dtype="datetime64[s]"), np.arange(2.0)]), LIMIT)
+    nat = load_series(
+        pickle.dumps(["s1", np.array(["NaT", "2020-01-01"], dtype="datetime64[s]"), np.arange(2.0)]), LIMIT
+    )
     assert nat.valid_ts.tolist() == [False, True]
 
 
 def test_hostile_members_in_a_build_keep_the_accounting(tmp_path):
     runner = CliRunner()
     raw = tmp_path / "raw"
-    made = runner.invoke(main, ["--root", str(REPO), "synth", "bts", "--streams", "3", "--days", "30", "--seed", "3", "--out", str(raw)])
+    made = runner.invoke(
+        main, ["--root", str(REPO), "synth", "bts", "--streams", "3", "--days", "30", "--seed", "3", "--out", str(raw)]
+    )
     assert made.exit_code == 0, made.output
     archive = raw / "Site_Baa.zip"
     with zipfile.ZipFile(archive) as source:
         members = {info.filename: source.read(info) for info in source.infolist()}
     names = sorted(members)
     first = pickle.loads(members[names[0]])  # noqa: S301 (our own synthetic member)
-    timestamps = np.array(first[1], dtype=np.float64) if not np.issubdtype(np.asarray(first[1]).dtype, np.datetime64) \
+    timestamps = (
+        np.array(first[1], dtype=np.float64)
+        if not np.issubdtype(np.asarray(first[1]).dtype, np.datetime64)
         else np.asarray(first[1]).astype("datetime64[us]").astype(np.int64) / 1e6
+    )
     timestamps[:3] = [np.nan, 1e20, -1e20]
     members[names[0]] = pickle.dumps([first[0], timestamps, np.asarray(first[2])])
     second = pickle.loads(members[names[1]])  # noqa: S301
@@ -94,8 +102,22 @@ def test_hostile_members_in_a_build_keep_the_accounting(tmp_path):
         for name, data in sorted(members.items()):
             target.writestr(name, data)
     archive.write_bytes(buffer.getvalue())
-    result = runner.invoke(main, ["--root", str(REPO), "--artifacts", str(tmp_path / "art"), "build", "--corpus", "bts",
-                                  "--raw", str(raw), "--until", "store"])
+    result = runner.invoke(
+        main,
+        [
+            "--root",
+            str(REPO),
+            "--artifacts",
+            str(tmp_path / "art"),
+            "build",
+            "--corpus",
+            "bts",
+            "--raw",
+            str(raw),
+            "--until",
+            "store",
+        ],
+    )
     assert result.exit_code == 0 and "Traceback" not in result.output, result.output
     report = json.loads((tmp_path / "art" / "bts" / "ingest" / "report.json").read_text())
     assert report["rejects_by_reason"].get("bad_timestamp") == 3

@@ -52,15 +52,30 @@ def test_a_copied_release_plays_scores_and_verifies_on_its_own(copy, tmp_path):
     out = tmp_path / "traces" / "oracle.jsonl"
     out.parent.mkdir()
     cache = tmp_path / "cache"
-    result = cli(elsewhere, "run", "--release", str(copy), "--cache-dir", str(cache), "--split", "test", "--agent", "oracle",
-                 "--out", str(out), "--json")
+    result = cli(
+        elsewhere,
+        "run",
+        "--release",
+        str(copy),
+        "--cache-dir",
+        str(cache),
+        "--split",
+        "test",
+        "--agent",
+        "oracle",
+        "--out",
+        str(out),
+        "--json",
+    )
     assert result.exit_code == 0, result.output
     assert json.loads(result.output)["accomplished_rate"] == 1.0
     assert json.loads(out.read_text().split("\n")[0])["episode_set"] == "release"
     scored = cli(elsewhere, "score", str(out), "--release", str(copy), "--json")
     assert scored.exit_code == 0 and json.loads(scored.output)["accomplished_rate"] == 1.0, scored.output
     assert list(cache.glob("xai4heat-*/store.duckdb"))  # the store went to the cache, outside the release
-    evaluated = cli(elsewhere, "evaluate", "--release", str(copy), "--cache-dir", str(cache), "--trace", str(out), "--json")
+    evaluated = cli(
+        elsewhere, "evaluate", "--release", str(copy), "--cache-dir", str(cache), "--trace", str(out), "--json"
+    )
     assert evaluated.exit_code == 0 and json.loads(evaluated.output)["mean_final"] == 1.0, evaluated.output
     verified = cli(elsewhere, "verify", "--release", str(copy))
     assert verified.exit_code == 0, verified.output
@@ -72,15 +87,29 @@ def test_a_damaged_table_is_refused_before_the_store_is_loaded(real_artifacts, t
     shutil.copytree(real_artifacts / "xai4heat" / "release", folder)
     table = folder / "store" / "sites.parquet"
     table.write_bytes(table.read_bytes()[:-10] + b"0123456789")
-    result = cli(tmp_path, "run", "--release", str(folder), "--cache-dir", str(tmp_path / "cache"), "--split", "test",
-                 "--agent", "oracle", "--out", str(tmp_path / "t.jsonl"))
+    result = cli(
+        tmp_path,
+        "run",
+        "--release",
+        str(folder),
+        "--cache-dir",
+        str(tmp_path / "cache"),
+        "--split",
+        "test",
+        "--agent",
+        "oracle",
+        "--out",
+        str(tmp_path / "t.jsonl"),
+    )
     assert result.exit_code == 1 and "sites.parquet: does not match release.json" in result.output, result.output
     assert not list((tmp_path / "cache").rglob("store.duckdb"))
 
 
 async def _serve(copy: Path, cache: Path, cwd: Path):
     exe = Path(sys.executable).with_name("telemetry-bench")
-    params = StdioServerParameters(command=str(exe), args=["serve", "--release", str(copy), "--cache-dir", str(cache)], cwd=str(cwd))
+    params = StdioServerParameters(
+        command=str(exe), args=["serve", "--release", str(copy), "--cache-dir", str(cache)], cwd=str(cwd)
+    )
     async with stdio_client(params) as (read, write), ClientSession(read, write) as session:
         await session.initialize()
         first = await session.call_tool("list_points", {"site": "L8"})
@@ -94,5 +123,8 @@ def test_serve_a_copied_release_from_another_folder(copy, tmp_path):
     elsewhere.mkdir()
     first, second = anyio.run(_serve, copy, tmp_path / "cache", elsewhere)
     assert not first.is_error and first.structured_content["points"][0]["site_id"] == "L8", first
-    assert not second.is_error and second.structured_content["stream_id"] == first.structured_content["points"][0]["stream_id"], second
+    assert (
+        not second.is_error
+        and second.structured_content["stream_id"] == first.structured_content["points"][0]["stream_id"]
+    ), second
     assert snapshot(copy) == before

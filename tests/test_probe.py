@@ -40,8 +40,16 @@ def test_probe_finds_an_outcome_written_on_the_surface(real_artifacts):
     leaky = []
     for episode in rows:
         commit = episode.phases[-1]
-        hint = {"answer": "Looks fine to me.", "abstain": "I doubt it.", "re_clarify": "Hmm, not sure."}[episode.commitment_outcome]
-        leaky.append(episode.model_copy(update={"phases": [*episode.phases[:-1], commit.model_copy(update={"prompt": f"{hint} {commit.prompt}"})]}))
+        hint = {"answer": "Looks fine to me.", "abstain": "I doubt it.", "re_clarify": "Hmm, not sure."}[
+            episode.commitment_outcome
+        ]
+        leaky.append(
+            episode.model_copy(
+                update={
+                    "phases": [*episode.phases[:-1], commit.model_copy(update={"prompt": f"{hint} {commit.prompt}"})]
+                }
+            )
+        )
     probe = artifact_probe(leaky, LIFTS, PROBE, GATES)
     assert probe["status"] == "fail" and probe["accuracy"] > 0.95
 
@@ -64,7 +72,8 @@ print(json.dumps({"kernels": kernels, "accuracy": probe["accuracy_by_model"], "b
 
 
 def test_probe_does_not_depend_on_the_blas_kernel(real_artifacts):
-    """OpenBLAS picks a kernel per processor; a fit stopped short of its optimum gave another accuracy on another machine
+    """OpenBLAS picks a kernel per processor; a fit stopped short of its optimum gave another accuracy on another
+    machine
     (hhw's logistic regression, 0.5986 against 0.6009). Two kernels every x86-64 processor runs must agree."""
     import os
     import platform
@@ -78,8 +87,16 @@ def test_probe_does_not_depend_on_the_blas_kernel(real_artifacts):
     results = []
     for kernel in ("Prescott", "Haswell"):  # both in one process each, at once (two cores)
         env = {**os.environ, "OPENBLAS_CORETYPE": kernel}
-        results.append(subprocess.Popen([sys.executable, "-c", PROBE_IN_A_PROCESS, str(real_artifacts)], env=env, cwd=REPO,
-                                        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True))
+        results.append(
+            subprocess.Popen(
+                [sys.executable, "-c", PROBE_IN_A_PROCESS, str(real_artifacts)],
+                env=env,
+                cwd=REPO,
+                stdout=subprocess.PIPE,
+                stderr=subprocess.PIPE,
+                text=True,
+            )
+        )
     finished = [process.communicate(timeout=600) for process in results]
     assert all(process.returncode == 0 for process in results), [err[-2000:] for _, err in finished]
     results = [json.loads(out) for out, _ in finished]

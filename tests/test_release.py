@@ -15,9 +15,19 @@ from tests.helpers import make_workspace, real_lines, verify_cli, xai_config
 
 def test_release_contents(release):
     manifest = json.loads((release / "release.json").read_text())
-    assert set(manifest["files"]) == {"train.jsonl", "dev.jsonl", "test.jsonl", "provenance.jsonl", "README.md", "croissant.json",
-                                      "ground_truth/train.jsonl", "ground_truth/dev.jsonl", "ground_truth/test.jsonl",
-                                      "simulator.json", *(f"store/{table}.parquet" for table in KEYS)}
+    assert set(manifest["files"]) == {
+        "train.jsonl",
+        "dev.jsonl",
+        "test.jsonl",
+        "provenance.jsonl",
+        "README.md",
+        "croissant.json",
+        "ground_truth/train.jsonl",
+        "ground_truth/dev.jsonl",
+        "ground_truth/test.jsonl",
+        "simulator.json",
+        *(f"store/{table}.parquet" for table in KEYS),
+    }
     assert sum(manifest["files"][name]["bytes"] for name in manifest["files"]) < 25_000_000  # a release stays small
     assert sum(manifest["splits"].values()) == sum(manifest["counts"]["family"].values())
     assert manifest["tool_registry_version"] and manifest["raw_inputs"] and manifest["thresholds"]
@@ -37,7 +47,9 @@ def test_one_byte_changed_names_file_and_row(release):
     data = bytearray(path.read_bytes())
     lines = data.split(b"\n")
     target = 2  # third row
-    offset = sum(len(line) + 1 for line in lines[:target]) + lines[target].index(b'"turn_budget":') + len(b'"turn_budget":')
+    offset = (
+        sum(len(line) + 1 for line in lines[:target]) + lines[target].index(b'"turn_budget":') + len(b'"turn_budget":')
+    )
     data[offset] = ord("9") if data[offset] != ord("9") else ord("8")
     path.write_bytes(bytes(data))
     result = verify_cli(release)
@@ -78,9 +90,13 @@ def test_replay_matches_under_different_environments(tmp_path, monkeypatch):
     committed = report["committed_release"]["xai4heat"]
     assert not report["ok"] and not committed["matched"]
     assert "README.md: missing in the other run" in committed["differences"] and len(committed["differences"]) > 5
-    # verify prints that table and names the stale release with how to regenerate it (the same report, not two more builds).
+    # verify prints that table and names the stale release with how to regenerate it (the same report, not two more
+    # builds).
     monkeypatch.setattr("pipeline.release.verify.replay", lambda *_: report)
     stale = CliRunner().invoke(main, ["--root", str(ws.root), "verify"])
     assert stale.exit_code == 1 and "run `make build` and commit artifacts/*/release" in stale.output
-    assert "xai4heat    committed release matches the rebuild: False" in stale.output and "    README.md: missing" in stale.output
+    assert (
+        "xai4heat    committed release matches the rebuild: False" in stale.output
+        and "    README.md: missing" in stale.output
+    )
     assert stale.output.count("built   built   True") == 6

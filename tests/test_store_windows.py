@@ -19,8 +19,10 @@ def us(*args: int) -> int:
 
 def series(times: list[int], values: list[float] | None = None, stream: str = "s") -> pl.DataFrame:
     values = values if values is not None else [float(i) for i in range(len(times))]
-    frame = pl.DataFrame({"stream_id": [stream] * len(times), "ts": times, "value": values},
-                         schema={"stream_id": pl.String, "ts": pl.Int64, "value": pl.Float64})
+    frame = pl.DataFrame(
+        {"stream_id": [stream] * len(times), "ts": times, "value": values},
+        schema={"stream_id": pl.String, "ts": pl.Int64, "value": pl.Float64},
+    )
     return compute.with_steps(frame, 12)
 
 
@@ -155,7 +157,9 @@ def test_threshold_bounds_must_keep_the_bands_ordered():
     from contracts.build import ThresholdBounds
 
     with pytest.raises(ValidationError, match="coverage_abstain.floor"):
-        ThresholdBounds.model_validate({"coverage_abstain": {"floor": 0.99, "ceiling": 0.99}, "coverage_answer": {"floor": 0.9, "ceiling": 0.95}})
+        ThresholdBounds.model_validate(
+            {"coverage_abstain": {"floor": 0.99, "ceiling": 0.99}, "coverage_answer": {"floor": 0.9, "ceiling": 0.95}}
+        )
 
 
 HALVES = [k / 1e4 + 5e-5 for k in range(-300, 300)] + [0.5, 0.00015, 2.5e-5, -0.0, 1e300, 1.7e308, 4.5e15, 5e-324]
@@ -171,7 +175,9 @@ def test_rounded_is_pythons_round_on_halves_and_extremes():
     from pipeline.store.build import rounded
 
     values = np.array(HALVES + [float("nan"), float("inf"), -float("inf")], dtype=np.float64)
-    assert all(_same_float(got, round(x, 4) + 0.0) for x, got in zip(values.tolist(), rounded(values).tolist(), strict=True))
+    assert all(
+        _same_float(got, round(x, 4) + 0.0) for x, got in zip(values.tolist(), rounded(values).tolist(), strict=True)
+    )
 
 
 @pytest.mark.fuzz
@@ -220,11 +226,17 @@ def test_a_custom_window_std_follows_the_ddof_the_store_was_built_with(tmp_path)
         store = ToolStore(ws.stage_dir("xai4heat", "store") / "store.duckdb")
         try:
             assert store.settings["std_ddof"] == ddof
-            day = store._rows("SELECT stream_id, window_start, window_end FROM aggregates WHERE period = 'day' AND count >= 3 "
-                              "AND std > 0 ORDER BY stream_id, window_start LIMIT 1")[0]
-            args = {"stream_id": day["stream_id"], "window_start": format_us(day["window_start"]),
-                    "window_end": format_us(day["window_end"]),
-                    "period": "custom", "metric": "std"}
+            day = store._rows(
+                "SELECT stream_id, window_start, window_end FROM aggregates WHERE period = 'day' AND count >= 3 "
+                "AND std > 0 ORDER BY stream_id, window_start LIMIT 1"
+            )[0]
+            args = {
+                "stream_id": day["stream_id"],
+                "window_start": format_us(day["window_start"]),
+                "window_end": format_us(day["window_end"]),
+                "period": "custom",
+                "metric": "std",
+            }
             custom = registry.call(store, "aggregate_window", args)
             stored = registry.call(store, "aggregate_window", {**args, "period": "day"})
             assert custom["value"] == stored["value"], (ddof, custom, stored)

@@ -24,8 +24,11 @@ FAMILIES = FamiliesConfig.model_validate(tomllib.loads((REPO / "configs" / "fami
 
 
 def load(artifacts, corpus):
-    return [json.loads(line) for split in ("train", "dev", "test")
-            for line in (artifacts / corpus / "tasks" / f"{split}.jsonl").read_text().splitlines()]
+    return [
+        json.loads(line)
+        for split in ("train", "dev", "test")
+        for line in (artifacts / corpus / "tasks" / f"{split}.jsonl").read_text().splitlines()
+    ]
 
 
 @pytest.fixture(scope="module")
@@ -89,7 +92,10 @@ def test_quality_gate_has_both_decisions(tasks):
 
 
 def test_inspect_tasks_json(real_artifacts):
-    result = CliRunner().invoke(main, ["--root", str(REPO), "--artifacts", str(real_artifacts), "inspect", "tasks", "--corpus", "xai4heat", "--json"])
+    result = CliRunner().invoke(
+        main,
+        ["--root", str(REPO), "--artifacts", str(real_artifacts), "inspect", "tasks", "--corpus", "xai4heat", "--json"],
+    )
     assert result.exit_code == 0, result.output
     summary = json.loads(result.output)
     assert set(summary["counts"]) == set(FAMILIES.families) == set(summary["pools"])
@@ -114,11 +120,14 @@ def _weeks_of_call(arguments: dict) -> set[int]:
 
 @pytest.mark.parametrize("corpus", CORPORA)
 def test_splits_share_no_week(real_artifacts, corpus):
-    """No test window, reading or commitment week shares a Monday week with a train or dev one (splits without memory)."""
+    """No test window, reading or commitment week shares a Monday week with a train or dev one (splits without
+    memory)."""
     touched = {}
     for split in ("train", "dev", "test"):
         episodes = load_episodes(real_artifacts / corpus / "episodes" / f"{split}.jsonl")
-        touched[split] = {w for e in episodes for p in e.phases for c in p.canonical_calls for w in _weeks_of_call(c.arguments)}
+        touched[split] = {
+            w for e in episodes for p in e.phases for c in p.canonical_calls for w in _weeks_of_call(c.arguments)
+        }
     assert touched["test"] and touched["train"] and touched["dev"]
     assert not touched["test"] & (touched["train"] | touched["dev"])
     assert not touched["train"] & touched["dev"]

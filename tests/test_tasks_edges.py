@@ -33,11 +33,17 @@ def _tie_primary_and_secondary_return(lines: list[str]) -> list[str]:
 def built(tmp_path_factory):
     lines = _tie_primary_and_secondary_return(LINES)
     lines.insert(3, lines[2])  # one repeated record: a duplicate timestamp in every stream of the file
-    ws = make_workspace(tmp_path_factory.mktemp("edges"), "xai4heat", xai_config(held_out_sites="[]"),
-                        {"xai4heat_scada_L4.csv": "\n".join(lines) + "\n"})
+    ws = make_workspace(
+        tmp_path_factory.mktemp("edges"),
+        "xai4heat",
+        xai_config(held_out_sites="[]"),
+        {"xai4heat_scada_L4.csv": "\n".join(lines) + "\n"},
+    )
     build(ws)
     folder = ws.stage_dir("xai4heat", "tasks")
-    tasks = [json.loads(line) for s in ("train", "dev", "test") for line in (folder / f"{s}.jsonl").read_text().splitlines()]
+    tasks = [
+        json.loads(line) for s in ("train", "dev", "test") for line in (folder / f"{s}.jsonl").read_text().splitlines()
+    ]
     return tasks, json.loads((folder / "manifest.json").read_text())["details"]
 
 

@@ -17,32 +17,59 @@ def parse(values: list[str | None], **spec) -> list[tuple[int | None, str | None
 
 
 def test_iso8601_with_zone_offsets_fractions_and_naive_values():
-    got = parse(["2019-01-01T08:00:00Z", "2019-01-01T08:00:00.5+01:00", "2019-01-01 08:00:00", "2019-01-01T08:00:00.123456Z", "x", ""],
-                format="iso8601")
+    got = parse(
+        [
+            "2019-01-01T08:00:00Z",
+            "2019-01-01T08:00:00.5+01:00",
+            "2019-01-01 08:00:00",
+            "2019-01-01T08:00:00.123456Z",
+            "x",
+            "",
+        ],
+        format="iso8601",
+    )
     assert got == [
-        (1546329600 * S, None), (1546326000 * S + 500_000, None), (1546329600 * S, None),
-        (1546329600 * S + 123_456, None), (None, "bad_timestamp"), (None, "missing_timestamp"),
+        (1546329600 * S, None),
+        (1546326000 * S + 500_000, None),
+        (1546329600 * S, None),
+        (1546329600 * S + 123_456, None),
+        (None, "bad_timestamp"),
+        (None, "missing_timestamp"),
     ]
 
 
 def test_iso8601_all_aware_takes_the_fast_path():
-    assert parse(["2019-01-01T08:00:00Z", "2019-01-01T09:00:00Z"], format="iso8601") == [(1546329600 * S, None), (1546333200 * S, None)]
+    assert parse(["2019-01-01T08:00:00Z", "2019-01-01T09:00:00Z"], format="iso8601") == [
+        (1546329600 * S, None),
+        (1546333200 * S, None),
+    ]
 
 
 def test_naive_iso_in_a_declared_zone():
     assert parse(["2021-07-01T12:00:00"], format="iso8601", timezone="Europe/Belgrade") == [(1625133600 * S, None)]
 
 
-@pytest.mark.parametrize(("fmt", "text", "expected"), [
-    ("epoch_s", "1600000000.5", 1600000000 * S + 500_000),
-    ("epoch_ms", "1600000000123", 1600000000 * S + 123_000),
-    ("epoch_us", "1600000000123456", 1600000000123456),
-])
+@pytest.mark.parametrize(
+    ("fmt", "text", "expected"),
+    [
+        ("epoch_s", "1600000000.5", 1600000000 * S + 500_000),
+        ("epoch_ms", "1600000000123", 1600000000 * S + 123_000),
+        ("epoch_us", "1600000000123456", 1600000000123456),
+    ],
+)
 def test_epoch_formats(fmt, text, expected):
-    assert parse([text, "nan", "abc"], format=fmt) == [(expected, None), (None, "bad_timestamp"), (None, "bad_timestamp")]
+    assert parse([text, "nan", "abc"], format=fmt) == [
+        (expected, None),
+        (None, "bad_timestamp"),
+        (None, "bad_timestamp"),
+    ]
 
 
 def test_strftime_with_dst():
-    got = parse(["2021-03-28 02:00:00", "2021-10-31 02:30:00", "2021-03-28 03:00:00"],
-                format="%Y-%m-%d %H:%M:%S", timezone="Europe/Belgrade", ambiguous="latest")
+    got = parse(
+        ["2021-03-28 02:00:00", "2021-10-31 02:30:00", "2021-03-28 03:00:00"],
+        format="%Y-%m-%d %H:%M:%S",
+        timezone="Europe/Belgrade",
+        ambiguous="latest",
+    )
     assert got == [(None, "nonexistent_local_time"), (1635643800 * S, None), (1616893200 * S, None)]

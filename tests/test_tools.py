@@ -64,8 +64,12 @@ def test_resolve_point_and_list_points_match_the_streams_table(stores, streams, 
     for site, point_class, count in groups.iter_rows():
         result = call(stores[corpus], "resolve_point", site=site, point_class=point_class)
         assert result["match_count"] == count and result["stream_id"] is None
-        for row in table.filter((pl.col("site_id") == site) & (pl.col("point_class") == point_class)).iter_rows(named=True):
-            unique = call(stores[corpus], "resolve_point", site=site, point_class=point_class, equipment=row["equipment"])
+        for row in table.filter((pl.col("site_id") == site) & (pl.col("point_class") == point_class)).iter_rows(
+            named=True
+        ):
+            unique = call(
+                stores[corpus], "resolve_point", site=site, point_class=point_class, equipment=row["equipment"]
+            )
             assert unique["stream_id"] == row["stream_id"], row
     site = table["site_id"][0]
     listed = call(stores[corpus], "list_points", site=site)
@@ -73,11 +77,21 @@ def test_resolve_point_and_list_points_match_the_streams_table(stores, streams, 
 
 
 def test_resolve_point_accepts_labels_and_plain_words(stores):
-    result = call(stores["hhw"], "resolve_point", site="Building 127", point_class="leaving hot water temperature sensor",
-                  equipment="primary loop")
+    result = call(
+        stores["hhw"],
+        "resolve_point",
+        site="Building 127",
+        point_class="leaving hot water temperature sensor",
+        equipment="primary loop",
+    )
     assert result["stream_id"] == "building127__supp"
-    result = call(stores["xai4heat"], "resolve_point", site="substation L8", point_class="Leaving_Hot_Water_Temperature_Sensor",
-                  equipment="L8.secondary_loop")
+    result = call(
+        stores["xai4heat"],
+        "resolve_point",
+        site="substation L8",
+        point_class="Leaving_Hot_Water_Temperature_Sensor",
+        equipment="L8.secondary_loop",
+    )
     assert result["stream_id"] == "L8__t_sup_sec"
 
 
@@ -88,8 +102,14 @@ def test_aggregate_window_matches_plain_python(stores, observations, streams, co
         day = busiest_day(data[0])
         for period, end in (("day", day + DAY), ("custom", day + DAY // 2)):
             _, values = in_window(data, day, end)
-            result = call(stores[corpus], "aggregate_window", stream_id=stream, window_start=format_us(day),
-                          window_end=format_us(end), period=period)
+            result = call(
+                stores[corpus],
+                "aggregate_window",
+                stream_id=stream,
+                window_start=format_us(day),
+                window_end=format_us(end),
+                period=period,
+            )
             assert result["count"] == len(values)
             assert result["mean"] == pytest.approx(statistics.fmean(values), abs=1e-4)
             assert result["std"] == pytest.approx(statistics.pstdev(values), abs=1e-4)
@@ -103,19 +123,30 @@ def test_custom_window_equal_to_a_calendar_window_gives_the_same_answer(stores, 
     monday = day - ((day // DAY + 3) % 7) * DAY
     month = int(datetime.fromtimestamp(day / 1e6, UTC).replace(day=1, hour=0).timestamp() * 1e6)
     next_month = int(datetime.fromtimestamp(month / 1e6 + 40 * 86400, UTC).replace(day=1).timestamp() * 1e6)
-    for period, start, end in (("day", day, day + DAY), ("week", monday, monday + 7 * DAY), ("month", month, next_month)):
+    for period, start, end in (
+        ("day", day, day + DAY),
+        ("week", monday, monday + 7 * DAY),
+        ("month", month, next_month),
+    ):
         args = {"stream_id": stream, "window_start": format_us(start), "window_end": format_us(end)}
         calendar = call(stores[corpus], "aggregate_window", period=period, **args)
         custom = call(stores[corpus], "aggregate_window", period="custom", **args)
-        assert {k: v for k, v in calendar.items() if k != "window"} == {k: v for k, v in custom.items() if k != "window"}
+        assert {k: v for k, v in calendar.items() if k != "window"} == {
+            k: v for k, v in custom.items() if k != "window"
+        }
         q_calendar = call(stores[corpus], "inspect_quality_window", period=period, **args)
         q_custom = call(stores[corpus], "inspect_quality_window", period="custom", **args)
-        assert {k: v for k, v in q_calendar.items() if k != "window"} == {k: v for k, v in q_custom.items() if k != "window"}
+        assert {k: v for k, v in q_calendar.items() if k != "window"} == {
+            k: v for k, v in q_custom.items() if k != "window"
+        }
 
 
 def test_compare_and_rank_match_plain_python(stores, observations):
     ids = ["L12__t_sup_sec", "L22__t_sup_sec", "L4__t_sup_sec", "L8__t_sup_sec"]
-    start, end = int(datetime(2022, 1, 1, tzinfo=UTC).timestamp() * 1e6), int(datetime(2022, 2, 1, tzinfo=UTC).timestamp() * 1e6)
+    start, end = (
+        int(datetime(2022, 1, 1, tzinfo=UTC).timestamp() * 1e6),
+        int(datetime(2022, 2, 1, tzinfo=UTC).timestamp() * 1e6),
+    )
     means = {s: round(statistics.fmean(in_window(observations[s], start, end)[1]), 4) for s in ids}
     window = {"window_start": format_us(start), "window_end": format_us(end), "period": "month"}
     ranked = call(stores["xai4heat"], "rank_window", stream_ids=ids, top_k=4, **window)
@@ -134,14 +165,22 @@ def test_lookup_observation_exact_and_nearest(stores, observations, streams, cor
     for stream in streams[corpus]["stream_id"].to_list()[::5]:
         ts, values = observations[stream]
         middle = len(ts) // 2
-        exact = call(stores[corpus], "lookup_observation", stream_id=stream, timestamp=format_us(ts[middle]), mode="exact")
-        assert exact["exact_match_found"] and exact["value"] == round(values[middle], 4) and exact["offset_seconds"] == 0.0
+        exact = call(
+            stores[corpus], "lookup_observation", stream_id=stream, timestamp=format_us(ts[middle]), mode="exact"
+        )
+        assert (
+            exact["exact_match_found"] and exact["value"] == round(values[middle], 4) and exact["offset_seconds"] == 0.0
+        )
         probe = ts[middle] + (ts[middle + 1] - ts[middle]) * 2 // 5  # 0.4 of the gap after: nearer the left
         near = call(stores[corpus], "lookup_observation", stream_id=stream, timestamp=format_us(probe), mode="nearest")
         assert near["observed_timestamp"] == format_us(ts[middle]) and near["fallback_reason"] == "nearest_observation"
         assert near["offset_seconds"] == pytest.approx((ts[middle] - probe) / 1e6, abs=1e-3)
         missed = call(stores[corpus], "lookup_observation", stream_id=stream, timestamp=format_us(probe), mode="exact")
-        assert missed["exact_match_found"] is False and missed["value"] is None and missed["fallback_reason"] == "no_exact_match"
+        assert (
+            missed["exact_match_found"] is False
+            and missed["value"] is None
+            and missed["fallback_reason"] == "no_exact_match"
+        )
 
 
 def test_lookup_tie_goes_to_the_earlier_observation(stores, observations):
@@ -149,7 +188,9 @@ def test_lookup_tie_goes_to_the_earlier_observation(stores, observations):
     middle = len(ts) // 2
     halfway = (ts[middle] + ts[middle + 1]) // 2
     assert halfway - ts[middle] == ts[middle + 1] - halfway
-    result = call(stores["xai4heat"], "lookup_observation", stream_id="L8__t_amb", timestamp=format_us(halfway), mode="nearest")
+    result = call(
+        stores["xai4heat"], "lookup_observation", stream_id="L8__t_amb", timestamp=format_us(halfway), mode="nearest"
+    )
     assert result["observed_timestamp"] == format_us(ts[middle])
 
 
@@ -164,8 +205,14 @@ def test_quality_tools_match_plain_python(stores, observations, streams, corpus)
     assert whole["longest_gap_seconds"] == pytest.approx(max(gaps) / 1e6)
     assert whole["step_seconds"] == pytest.approx(statistics.median(gaps) / 1e6, abs=1e-3)
     day = busiest_day(ts)
-    window = call(stores[corpus], "inspect_quality_window", stream_id=stream, window_start=format_us(day),
-                  window_end=format_us(day + DAY), period="day")
+    window = call(
+        stores[corpus],
+        "inspect_quality_window",
+        stream_id=stream,
+        window_start=format_us(day),
+        window_end=format_us(day + DAY),
+        period="day",
+    )
     inside, _ = in_window(observations[stream], day, day + DAY)
     assert window["count"] == len(inside)
     assert window["coverage"] == pytest.approx(min(1.0, len(inside) / window["expected_count"]), abs=1e-4)

@@ -26,7 +26,9 @@ W = {"window_start": "2019-11-01T00:00:00Z", "window_end": "2019-11-02T00:00:00Z
 
 @pytest.fixture(scope="module")
 def store(tmp_path_factory):
-    ws = make_workspace(tmp_path_factory.mktemp("tools"), "xai4heat", xai_config(held_out_sites="[]"), {"xai4heat_scada_L4.csv": BODY})
+    ws = make_workspace(
+        tmp_path_factory.mktemp("tools"), "xai4heat", xai_config(held_out_sites="[]"), {"xai4heat_scada_L4.csv": BODY}
+    )
     build(ws, until="store")
     opened = ToolStore.for_corpus(ws, "xai4heat")
     yield opened
@@ -41,9 +43,26 @@ ERROR_CALLS: dict[str, tuple[str, dict, dict]] = {
     "unknown_site": ("list_points", {"site": "L99"}, {}),
     "unknown_tool": ("delete_everything", {}, {}),
     "dangling_reference": ("inspect_quality", {"stream_id": "$c9.stream_id"}, {"c1": {"stream_id": "L4__t_amb"}}),
-    "invalid_window": ("aggregate_window", {"stream_id": "L4__t_amb", "window_start": W["window_end"], "window_end": W["window_start"], "period": "custom"}, {}),
-    "misaligned_window": ("aggregate_window", {"stream_id": "L4__t_amb", **W, "window_start": "2019-11-01T06:00:00Z"}, {}),
-    "empty_window": ("aggregate_window", {"stream_id": "L4__t_amb", **W, "window_start": "2023-01-01T00:00:00Z", "window_end": "2023-01-02T00:00:00Z"}, {}),
+    "invalid_window": (
+        "aggregate_window",
+        {
+            "stream_id": "L4__t_amb",
+            "window_start": W["window_end"],
+            "window_end": W["window_start"],
+            "period": "custom",
+        },
+        {},
+    ),
+    "misaligned_window": (
+        "aggregate_window",
+        {"stream_id": "L4__t_amb", **W, "window_start": "2019-11-01T06:00:00Z"},
+        {},
+    ),
+    "empty_window": (
+        "aggregate_window",
+        {"stream_id": "L4__t_amb", **W, "window_start": "2023-01-01T00:00:00Z", "window_end": "2023-01-02T00:00:00Z"},
+        {},
+    ),
     "empty_stream": ("inspect_quality", {"stream_id": "L4__pe"}, {}),
 }
 
@@ -64,20 +83,36 @@ def test_arguments_must_be_an_object(store):
     assert registry.call(store, "list_points", ["L4"])["code"] == "invalid_argument"
 
 
-INJECTIONS = ["'; DROP TABLE observations; --", "L4__t_amb' OR '1'='1", "\" ; DELETE FROM streams; --", "$(rm -rf /)", "\x00", "L4__t_amb%"]
+INJECTIONS = [
+    "'; DROP TABLE observations; --",
+    "L4__t_amb' OR '1'='1",
+    '" ; DELETE FROM streams; --',
+    "$(rm -rf /)",
+    "\x00",
+    "L4__t_amb%",
+]
 
 
 def _string_arguments(tool) -> list[str]:
     props = tool.input_schema()["properties"]
-    return [name for name, spec in props.items() if spec.get("type") == "string" or any(
-        alt.get("type") == "string" for alt in spec.get("anyOf", []))]
+    return [
+        name
+        for name, spec in props.items()
+        if spec.get("type") == "string" or any(alt.get("type") == "string" for alt in spec.get("anyOf", []))
+    ]
 
 
 @pytest.mark.parametrize("tool", registry.TOOLS, ids=lambda t: t.name)
 def test_injection_strings_are_only_ever_values(store, tool):
     base = {
-        "site": "L4", "point_class": "Outside_Air_Temperature_Sensor", "stream_id": "L4__t_amb", "timestamp": "2019-11-01T10:00:00Z",
-        "left_stream_id": "L4__t_amb", "right_stream_id": "L4__t_ref", "stream_ids": ["L4__t_amb"], **W,
+        "site": "L4",
+        "point_class": "Outside_Air_Temperature_Sensor",
+        "stream_id": "L4__t_amb",
+        "timestamp": "2019-11-01T10:00:00Z",
+        "left_stream_id": "L4__t_amb",
+        "right_stream_id": "L4__t_ref",
+        "stream_ids": ["L4__t_amb"],
+        **W,
     }
     required = tool.input_schema().get("required", [])
     counts = store._rows("SELECT (SELECT count(*) FROM observations) AS o, (SELECT count(*) FROM streams) AS s")
@@ -93,7 +128,9 @@ def test_injection_strings_are_only_ever_values(store, tool):
 
 
 def test_references_to_earlier_outputs(store):
-    outputs = {"c1": registry.call(store, "list_points", {"site": "L4", "point_class": "Leaving_Hot_Water_Temperature_Sensor"})}
+    outputs = {
+        "c1": registry.call(store, "list_points", {"site": "L4", "point_class": "Leaving_Hot_Water_Temperature_Sensor"})
+    }
     assert outputs["c1"]["stream_ids"] == ["L4__t_sup_prim", "L4__t_sup_sec"]
     ranked = registry.call(store, "rank_window", {"stream_ids": "$c1.stream_ids", **W, "top_k": 2}, outputs)
     assert {r["stream_id"] for r in ranked["ranked_streams"]} <= set(outputs["c1"]["stream_ids"])
@@ -101,8 +138,13 @@ def test_references_to_earlier_outputs(store):
     assert one["stream_id"] == "L4__t_sup_sec"
     deep = registry.call(store, "inspect_quality", {"stream_id": "$c1.points[0].stream_id"}, outputs)
     assert deep["stream_id"] == "L4__t_sup_prim"
-    assert registry.call(store, "inspect_quality", {"stream_id": "$c1.stream_ids[5]"}, outputs)["code"] == "dangling_reference"
-    assert registry.call(store, "inspect_quality", {"stream_id": "$c1.nothing"}, outputs)["code"] == "dangling_reference"
+    assert (
+        registry.call(store, "inspect_quality", {"stream_id": "$c1.stream_ids[5]"}, outputs)["code"]
+        == "dangling_reference"
+    )
+    assert (
+        registry.call(store, "inspect_quality", {"stream_id": "$c1.nothing"}, outputs)["code"] == "dangling_reference"
+    )
 
 
 def test_resolve_leaves_ordinary_strings_alone():
@@ -110,8 +152,10 @@ def test_resolve_leaves_ordinary_strings_alone():
 
 
 @settings(max_examples=300, deadline=None)
-@given(st.lists(st.integers(min_value=-10**12, max_value=10**12), min_size=1, max_size=40, unique=True),
-       st.integers(min_value=-2 * 10**12, max_value=2 * 10**12))
+@given(
+    st.lists(st.integers(min_value=-(10**12), max_value=10**12), min_size=1, max_size=40, unique=True),
+    st.integers(min_value=-2 * 10**12, max_value=2 * 10**12),
+)
 def test_nearest_is_closest_and_ties_go_earlier(times, at):
     ts = np.array(sorted(times), dtype=np.int64)
     found = nearest_index(ts, at)
@@ -142,7 +186,13 @@ def _reader(path: str, rounds: int) -> list[dict]:
     store = ToolStore(__import__("pathlib").Path(path))
     results = []
     for i in range(rounds):
-        results.append(registry.call(store, "lookup_observation", {"stream_id": "L4__t_amb", "timestamp": f"2019-11-01T{i % 24:02d}:30:00Z", "mode": "nearest"}))
+        results.append(
+            registry.call(
+                store,
+                "lookup_observation",
+                {"stream_id": "L4__t_amb", "timestamp": f"2019-11-01T{i % 24:02d}:30:00Z", "mode": "nearest"},
+            )
+        )
         results.append(registry.call(store, "aggregate_window", {"stream_id": "L4__t_ref", **W}))
     store.close()
     return results
@@ -165,8 +215,11 @@ def test_a_store_that_remembers_results_answers_as_one_that_does_not(store):
 
     remembering = ToolStore(store.path, remember_results=True)
     try:
-        for tool, arguments, outputs in [*ERROR_CALLS.values(), ("aggregate_window", {"stream_id": "L4__t_amb", **W}, {}),
-                                         ("list_points", {"site": "L4"}, {})]:
+        for tool, arguments, outputs in [
+            *ERROR_CALLS.values(),
+            ("aggregate_window", {"stream_id": "L4__t_amb", **W}, {}),
+            ("list_points", {"site": "L4"}, {}),
+        ]:
             plain = call(store, tool, arguments, outputs)
             first, again = call(remembering, tool, arguments, outputs), call(remembering, tool, arguments, outputs)
             assert first == again == plain and first is not again
@@ -188,7 +241,10 @@ def test_remembered_results_stay_within_their_byte_budget(store, monkeypatch):
     monkeypatch.setattr("pipeline.tools.access.REMEMBERED_BYTES", 2_000)
     remembering = ToolStore(store.path, remember_results=True)
     try:
-        days = [{**W, "window_start": f"2019-11-{d:02d}T00:00:00Z", "window_end": f"2019-11-{d + 1:02d}T00:00:00Z"} for d in range(1, 20)]
+        days = [
+            {**W, "window_start": f"2019-11-{d:02d}T00:00:00Z", "window_end": f"2019-11-{d + 1:02d}T00:00:00Z"}
+            for d in range(1, 20)
+        ]
         for _ in range(2):
             for window in days:
                 arguments = {"stream_id": "L4__t_amb", **window}

@@ -24,14 +24,18 @@ BODY = "\n".join(real_lines("xai4heat/xai4heat_scada_L8.csv", range(20000, 20400
 
 @pytest.fixture(scope="module")
 def ws(tmp_path_factory):
-    workspace = make_workspace(tmp_path_factory.mktemp("mcp"), "xai4heat", xai_config(held_out_sites="[]"),
-                               {"xai4heat_scada_L8.csv": BODY})
+    workspace = make_workspace(
+        tmp_path_factory.mktemp("mcp"), "xai4heat", xai_config(held_out_sites="[]"), {"xai4heat_scada_L8.csv": BODY}
+    )
     build(workspace, until="store")
     return workspace
 
 
 CALLS = [
-    ("resolve_point", {"site": "L8", "point_class": "Leaving_Hot_Water_Temperature_Sensor", "equipment": "secondary loop"}),
+    (
+        "resolve_point",
+        {"site": "L8", "point_class": "Leaving_Hot_Water_Temperature_Sensor", "equipment": "secondary loop"},
+    ),
     ("lookup_observation", {"stream_id": "L8__t_sup_sec", "timestamp": "2023-02-01T10:20:00Z", "mode": "nearest"}),
     ("lookup_observation", {"stream_id": "no_such_stream", "timestamp": "2023-02-01T10:20:00Z"}),
     ("lookup_observation", {"stream_id": "$c1.stream_id", "timestamp": "2023-02-01T10:20:00Z", "mode": "nearest"}),

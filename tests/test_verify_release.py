@@ -60,7 +60,9 @@ def test_a_name_outside_the_folder_is_refused(release):
     one_line_error(release, "not a file entry of a relative path inside the folder")
 
 
-@pytest.mark.parametrize("claim", ["raw_inputs", "tool_registry_version", "libraries", "stages", "license", "metadata_inputs"])
+@pytest.mark.parametrize(
+    "claim", ["raw_inputs", "tool_registry_version", "libraries", "stages", "license", "metadata_inputs"]
+)
 def test_an_edit_of_a_claim_that_cannot_be_recomputed_breaks_the_own_digest(release, claim):
     def change(manifest):
         value = manifest[claim]
@@ -71,6 +73,7 @@ def test_an_edit_of_a_claim_that_cannot_be_recomputed_breaks_the_own_digest(rele
             value["edited"] = "1"
         else:
             manifest[claim] = f"{value}0"
+
     edit(release, change)
     one_line_error(release, "its content differs from its own digest (manifest_xxh3)")
 
@@ -84,6 +87,7 @@ def test_counts_are_recomputed_even_when_the_digest_is(release, key):
             counts[first]["train"] += 1
         else:
             counts[first] += 1
+
     edit(release, change, redigest=True)
     one_line_error(release, f"counts.{key}", "disagree with the split files")
 
@@ -92,6 +96,7 @@ def test_thresholds_are_checked_against_the_store_table(release):
     def change(manifest):
         name = sorted(manifest["thresholds"])[0]
         manifest["thresholds"][name] = manifest["thresholds"][name] + 1
+
     edit(release, change, redigest=True)
     one_line_error(release, "thresholds", "disagree with store/thresholds.parquet")
 
@@ -102,18 +107,25 @@ def test_spacing_of_release_json_is_part_of_it(release):
     one_line_error(release, "release.json: not as the build writes it")
 
 
-@pytest.mark.parametrize("field", ["cache_key", "code_version", "config_hash", "libraries", "inputs", "row_counts", "details",
-                                   "logical_digests"])
+@pytest.mark.parametrize(
+    "field",
+    ["cache_key", "code_version", "config_hash", "libraries", "inputs", "row_counts", "details", "logical_digests"],
+)
 def test_manifest_json_claims_are_checked(release, field):
     def change(stage):
         value = stage[field]
         if isinstance(value, dict) and value:
             key = sorted(value)[0]
-            value[key] = {"edited": 1} if isinstance(value[key], dict) else (value[key] + 1 if isinstance(value[key], int) else f"{value[key]}0")
+            value[key] = (
+                {"edited": 1}
+                if isinstance(value[key], dict)
+                else (value[key] + 1 if isinstance(value[key], int) else f"{value[key]}0")
+            )
         elif isinstance(value, dict):
             value["x"] = "0"
         else:
             stage[field] = f"{value}0"
+
     edit(release, change, name="manifest.json")
     one_line_error(release, "manifest.json: ", "disagree with release.json")
 

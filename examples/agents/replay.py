@@ -29,7 +29,9 @@ class ReplayAgent:
                 self.actions[record["episode_id"]].append(record["action"])
         self.queue: list[dict] = []
 
-    def start(self, episode: Any) -> None:  # episode: contracts.agent_io.EpisodeStart (id, corpus, split, budget, tools)
+    def start(
+        self, episode: Any
+    ) -> None:  # episode: contracts.agent_io.EpisodeStart (id, corpus, split, budget, tools)
         self.queue = list(self.actions.get(episode.episode_id, []))
 
     def act(self, observation: Any) -> dict:  # observation: contracts.agent_view.AgentObservation

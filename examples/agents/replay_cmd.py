@@ -10,7 +10,7 @@ Protocol (contracts/agent_io.py; schemas in contracts/schemas/agent_input.schema
   {"type": "observation", "messages": [...], "answer_form": ..., ...} reply with one action, one line
   {"type": "episode_end", "episode_id": ..., "turns": ..., "stopped": ...}   no reply
 Write logs to stderr: stdout carries actions only.
-"""
+"""  # noqa: E501 - the examples are runnable commands, one per line
 
 import json
 import sys

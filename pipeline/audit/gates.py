@@ -13,9 +13,15 @@ def figures(gate: dict) -> str:
     if gate.get("status") in ("insufficient_rows", "unproven"):
         return f"not gated: {gate.get('note', 'too few rows')}"
     if "accuracy" in gate:
-        return f"accuracy {gate['accuracy']} vs majority share {gate['majority']} + {gate['margin']} over {gate['rows']} rows"
+        return (
+            f"accuracy {gate['accuracy']} vs majority share {gate['majority']} + {gate['margin']} over "
+            f"{gate['rows']} rows"
+        )
     if "share" in gate:
         return f"{gate['won']} of {gate['rows']} rows ({gate['share']}), at most {gate['max_share']}"
     control = gate.get("positive_control") or {}
     check = f"; positive control ({control['rule']}): {'held' if control.get('ok') else 'FAILED'}" if control else ""
-    return f"won {gate.get('won', 0)} of the released rows that need it, excluded {gate.get('excluded', 0)} candidates{check}"
+    return (
+        f"won {gate.get('won', 0)} of the released rows that need it, excluded {gate.get('excluded', 0)} "
+        f"candidates{check}"
+    )

@@ -16,8 +16,13 @@ from pipeline.audit.probe import surface
 from pipeline.episodes.lift import commitment_instant, week_index
 
 # From the finest surface to none: a surface seen fewer than min_support times backs off to the next.
-SURFACE_LEVELS = (("family", "commit_template", "format", "precision", "hour"), ("family", "commit_template", "format", "precision"),
-                  ("family", "commit_template"), ("family",), ())
+SURFACE_LEVELS = (
+    ("family", "commit_template", "format", "precision", "hour"),
+    ("family", "commit_template", "format", "precision"),
+    ("family", "commit_template"),
+    ("family",),
+    (),
+)
 
 
 def _majority(counts: Counter) -> str:

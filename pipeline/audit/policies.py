@@ -41,15 +41,26 @@ class ShortcutPolicy(Agent):
     """A bounded rule-based solver; `lacks` names the one capability it does not have. Its `kind` (configs/audit.toml)
     may swap a capability for a cheap strategy: one canned question, a guessed commitment, grid lookups."""
 
-    def __init__(self, name: str, lacks: str, store: ToolStore, families: FamiliesConfig, lifts: EpisodesConfig,
-                 kind: str = "shortcut", guesser: Guesser | None = None, rule: tuple[int, str] | None = None) -> None:
+    def __init__(
+        self,
+        name: str,
+        lacks: str,
+        store: ToolStore,
+        families: FamiliesConfig,
+        lifts: EpisodesConfig,
+        kind: str = "shortcut",
+        guesser: Guesser | None = None,
+        rule: tuple[int, str] | None = None,
+    ) -> None:
         self.name, self.lacks, self.kind, self.guesser, self.rule = name, lacks, kind, guesser, rule
         self.catalog, self.store = Catalog(store), store
         self.families, self.lifts = families, lifts
         self.exact_only = lacks == "nearest" and kind == "shortcut"  # grid rules stand in for nearest lookups instead
 
     # ------------------------------------------------------------------ agent interface
-    def start(self, episode: Episode) -> None:  # only the id and split are used: a policy never reads gold or hidden text
+    def start(
+        self, episode: Episode
+    ) -> None:  # only the id and split are used: a policy never reads gold or hidden text
         self.split = episode.split  # a guesser remembers the other splits only
         self.opening = ""
         self.decision: str | None = None
@@ -86,8 +97,10 @@ class ShortcutPolicy(Agent):
             return self._answer({"stream_ids": sorted(self.used)})
         if text == self.lifts.rationale_prompt:
             return self._answer({"reason": self.reason} if self.reason else {})
-        commit = read([*self.lifts.commit_window_prompts, *self.lifts.commit_timestamp_prompts],
-                      text.replace(self.lifts.commit_options, "{options}"))
+        commit = read(
+            [*self.lifts.commit_window_prompts, *self.lifts.commit_timestamp_prompts],
+            text.replace(self.lifts.commit_options, "{options}"),
+        )
         if commit is not None:
             return self._commit(commit, text)
         if self.lacks == "revise":
@@ -103,10 +116,19 @@ class ShortcutPolicy(Agent):
         outputs = {}
         for call in calls:
             arguments = _rename(call["arguments"], names)
-            if self.kind == "grid_rules" and call["tool"] == "lookup_observation" and arguments.get("mode") == "nearest":
+            if (
+                self.kind == "grid_rules"
+                and call["tool"] == "lookup_observation"
+                and arguments.get("mode") == "nearest"
+            ):
                 result = yield from self._grid_lookup(names[call["id"]], arguments)
             else:
-                result = yield {"kind": "call_tool", "name": call["tool"], "id": names[call["id"]], "arguments": arguments}
+                result = yield {
+                    "kind": "call_tool",
+                    "name": call["tool"],
+                    "id": names[call["id"]],
+                    "arguments": arguments,
+                }
             outputs[call["id"]] = result if isinstance(result, dict) else {}
         return outputs
 
@@ -117,12 +139,22 @@ class ShortcutPolicy(Agent):
         if probe is None or self.rule is None:
             return {}
         point = grid_point(probe, *self.rule)
-        result = yield {"kind": "call_tool", "name": "lookup_observation", "id": call_id,
-                        "arguments": {**arguments, "timestamp": format_us(point), "mode": "exact"}}
+        result = yield {
+            "kind": "call_tool",
+            "name": "lookup_observation",
+            "id": call_id,
+            "arguments": {**arguments, "timestamp": format_us(point), "mode": "exact"},
+        }
         if not isinstance(result, dict) or not result.get("exact_match_found"):
             return result if isinstance(result, dict) else {}
-        return {**result, "requested_timestamp": arguments["timestamp"], "mode": "nearest", "exact_match_found": point == probe,
-                "offset_seconds": rounding.seconds(point - probe), "fallback_reason": None if point == probe else "nearest_observation"}
+        return {
+            **result,
+            "requested_timestamp": arguments["timestamp"],
+            "mode": "nearest",
+            "exact_match_found": point == probe,
+            "offset_seconds": rounding.seconds(point - probe),
+            "fallback_reason": None if point == probe else "nearest_observation",
+        }
 
     # ------------------------------------------------------------------ reading
     def _site_of(self, text: str) -> str | None:
@@ -176,7 +208,11 @@ class ShortcutPolicy(Agent):
         s = self.slots
         if "anchor_iso" in s:
             end = parse_us(s["anchor_iso"])
-            return {"window_start_iso": format_us(end - 86_400_000_000), "window_end_iso": s["anchor_iso"], "anchor_iso": s["anchor_iso"]}
+            return {
+                "window_start_iso": format_us(end - 86_400_000_000),
+                "window_end_iso": s["anchor_iso"],
+                "anchor_iso": s["anchor_iso"],
+            }
         for key, window in (("month_name", month_window), ("week_start", week_window), ("day", day_window)):
             if key in s:
                 start, end = window(s[key])
@@ -196,10 +232,16 @@ class ShortcutPolicy(Agent):
         if shape == "pair":
             if len(rows) != 2:
                 return None
-            slots.update(left_site_id=rows[0]["site_id"], right_site_id=rows[1]["site_id"],
-                         left_equipment=rows[0]["equipment"], right_equipment=rows[1]["equipment"])
+            slots.update(
+                left_site_id=rows[0]["site_id"],
+                right_site_id=rows[1]["site_id"],
+                left_equipment=rows[0]["equipment"],
+                right_equipment=rows[1]["equipment"],
+            )
         elif shape == "members":
-            slots["members"] = [{"stream_id": r["stream_id"], "site_id": r["site_id"], "equipment": r["equipment"]} for r in rows]
+            slots["members"] = [
+                {"stream_id": r["stream_id"], "site_id": r["site_id"], "equipment": r["equipment"]} for r in rows
+            ]
         else:
             slots.update(site_id=rows[0]["site_id"], equipment=rows[0]["equipment"])
         return slots
@@ -215,7 +257,10 @@ class ShortcutPolicy(Agent):
         except render.RenderError:
             return {}
         if self.exact_only:
-            calls = [{**c, "arguments": {**c["arguments"], "mode": "exact"}} if c["tool"] == "lookup_observation" else c for c in calls]
+            calls = [
+                {**c, "arguments": {**c["arguments"], "mode": "exact"}} if c["tool"] == "lookup_observation" else c
+                for c in calls
+            ]
         known = set(streams) <= self.used
         if known and self.lacks != "carry_state":
             calls = self._reuse_resolved(calls, streams)
@@ -224,7 +269,9 @@ class ShortcutPolicy(Agent):
             answer = gold.extract(spec.gold, outputs)
         except gold.GoldError:
             return {}
-        if self.lifts.families[self.family].phase == "quality_decision":  # the phase asks for the band the gold decides on
+        if (
+            self.lifts.families[self.family].phase == "quality_decision"
+        ):  # the phase asks for the band the gold decides on
             answer = quality_decision_answer(outputs[calls[-1]["id"]])
         self.used.update(streams)
         self.windows.append({**slots, "streams": streams})
@@ -236,8 +283,12 @@ class ShortcutPolicy(Agent):
         for call in calls:
             if call["tool"] == "resolve_point":
                 args = call["arguments"]
-                match = [s for s in streams if self.store.streams[s]["site_id"] == args.get("site")
-                         and self.store.streams[s]["equipment"] == args.get("equipment")]
+                match = [
+                    s
+                    for s in streams
+                    if self.store.streams[s]["site_id"] == args.get("site")
+                    and self.store.streams[s]["equipment"] == args.get("equipment")
+                ]
                 if len(match) == 1:
                     resolved[f"${call['id']}.stream_id"] = match[0]
         kept = [c for c in calls if not (c["tool"] == "resolve_point" and f"${c['id']}.stream_id" in resolved)]
@@ -284,8 +335,16 @@ class ShortcutPolicy(Agent):
             yield from self._answer({})
             return
         mode = "exact" if self.exact_only else "nearest"
-        out = yield from self._call([{"id": "p", "tool": "lookup_observation",
-                                      "arguments": {"stream_id": streams[0], "timestamp": probe_iso, "mode": mode}}], f"s{self.steps_done}_")
+        out = yield from self._call(
+            [
+                {
+                    "id": "p",
+                    "tool": "lookup_observation",
+                    "arguments": {"stream_id": streams[0], "timestamp": probe_iso, "mode": mode},
+                }
+            ],
+            f"s{self.steps_done}_",
+        )
         result = out["p"]
         yield from self._answer({k: result.get(k) for k in NEAREST_FIELDS})
 
@@ -293,10 +352,20 @@ class ShortcutPolicy(Agent):
         if len(self.windows) < 2 or len(self.windows[0]["streams"]) != 2:
             yield from self._answer({})
             return
-        calls = [{"id": f"q{w}{s}", "tool": "inspect_quality_window", "arguments": {
-            "stream_id": self.windows[w - 1]["streams"][s - 1], "window_start": self.windows[w - 1]["window_start_iso"],
-            "window_end": self.windows[w - 1]["window_end_iso"], "period": self.families.families[family].period}}
-            for w in (1, 2) for s in (1, 2)]
+        calls = [
+            {
+                "id": f"q{w}{s}",
+                "tool": "inspect_quality_window",
+                "arguments": {
+                    "stream_id": self.windows[w - 1]["streams"][s - 1],
+                    "window_start": self.windows[w - 1]["window_start_iso"],
+                    "window_end": self.windows[w - 1]["window_end_iso"],
+                    "period": self.families.families[family].period,
+                },
+            }
+            for w in (1, 2)
+            for s in (1, 2)
+        ]
         out = yield from self._call(calls, f"s{self.steps_done}_")
         yield from self._answer({"preferred": preferred_window(*([out[f"q{w}{s}"] for s in (1, 2)] for w in (1, 2)))})
 
@@ -308,23 +377,48 @@ class ShortcutPolicy(Agent):
         stream, prefix = streams[0], f"s{self.steps_done}_"
         if "week_start" in slots:
             start, end = week_window(slots["week_start"])
-            out = yield from self._call([{"id": "w", "tool": "inspect_quality_window", "arguments": {
-                "stream_id": stream, "window_start": format_us(start), "window_end": format_us(end), "period": "week"}}], prefix)
+            out = yield from self._call(
+                [
+                    {
+                        "id": "w",
+                        "tool": "inspect_quality_window",
+                        "arguments": {
+                            "stream_id": stream,
+                            "window_start": format_us(start),
+                            "window_end": format_us(end),
+                            "period": "week",
+                        },
+                    }
+                ],
+                prefix,
+            )
             band = out["w"].get("quality_band")
             decision, reason = BAND_OUTCOME.get(band, ("answer", "healthy_quality"))
             if self.lacks == "abstain":
                 decision, reason = "answer", "healthy_quality"
         else:
             mode = "exact" if self.exact_only else "nearest"
-            out = yield from self._call([
-                {"id": "l", "tool": "lookup_observation", "arguments": {"stream_id": stream, "timestamp": slots["probe_iso"], "mode": mode}},
-                {"id": "q", "tool": "inspect_quality", "arguments": {"stream_id": stream}}], prefix)
+            out = yield from self._call(
+                [
+                    {
+                        "id": "l",
+                        "tool": "lookup_observation",
+                        "arguments": {"stream_id": stream, "timestamp": slots["probe_iso"], "mode": mode},
+                    },
+                    {"id": "q", "tool": "inspect_quality", "arguments": {"stream_id": stream}},
+                ],
+                prefix,
+            )
             offset = out["l"].get("offset_seconds")
             if offset is None:
                 yield from self._answer({})
                 return
-            decision, reason = timestamp_commitment(offset, out["q"].get("step_seconds"), self.lifts.acceptable_offset_seconds,
-                                                    self.store.thresholds["gap_ratio_abstain_window"])
+            decision, reason = timestamp_commitment(
+                offset,
+                out["q"].get("step_seconds"),
+                self.lifts.acceptable_offset_seconds,
+                self.store.thresholds["gap_ratio_abstain_window"],
+            )
             if self.lacks == "abstain":
                 decision, reason = "answer", "exact_timestamp" if offset == 0 else "nearest_but_acceptable"
         if self.guesser is not None:  # looks up as told, then ignores what quality says: the outcome remembered alike

@@ -28,8 +28,18 @@ from pipeline.audit.reading import pattern
 from pipeline.episodes.lift import commitment_instant, week_index
 from pipeline.runtime.simulator import asking
 
-FEATURES = ("visible text (words and bigrams)", "timestamp format", "timestamp precision", "minute", "hour", "weekday",
-            "opening template", "commitment template", "week start", "family")
+FEATURES = (
+    "visible text (words and bigrams)",
+    "timestamp format",
+    "timestamp precision",
+    "minute",
+    "hour",
+    "weekday",
+    "opening template",
+    "commitment template",
+    "week start",
+    "family",
+)
 ISO_DATE = re.compile(r"\d{4}-\d{2}-\d{2}")
 OFFSET = re.compile(r"[+-]\d{2}:\d{2}\b")
 SECONDS = re.compile(r"\b\d{1,2}:\d{2}:\d{2}\b")
@@ -43,7 +53,9 @@ def visible_text(episode: Episode) -> str:
 
 
 def _template(templates: list[str], text: str) -> str:
-    return next((str(i) for i, t in enumerate(templates) if pattern(t).match(text) or pattern(t, True).match(text)), "none")
+    return next(
+        (str(i) for i, t in enumerate(templates) if pattern(t).match(text) or pattern(t, True).match(text)), "none"
+    )
 
 
 def _commit_instant(episode: Episode) -> int | None:
@@ -57,18 +69,29 @@ def surface_features(family: str, opening: str, prompt: str, at: int | None, lif
         "family": family,
         "format": ("iso" if ISO_DATE.search(prompt) else "words") + ("_offset" if OFFSET.search(prompt) else ""),
         "precision": "seconds" if SECONDS.search(prompt) else "minutes_or_days",
-        "opening_template": f"{family}:{_template(lifts.families[family].initial, opening)}" if family in lifts.families else "none",
-        "commit_template": _template([*lifts.commit_window_prompts, *lifts.commit_timestamp_prompts],
-                                     prompt.replace(lifts.commit_options, "{options}")),
+        "opening_template": f"{family}:{_template(lifts.families[family].initial, opening)}"
+        if family in lifts.families
+        else "none",
+        "commit_template": _template(
+            [*lifts.commit_window_prompts, *lifts.commit_timestamp_prompts],
+            prompt.replace(lifts.commit_options, "{options}"),
+        ),
     }
     if at is not None:
         moment = datetime.fromtimestamp(at / 1e6, UTC)
-        features.update(minute=str(moment.minute), hour=str(moment.hour), weekday=str(moment.weekday()), week_start=str(week_index(at)))
+        features.update(
+            minute=str(moment.minute),
+            hour=str(moment.hour),
+            weekday=str(moment.weekday()),
+            week_start=str(week_index(at)),
+        )
     return features
 
 
 def surface(episode: Episode, lifts: EpisodesConfig) -> dict[str, str]:
-    return surface_features(episode.family, episode.initial_message, episode.phases[-1].prompt, _commit_instant(episode), lifts)
+    return surface_features(
+        episode.family, episode.initial_message, episode.phases[-1].prompt, _commit_instant(episode), lifts
+    )
 
 
 def _quarter(episode: Episode) -> str:
@@ -79,7 +102,9 @@ def _quarter(episode: Episode) -> str:
     return f"{moment.year}-Q{(moment.month - 1) // 3 + 1}"
 
 
-def _cross_validated(texts: list[str], surfaces: list[dict], labels: np.ndarray, groups: list[str], cfg: ArtifactProbe) -> dict:
+def _cross_validated(
+    texts: list[str], surfaces: list[dict], labels: np.ndarray, groups: list[str], cfg: ArtifactProbe
+) -> dict:
     from scipy.sparse import hstack
     from sklearn.feature_extraction import DictVectorizer
     from sklearn.feature_extraction.text import CountVectorizer
@@ -88,13 +113,23 @@ def _cross_validated(texts: list[str], surfaces: list[dict], labels: np.ndarray,
     from sklearn.tree import DecisionTreeClassifier
 
     folds = min(cfg.folds, len(set(groups)))
-    models = {"logistic_regression": lambda: LogisticRegression(solver="newton-cg", tol=1e-8, max_iter=10_000, random_state=0),
-              "decision_tree": lambda: DecisionTreeClassifier(max_depth=cfg.tree_depth, random_state=0)}
+    models = {
+        "logistic_regression": lambda: LogisticRegression(
+            solver="newton-cg", tol=1e-8, max_iter=10_000, random_state=0
+        ),
+        "decision_tree": lambda: DecisionTreeClassifier(max_depth=cfg.tree_depth, random_state=0),
+    }
     predicted = {name: np.empty(len(labels), dtype=object) for name in models}
-    for train, test in GroupKFold(n_splits=folds).split(texts, labels, groups):  # each fold's features made once, for both models
+    for train, test in GroupKFold(n_splits=folds).split(
+        texts, labels, groups
+    ):  # each fold's features made once, for both models
         words, kinds = CountVectorizer(ngram_range=(1, 2)), DictVectorizer()
-        x_train = hstack([words.fit_transform([texts[i] for i in train]), kinds.fit_transform([surfaces[i] for i in train])]).tocsr()
-        x_test = hstack([words.transform([texts[i] for i in test]), kinds.transform([surfaces[i] for i in test])]).tocsr()
+        x_train = hstack(
+            [words.fit_transform([texts[i] for i in train]), kinds.fit_transform([surfaces[i] for i in train])]
+        ).tocsr()
+        x_test = hstack(
+            [words.transform([texts[i] for i in test]), kinds.transform([surfaces[i] for i in test])]
+        ).tocsr()
         for name, make in models.items():
             predicted[name][test] = make().fit(x_train, labels[train]).predict(x_test)
     return {name: round(float(np.mean(predicted[name] == labels)), 4) for name in models}
@@ -116,18 +151,39 @@ def artifact_probe(episodes: list[Episode], lifts: EpisodesConfig, cfg: Artifact
     """The probe over the released rows: accuracy per model, the majority share, pass / fail / insufficient_rows."""
     from threadpoolctl import threadpool_limits
 
-    rows = sorted((e for e in episodes if e.phases[-1].type == "commitment"), key=lambda e: e.id)  # order-free: fits see one order
+    rows = sorted(
+        (e for e in episodes if e.phases[-1].type == "commitment"), key=lambda e: e.id
+    )  # order-free: fits see one order
     labels = np.array([e.commitment_outcome for e in rows], dtype=object)
     majority = majority_share(labels.tolist())
-    result = {"rule": "accuracy <= majority share + margin", "rows": len(rows), "majority": majority, "margin": gates.margin,
-              "features": list(FEATURES), "grouped_by": "task"}
+    result = {
+        "rule": "accuracy <= majority share + margin",
+        "rows": len(rows),
+        "majority": majority,
+        "margin": gates.margin,
+        "features": list(FEATURES),
+        "grouped_by": "task",
+    }
     if len(rows) < gates.min_rows or len(set(labels.tolist())) < 2:
-        return {**result, "status": "insufficient_rows", "accuracy": None, "model": None,
-                "note": f"{len(rows)} released commitments, fewer than {gates.min_rows}" if len(rows) < gates.min_rows else "one outcome only"}
+        return {
+            **result,
+            "status": "insufficient_rows",
+            "accuracy": None,
+            "model": None,
+            "note": f"{len(rows)} released commitments, fewer than {gates.min_rows}"
+            if len(rows) < gates.min_rows
+            else "one outcome only",
+        }
     texts, surfaces = [visible_text(e) for e in rows], [surface(e, lifts) for e in rows]
     with threadpool_limits(limits=1):
         accuracy = _cross_validated(texts, surfaces, labels, [e.task_id for e in rows], cfg)
         by_quarter = _cross_validated(texts, surfaces, labels, [_quarter(e) for e in rows], cfg)
     model = max(sorted(accuracy), key=lambda k: accuracy[k])
-    return {**result, "status": accuracy_gate(accuracy[model], majority, len(rows), gates), "accuracy": accuracy[model],
-            "model": model, "accuracy_by_model": accuracy, "by_quarter": by_quarter}
+    return {
+        **result,
+        "status": accuracy_gate(accuracy[model], majority, len(rows), gates),
+        "accuracy": accuracy[model],
+        "model": model,
+        "accuracy_by_model": accuracy,
+        "by_quarter": by_quarter,
+    }

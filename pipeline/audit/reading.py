@@ -22,7 +22,7 @@ def pattern(template: str, greedy: bool = False) -> re.Pattern:
     """A template as a regex: literal text escaped, each {slot} a lazy (or greedy) named group (repeats must agree)."""
     parts, seen, last = [], set(), 0
     for match in SLOT.finditer(template):
-        parts.append(re.escape(template[last:match.start()]))
+        parts.append(re.escape(template[last : match.start()]))
         name = match.group(1)
         parts.append(f"(?P={name})" if name in seen else f"(?P<{name}>.+)" if greedy else f"(?P<{name}>.+?)")
         seen.add(name)
@@ -76,8 +76,10 @@ class Catalog:
         found = []
         for stream_id, row in self.store.streams.items():
             if row["site_id"] in sites and row["tool_ready"]:
-                for text in (render.measure_words(row["point_class"]),
-                             f"{render.measure_words(row['point_class'])} on the {render.role_words(row['equipment_role'])}"):
+                for text in (
+                    render.measure_words(row["point_class"]),
+                    f"{render.measure_words(row['point_class'])} on the {render.role_words(row['equipment_role'])}",
+                ):
                     if text == class_phrase:
                         found.append(stream_id)
         return sorted(found)

@@ -39,15 +39,27 @@ def required_capabilities(episode: Episode, cfg: AuditConfig) -> set[str]:
     return needed
 
 
-def policies(store: ToolStore, cfg: AuditConfig, families: FamiliesConfig, lifts: EpisodesConfig,
-             rows: list[Episode] | None = None) -> list[ShortcutPolicy]:
+def policies(
+    store: ToolStore,
+    cfg: AuditConfig,
+    families: FamiliesConfig,
+    lifts: EpisodesConfig,
+    rows: list[Episode] | None = None,
+) -> list[ShortcutPolicy]:
     """The configured policies; guessers remember `rows` (the candidates), each row's own split left out."""
-    guessers = {kind: Guesser(kind, rows or [], lifts, cfg.guessers) for kind in ("surface_guess", "week_memory")
-                if any(p.kind == kind for p in cfg.policies)}
+    guessers = {
+        kind: Guesser(kind, rows or [], lifts, cfg.guessers)
+        for kind in ("surface_guess", "week_memory")
+        if any(p.kind == kind for p in cfg.policies)
+    }
     players = []
     for p in cfg.policies:  # grid rules: one player per rule (grid and rounding); a row is theirs if any rule wins it
         for rule in grid_rules(families.grid_minutes) if p.kind == "grid_rules" else [None]:
-            players.append(ShortcutPolicy(p.name, p.lacks, store, families, lifts, kind=p.kind, guesser=guessers.get(p.kind), rule=rule))
+            players.append(
+                ShortcutPolicy(
+                    p.name, p.lacks, store, families, lifts, kind=p.kind, guesser=guessers.get(p.kind), rule=rule
+                )
+            )
     return players
 
 
@@ -55,8 +67,11 @@ def phases_needing(episode: Episode, capability: str, cfg: AuditConfig) -> list[
     """The phases of an episode that need a capability by their type or commitment reason (e.g. nearest lookups)."""
     kinds = set(cfg.phase_capabilities.get(capability, []))
     reading = any(c.tool == "lookup_observation" for c in episode.phases[-1].canonical_calls)
-    return [i for i, p in enumerate(episode.phases)
-            if p.type in kinds or (p.type == "commitment" and reading and p.gold.get("reason") in kinds)]
+    return [
+        i
+        for i, p in enumerate(episode.phases)
+        if p.type in kinds or (p.type == "commitment" and reading and p.gold.get("reason") in kinds)
+    ]
 
 
 def play(agent: Agent, episode: Episode, store: ToolStore, keywords: dict) -> tuple[EpisodeScore, str | None]:
@@ -64,7 +79,9 @@ def play(agent: Agent, episode: Episode, store: ToolStore, keywords: dict) -> tu
     turns = [r for r in run_episode(agent, episode, store, keywords) if isinstance(r, TurnRecord)]
     answers = [t.action.get("fields") or {} for t in turns if t.action and t.action.get("kind") == "answer"]
     commit = len(episode.phases) - 1
-    decision = answers[commit].get("decision") if episode.phases[-1].type == "commitment" and commit < len(answers) else None
+    decision = (
+        answers[commit].get("decision") if episode.phases[-1].type == "commitment" and commit < len(answers) else None
+    )
     return score_episode(episode, turns, keywords), code(decision) if isinstance(decision, str) else None
 
 
@@ -72,38 +89,82 @@ def accomplishes(agent: Agent, episode: Episode, store: ToolStore, keywords: dic
     return play(agent, episode, store, keywords)[0].accomplished
 
 
-def _gate(policy: Policy, released: list[Episode], won: set[str], decisions: dict[str, str | None], excluded: int,
-          control: dict, needed: dict[str, set[str]], gates: Gates, by_rule: dict[str, set[str]]) -> dict:
+def _gate(
+    policy: Policy,
+    released: list[Episode],
+    won: set[str],
+    decisions: dict[str, str | None],
+    excluded: int,
+    control: dict,
+    needed: dict[str, set[str]],
+    gates: Gates,
+    by_rule: dict[str, set[str]],
+) -> dict:
     """The gate of one policy over the released rows, with its figures and status (pass, fail, insufficient_rows)."""
     if policy.gate == "exclude":
         claimed = sum(e.id in won and policy.lacks in needed[e.id] for e in released)
         status = "fail" if claimed else "pass" if control["ok"] else "unproven"
-        gate = {"rule": f"wins no released row that needs {policy.lacks} (the rows it won were excluded)", "excluded": excluded,
-                "won": claimed, "positive_control": control, "status": status}
-        return {**gate, "note": f"its positive control did not hold ({control['why']}): what it excludes proves nothing"} if status == "unproven" else gate
+        gate = {
+            "rule": f"wins no released row that needs {policy.lacks} (the rows it won were excluded)",
+            "excluded": excluded,
+            "won": claimed,
+            "positive_control": control,
+            "status": status,
+        }
+        return (
+            {**gate, "note": f"its positive control did not hold ({control['why']}): what it excludes proves nothing"}
+            if status == "unproven"
+            else gate
+        )
     if policy.gate == "accuracy":
         rows = [e for e in released if e.phases[-1].type == "commitment"]
         hits = sum(decisions.get(e.id) == e.commitment_outcome for e in rows)
         accuracy = round(hits / len(rows), 4) if rows else None
         majority = majority_share([e.commitment_outcome for e in rows])
-        gate = {"rule": "accuracy on the commitments <= majority share + margin", "rows": len(rows), "accuracy": accuracy,
-                "majority": majority, "margin": gates.margin, "status": accuracy_gate(accuracy, majority, len(rows), gates)}
-        return {**gate, "note": f"{len(rows)} released commitments, fewer than {gates.min_rows}"} if gate["status"] == "insufficient_rows" else gate
+        gate = {
+            "rule": "accuracy on the commitments <= majority share + margin",
+            "rows": len(rows),
+            "accuracy": accuracy,
+            "majority": majority,
+            "margin": gates.margin,
+            "status": accuracy_gate(accuracy, majority, len(rows), gates),
+        }
+        return (
+            {**gate, "note": f"{len(rows)} released commitments, fewer than {gates.min_rows}"}
+            if gate["status"] == "insufficient_rows"
+            else gate
+        )
     rows = [e for e in released if policy.lacks in needed[e.id]]
     found = set().union(*by_rule.values()) if by_rule else set()
     wins = sum(e.id in found for e in rows)
     share = round(wins / len(rows), 4) if rows else None
     status = "insufficient_rows" if not rows else "pass" if share <= gates.grid_rule_max_share else "fail"
     per_rule = {rule: sum(e.id in ids for e in rows) for rule, ids in sorted(by_rule.items())}
-    gate = {"rule": f"answers every {policy.lacks} lookup right in at most {gates.grid_rule_max_share:.0%} of the released rows "
-            "that need one (a row counts when any one rule does)", "rows": len(rows), "won": wins, "share": share,
-            "max_share": gates.grid_rule_max_share, "won_by_rule": per_rule, "status": status}
+    gate = {
+        "rule": f"answers every {policy.lacks} lookup right in at most {gates.grid_rule_max_share:.0%} of the released "
+        f"rows "
+        "that need one (a row counts when any one rule does)",
+        "rows": len(rows),
+        "won": wins,
+        "share": share,
+        "max_share": gates.grid_rule_max_share,
+        "won_by_rule": per_rule,
+        "status": status,
+    }
     return {**gate, "note": f"no released row needs a {policy.lacks} lookup"} if status == "insufficient_rows" else gate
 
 
-def _positive_controls(cfg: AuditConfig, by_name: dict[str, list[ShortcutPolicy]], candidates: list[Episode],
-                       needed: dict[str, set[str]], won: dict[str, set[str]], store: ToolStore, families: FamiliesConfig,
-                       lifts: EpisodesConfig, keywords: dict) -> dict[str, dict]:
+def _positive_controls(
+    cfg: AuditConfig,
+    by_name: dict[str, list[ShortcutPolicy]],
+    candidates: list[Episode],
+    needed: dict[str, set[str]],
+    won: dict[str, set[str]],
+    store: ToolStore,
+    families: FamiliesConfig,
+    lifts: EpisodesConfig,
+    keywords: dict,
+) -> dict[str, dict]:
     """Each policy's positive control: whether it wins what it should (a fixture or some candidate), and why not."""
     capable = ShortcutPolicy("capable", "nothing", store, families, lifts)  # the template solver, nothing switched off
     fixture = both_withheld(candidates, store, lifts, lambda e: accomplishes(capable, e, store, keywords))
@@ -111,18 +172,31 @@ def _positive_controls(cfg: AuditConfig, by_name: dict[str, list[ShortcutPolicy]
     for spec in cfg.policies:
         if spec.kind == "canned_clarification":
             ok = fixture is not None and accomplishes(by_name[spec.name][0], fixture, store, keywords)
-            why = "it lost its fixture" if fixture else "no candidate a capable solver wins withholds the time of a point named with its site"
-            controls[spec.name] = {"rule": "wins a fixture withholding both site and time", "fixture": fixture.id if fixture else None,
-                                   "ok": ok, "why": None if ok else why}
+            why = (
+                "it lost its fixture"
+                if fixture
+                else "no candidate a capable solver wins withholds the time of a point named with its site"
+            )
+            controls[spec.name] = {
+                "rule": "wins a fixture withholding both site and time",
+                "fixture": fixture.id if fixture else None,
+                "ok": ok,
+                "why": None if ok else why,
+            }
         else:
             free = sum(spec.lacks not in needed[e.id] for e in candidates)
             why = f"it won none of the {free} candidates that do not need {spec.lacks}"
-            controls[spec.name] = {"rule": "wins some candidate", "ok": bool(won[spec.name]), "why": None if won[spec.name] else why}
+            controls[spec.name] = {
+                "rule": "wins some candidate",
+                "ok": bool(won[spec.name]),
+                "why": None if won[spec.name] else why,
+            }
     return controls
 
 
-def run_audit(store_dir: Path, episodes_dir: Path, cfg: AuditConfig, families: FamiliesConfig, lifts: EpisodesConfig,
-              out: Path) -> StageResult:
+def run_audit(
+    store_dir: Path, episodes_dir: Path, cfg: AuditConfig, families: FamiliesConfig, lifts: EpisodesConfig, out: Path
+) -> StageResult:
     store = ToolStore(store_dir / STORE_FILE, remember_results=True)
     keywords = slot_keywords(lifts)
     try:
@@ -140,7 +214,9 @@ def run_audit(store_dir: Path, episodes_dir: Path, cfg: AuditConfig, families: F
             for spec in cfg.policies:
                 accomplished = False
                 looks_up = any(c.tool == "lookup_observation" for p in episode.phases for c in p.canonical_calls)
-                for policy in by_name[spec.name] if looks_up else by_name[spec.name][:1]:  # grid rules differ only there
+                for policy in (
+                    by_name[spec.name] if looks_up else by_name[spec.name][:1]
+                ):  # grid rules differ only there
                     score, decisions[spec.name][episode.id] = play(policy, episode, store, keywords)
                     accomplished = accomplished or score.accomplished
                     lookups = phases_needing(episode, spec.lacks, cfg) if policy.rule is not None else []
@@ -167,21 +243,39 @@ def run_audit(store_dir: Path, episodes_dir: Path, cfg: AuditConfig, families: F
     report = {}
     for spec in cfg.policies:
         report[spec.name] = {
-            "kind": spec.kind, "lacks": spec.lacks, "description": spec.description,
-            "won_candidates": len(won[spec.name]), "won_released": sum(e.id in won[spec.name] for e in released),
-            "gate": _gate(spec, released, won[spec.name], decisions[spec.name], excluded_by.get(spec.name, 0),
-                          controls[spec.name], needed, cfg.gates, by_rule if spec.kind == "grid_rules" else {})}
+            "kind": spec.kind,
+            "lacks": spec.lacks,
+            "description": spec.description,
+            "won_candidates": len(won[spec.name]),
+            "won_released": sum(e.id in won[spec.name] for e in released),
+            "gate": _gate(
+                spec,
+                released,
+                won[spec.name],
+                decisions[spec.name],
+                excluded_by.get(spec.name, 0),
+                controls[spec.name],
+                needed,
+                cfg.gates,
+                by_rule if spec.kind == "grid_rules" else {},
+            ),
+        }
     gates = {"artifact_probe": probe["status"], **{name: r["gate"]["status"] for name, r in report.items()}}
-    notes = [f"{name}: {status} ({gate_of(name, {'artifact_probe': probe, 'policies': report})['note']}): not gated"
-             for name, status in gates.items() if status in ("insufficient_rows", "unproven")]
+    notes = [
+        f"{name}: {status} ({gate_of(name, {'artifact_probe': probe, 'policies': report})['note']}): not gated"
+        for name, status in gates.items()
+        if status in ("insufficient_rows", "unproven")
+    ]
     details = {
-        "candidates": len(candidates), "released": len(released),
+        "candidates": len(candidates),
+        "released": len(released),
         "excluded_by_policy": {p.name: excluded_by.get(p.name, 0) for p in cfg.policies},
         "completions_on_candidates": {p.name: len(won[p.name]) for p in cfg.policies},
         "commitment_mix": mix,
         "controls": {
             "every_policy_wins_some_candidate": all(c["ok"] for c in controls.values()),
-            "oracle_accomplished_released": oracle_ok, "oracle_all_released": oracle_ok == len(released),
+            "oracle_accomplished_released": oracle_ok,
+            "oracle_all_released": oracle_ok == len(released),
             "preflight_issue_count": checks["issue_count"],
             "commitment_mix_ok": all(v >= lifts.min_outcome_share for v in mix.values()),
             "artifact_probe_ok": probe["status"] != "fail",
@@ -197,5 +291,3 @@ def run_audit(store_dir: Path, episodes_dir: Path, cfg: AuditConfig, families: F
 
 def _rule_name(rule: tuple[int, str]) -> str:
     return f"{rule[0]} min, {rule[1]}"
-
-

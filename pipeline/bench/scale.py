@@ -2,7 +2,8 @@
 
 For each size: points written, seconds per stage, ingest and store points/s, peak RSS of the build
 process, DuckDB's own copy of the same points (Parquet -> Parquet) and the ratio, and a linear
-projection to full BTS (2.86e9 points). Sizes are approximate (up to 200 streams of at least two years, ~131 points a day each).
+projection to full BTS (2.86e9 points). Sizes are approximate (up to 200 streams of at least two years, ~131 points a
+day each).
 """
 
 from __future__ import annotations
@@ -72,14 +73,21 @@ def _run(command: list[str]) -> tuple[str, int]:
 
 @click.command()
 @click.option("--sizes", default="1e6,1e7,1e8", show_default=True, help="Approximate point counts, comma separated.")
-@click.option("--keep", type=click.Path(file_okay=False), help="Keep (and reuse) the synthetic raw data here, one folder per size.")
+@click.option(
+    "--keep",
+    type=click.Path(file_okay=False),
+    help="Keep (and reuse) the synthetic raw data here, one folder per size.",
+)
 @click.option("--memory-budget", default="4GB", show_default=True, help="Passed to build.")
 @click.option("--workers", type=int, help="Passed to build (default: the CPUs available).")
 def main(sizes: str, keep: str | None, memory_budget: str, workers: int | None) -> None:
     cli = [sys.executable, "-m", "pipeline.cli"]
     options = ["--memory-budget", memory_budget, *(["--workers", str(workers)] if workers else [])]
-    click.echo("| points | ingest s | store s | ingest pts/s | store pts/s | tasks s | episodes s | peak RSS MB (all processes) "
-               "| DuckDB copy s | throughput ours/DuckDB (ingest+store) | projected full BTS h |")
+    click.echo(
+        "| points | ingest s | store s | ingest pts/s | store pts/s | tasks s | episodes s | peak RSS MB (all "
+        "processes) "
+        "| DuckDB copy s | throughput ours/DuckDB (ingest+store) | projected full BTS h |"
+    )
     click.echo("|---|---|---|---|---|---|---|---|---|---|---|")
     for size in (float(s) for s in sizes.split(",")):
         # at least two years, as time-blocked splits need; fewer streams for the small sizes
@@ -89,23 +97,46 @@ def main(sizes: str, keep: str | None, memory_budget: str, workers: int | None) 
             raw, art = (Path(keep) / f"bts-{size:.0e}" if keep else Path(tmp) / "raw"), Path(tmp) / "art"
             if not (raw / "SYNTHETIC.md").is_file():
                 shutil.rmtree(raw, ignore_errors=True)
-                subprocess.run([*cli, "synth", "bts", "--streams", str(streams), "--days", str(days), "--seed", "1", "--out", str(raw)],
-                               check=True, capture_output=True)
-            out, rss = _run([*cli, "--artifacts", str(art), "build", "--corpus", "bts", "--raw", str(raw), "--json", *options])
+                subprocess.run(
+                    [
+                        *cli,
+                        "synth",
+                        "bts",
+                        "--streams",
+                        str(streams),
+                        "--days",
+                        str(days),
+                        "--seed",
+                        "1",
+                        "--out",
+                        str(raw),
+                    ],
+                    check=True,
+                    capture_output=True,
+                )
+            out, rss = _run(
+                [*cli, "--artifacts", str(art), "build", "--corpus", "bts", "--raw", str(raw), "--json", *options]
+            )
             seconds = {row["stage"]: row["seconds"] for row in json.loads(out)}
             report = json.loads((art / "bts" / "ingest" / "report.json").read_text())
             points = report["raw_value_cells"]
             con = duckdb.connect()
             start = time.perf_counter()
-            con.execute(f"COPY (SELECT * FROM read_parquet('{art}/bts/ingest/observations.parquet')) TO '{tmp}/copy.parquet' "
-                        "(FORMAT parquet, COMPRESSION zstd)")
+            con.execute(
+                f"COPY (SELECT * FROM read_parquet('{art}/bts/ingest/observations.parquet')) TO '{tmp}/copy.parquet' "
+                "(FORMAT parquet, COMPRESSION zstd)"
+            )
             copy = time.perf_counter() - start
             con.close()
             ours = seconds["ingest"] + seconds["store"]
             projection = ours / points * FULL_BTS_POINTS / 3600
-            click.echo(f"| {points:,} | {seconds['ingest']:.2f} | {seconds['store']:.2f} | {points / seconds['ingest']:,.0f} | "
-                       f"{points / seconds['store']:,.0f} | {seconds['tasks']:.2f} | {seconds['episodes']:.2f} | {rss / 2**20:,.0f} | "
-                       f"{copy:.2f} | {copy / ours:.3f} | {projection:.2f} |")
+            click.echo(
+                f"| {points:,} | {seconds['ingest']:.2f} | {seconds['store']:.2f} | {points / seconds['ingest']:,.0f} "
+                f"| "
+                f"{points / seconds['store']:,.0f} | {seconds['tasks']:.2f} | {seconds['episodes']:.2f} | "
+                f"{rss / 2**20:,.0f} | "
+                f"{copy:.2f} | {copy / ours:.3f} | {projection:.2f} |"
+            )
 
 
 if __name__ == "__main__":

@@ -75,7 +75,15 @@ def _cached_cli(ws: Workspace, corpora: list[str]) -> float:
     """Wall time of a whole `telemetry-bench build --json` process with nothing to rebuild (after one untimed)."""
     exe = Path(sys.executable).with_name("telemetry-bench")
     env = dict(os.environ, TELEMETRY_BENCH_QUIET="1")
-    command = [str(exe), "--root", str(ws.root), "--artifacts", str(ws.artifacts_dir), "build", *[a for c in corpora for a in ("--corpus", c)]]
+    command = [
+        str(exe),
+        "--root",
+        str(ws.root),
+        "--artifacts",
+        str(ws.artifacts_dir),
+        "build",
+        *[a for c in corpora for a in ("--corpus", c)],
+    ]
     subprocess.run(command, check=True, capture_output=True, env=env)
     start = time.perf_counter()
     out = subprocess.run([*command, "--json"], check=True, capture_output=True, env=env)
@@ -102,10 +110,27 @@ def _tool_table(ws: Workspace, names: list[str], calls: int) -> None:
 
 
 @click.command()
-@click.option("--repeat", default=3, show_default=True, type=click.IntRange(min=1), help="Runs of each side; medians are reported.")
+@click.option(
+    "--repeat",
+    default=3,
+    show_default=True,
+    type=click.IntRange(min=1),
+    help="Runs of each side; medians are reported.",
+)
 @click.option("--corpus", "corpora", multiple=True, help="Corpora to time (default: all with CSV value files).")
-@click.option("--tool-calls", default=1000, show_default=True, type=click.IntRange(min=0), help="Calls per tool for the latency table (0: skip).")
-@click.option("--root", type=click.Path(file_okay=False, path_type=Path), default=None, help="Project root (default: the current folder).")
+@click.option(
+    "--tool-calls",
+    default=1000,
+    show_default=True,
+    type=click.IntRange(min=0),
+    help="Calls per tool for the latency table (0: skip).",
+)
+@click.option(
+    "--root",
+    type=click.Path(file_okay=False, path_type=Path),
+    default=None,
+    help="Project root (default: the current folder).",
+)
 def main(repeat: int, corpora: tuple[str, ...], tool_calls: int, root: Path | None) -> None:
     ws = Workspace.from_root(root)
     files: dict[str, list[Path]] = {}
@@ -123,7 +148,9 @@ def main(repeat: int, corpora: tuple[str, ...], tool_calls: int, root: Path | No
         _figures(ws, Path(tmp), names, files, repeat, tool_calls)
 
 
-def _figures(ws: Workspace, tmp: Path, names: list[str], files: dict[str, list[Path]], repeat: int, tool_calls: int) -> None:
+def _figures(
+    ws: Workspace, tmp: Path, names: list[str], files: dict[str, list[Path]], repeat: int, tool_calls: int
+) -> None:
     """Every table, from `repeat` builds from raw, each into a fresh folder under `tmp`; the last one is timed cached,
     and its stores serve the tool and runtime tables."""
     records = sum(_records(f) for f in files.values())
@@ -135,7 +162,10 @@ def _figures(ws: Workspace, tmp: Path, names: list[str], files: dict[str, list[P
     total = statistics.median(r["ingest"] + r["store"] for r in ours)
     copy = statistics.median(_duckdb_copy(files) for _ in range(repeat))
     cached = statistics.median(_cached_cli(built, names) for _ in range(repeat))
-    click.echo(f"machine: {platform.machine()}, {os.cpu_count()} cpus, Python {platform.python_version()}, duckdb {duckdb.__version__}")
+    click.echo(
+        f"machine: {platform.machine()}, {os.cpu_count()} cpus, Python {platform.python_version()}, duckdb "
+        f"{duckdb.__version__}"
+    )
     click.echo(f"input: {', '.join(names)}: {records:,} CSV records, {megabytes:.1f} MB; median of {repeat} runs\n")
     click.echo("| measure | seconds | records/s |")
     click.echo("|---|---|---|")
@@ -148,19 +178,31 @@ def _figures(ws: Workspace, tmp: Path, names: list[str], files: dict[str, list[P
     tasks = statistics.median(r["tasks"] for r in ours)
     pools, written = ours[0]["candidates"], ours[0]["tasks_written"]
     click.echo("\n| tasks stage (all corpora) | seconds | per second |\n|---|---|---|")
-    click.echo(f"| {pools:,.0f} candidates enumerated (SQL pools, predicates, selection order) | {tasks:.3f} | {pools / tasks:,.0f} candidates/s |")
-    click.echo(f"| {written:,.0f} tasks written (gold and alternatives run through the tools) | {tasks:.3f} | {written / tasks:,.1f} tasks/s |")
+    click.echo(
+        f"| {pools:,.0f} candidates enumerated (SQL pools, predicates, selection order) | {tasks:.3f} | "
+        f"{pools / tasks:,.0f} candidates/s |"
+    )
+    click.echo(
+        f"| {written:,.0f} tasks written (gold and alternatives run through the tools) | {tasks:.3f} | "
+        f"{written / tasks:,.1f} tasks/s |"
+    )
     if tool_calls:
         _tool_table(built, names, tool_calls)
     from pipeline.bench.runtime import runtime_figures
 
-    click.echo("\n| corpus (test split) | episodes | oracle ms per episode | scorer traces/s (target >= 5,000) |\n|---|---|---|---|")
+    click.echo(
+        "\n| corpus (test split) | episodes | oracle ms per episode | scorer traces/s (target >= 5,000) "
+        "|\n|---|---|---|---|"
+    )
     for name in names:
         figures = runtime_figures(built, name)
         if not figures["episodes"]:
             click.echo(f"| {name} | 0 (no test episodes: nothing to time) | | |")
             continue
-        click.echo(f"| {name} | {figures['episodes']} | {figures['oracle_ms_per_episode']:.2f} | {figures['scored_traces_per_s']:,.0f} |")
+        click.echo(
+            f"| {name} | {figures['episodes']} | {figures['oracle_ms_per_episode']:.2f} | "
+            f"{figures['scored_traces_per_s']:,.0f} |"
+        )
 
 
 if __name__ == "__main__":

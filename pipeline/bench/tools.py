@@ -24,17 +24,30 @@ def _arguments(store: ToolStore, name: str, rng: np.random.Generator) -> dict:
     if name == "lookup_observation":
         at = int(rng.integers(stream["first_ts"], stream["last_ts"] + 1))
         return {"stream_id": sid, "timestamp": format_us(at), "mode": "nearest"}
-    period = {"aggregate_window": "day", "inspect_quality_window": "day", "compare_window": "week", "rank_window": "month"}[name]
+    period = {
+        "aggregate_window": "day",
+        "inspect_quality_window": "day",
+        "compare_window": "week",
+        "rank_window": "month",
+    }[name]
     at = int(rng.integers(stream["first_ts"], stream["last_ts"] + 1))
     row = store._rows(
         "SELECT window_start, window_end FROM aggregates WHERE stream_id = ? AND period = ? AND window_start <= ? "
-        "ORDER BY window_start DESC LIMIT 1", [sid, period, at])[0]
-    window = {"window_start": format_us(row["window_start"]), "window_end": format_us(row["window_end"]), "period": period}
+        "ORDER BY window_start DESC LIMIT 1",
+        [sid, period, at],
+    )[0]
+    window = {
+        "window_start": format_us(row["window_start"]),
+        "window_end": format_us(row["window_end"]),
+        "period": period,
+    }
     if name == "compare_window":
         other = streams[int(rng.integers(len(streams)))]["stream_id"]
         return {"left_stream_id": sid, "right_stream_id": other, **window}
     if name == "rank_window":
-        chosen = [streams[int(i)]["stream_id"] for i in rng.choice(len(streams), size=min(4, len(streams)), replace=False)]
+        chosen = [
+            streams[int(i)]["stream_id"] for i in rng.choice(len(streams), size=min(4, len(streams)), replace=False)
+        ]
         return {"stream_ids": chosen, **window}
     return {"stream_id": sid, **window}
 

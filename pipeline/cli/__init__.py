@@ -10,7 +10,11 @@ from pipeline.cli import build, groundtruth, ingest, inspect, report, runtime, t
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})
 @click.version_option(__version__, prog_name="telemetry-bench")
-@click.option("--root", type=click.Path(file_okay=False), help="Project root (default: $TELEMETRY_BENCH_ROOT or the current folder).")
+@click.option(
+    "--root",
+    type=click.Path(file_okay=False),
+    help="Project root (default: $TELEMETRY_BENCH_ROOT or the current folder).",
+)
 @click.option("--artifacts", type=click.Path(file_okay=False), help="Artifacts folder (default: <root>/artifacts).")
 @click.option("--debug", is_flag=True, help="Show full tracebacks instead of one-line errors.")
 def main(root: str | None, artifacts: str | None, debug: bool) -> None:
@@ -23,5 +27,13 @@ def main(root: str | None, artifacts: str | None, debug: bool) -> None:
     """
 
 
-for _command in (*build.COMMANDS, *ingest.COMMANDS, inspect.inspect, *tools.COMMANDS, *runtime.COMMANDS, *groundtruth.COMMANDS, *report.COMMANDS):
+for _command in (
+    *build.COMMANDS,
+    *ingest.COMMANDS,
+    inspect.inspect,
+    *tools.COMMANDS,
+    *runtime.COMMANDS,
+    *groundtruth.COMMANDS,
+    *report.COMMANDS,
+):
     main.add_command(_command)

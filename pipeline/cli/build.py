@@ -8,22 +8,57 @@ from pipeline.cli import common as cli
 
 
 @click.command()
-@click.option("--corpus", "corpora", multiple=True, help="Corpus to build (repeatable; default: every configs/corpora/*.toml).")
+@click.option(
+    "--corpus", "corpora", multiple=True, help="Corpus to build (repeatable; default: every configs/corpora/*.toml)."
+)
 @click.option("--until", help="Stop after this stage (e.g. ingest).")
-@click.option("--threads", type=int, envvar="TELEMETRY_BENCH_THREADS", help="DuckDB threads (runtime only; outputs do not change).")
-@click.option("--partitions", type=click.IntRange(1, 4096), envvar="TELEMETRY_BENCH_PARTITIONS",
-              help="Hash partitions of the streams for ingest (default: one per worker, one for a small corpus). Outputs do not change.")
-@click.option("--workers", type=click.IntRange(1, 256), envvar="TELEMETRY_BENCH_WORKERS",
-              help="Worker processes for ingest and store (default: the CPUs available). Outputs do not change.")
-@click.option("--memory-budget", default="4GB", show_default=True, envvar="TELEMETRY_BENCH_MEMORY",
-              help="Memory the build may use, shared by the workers (e.g. 4GB, 1500MB); batches are sized to fit it.")
+@click.option(
+    "--threads",
+    type=int,
+    envvar="TELEMETRY_BENCH_THREADS",
+    help="DuckDB threads (runtime only; outputs do not change).",
+)
+@click.option(
+    "--partitions",
+    type=click.IntRange(1, 4096),
+    envvar="TELEMETRY_BENCH_PARTITIONS",
+    help="Hash partitions of the streams for ingest (default: one per worker, one for a small corpus). Outputs do not "
+    "change.",
+)
+@click.option(
+    "--workers",
+    type=click.IntRange(1, 256),
+    envvar="TELEMETRY_BENCH_WORKERS",
+    help="Worker processes for ingest and store (default: the CPUs available). Outputs do not change.",
+)
+@click.option(
+    "--memory-budget",
+    default="4GB",
+    show_default=True,
+    envvar="TELEMETRY_BENCH_MEMORY",
+    help="Memory the build may use, shared by the workers (e.g. 4GB, 1500MB); batches are sized to fit it.",
+)
 @click.option("--force", is_flag=True, help="Rebuild every stage even when its identity is unchanged.")
-@click.option("--raw", type=click.Path(file_okay=False, exists=True), help="Raw folder for corpora kept outside the project (e.g. bts).")
+@click.option(
+    "--raw",
+    type=click.Path(file_okay=False, exists=True),
+    help="Raw folder for corpora kept outside the project (e.g. bts).",
+)
 @click.option("--json", "as_json", is_flag=True, help="Print [{corpus, stage, status, seconds}] as JSON.")
 @click.pass_context
 @cli.handle_errors
-def build(ctx: click.Context, corpora: tuple[str, ...], until: str | None, threads: int | None, partitions: int | None,
-          workers: int | None, memory_budget: str, force: bool, raw: str | None, as_json: bool) -> None:
+def build(
+    ctx: click.Context,
+    corpora: tuple[str, ...],
+    until: str | None,
+    threads: int | None,
+    partitions: int | None,
+    workers: int | None,
+    memory_budget: str,
+    force: bool,
+    raw: str | None,
+    as_json: bool,
+) -> None:
     """Run every stage in order for every corpus; a stage whose identity is unchanged is "cached".
 
     \b
@@ -34,7 +69,9 @@ def build(ctx: click.Context, corpora: tuple[str, ...], until: str | None, threa
     from pipeline.core.executor import Resources, parse_bytes
     from pipeline.harness.build import build as run_build
 
-    resources = Resources(threads=threads, partitions=partitions, workers=workers, memory_budget=parse_bytes(memory_budget))
+    resources = Resources(
+        threads=threads, partitions=partitions, workers=workers, memory_budget=parse_bytes(memory_budget)
+    )
 
     def show(outcome) -> None:
         if not as_json:
@@ -42,17 +79,33 @@ def build(ctx: click.Context, corpora: tuple[str, ...], until: str | None, threa
         for note in outcome.manifest.details.get("notes", []):  # e.g. a gate without enough rows to decide
             click.echo(f"{outcome.corpus:<12} {outcome.stage:<10} note: {note}", err=True)
 
-    outcomes = run_build(cli.workspace(ctx), corpora, until=until, resources=resources, force=force, on_done=show, raw=raw,
-                         on_skip=lambda note: click.echo(note, err=True))
+    outcomes = run_build(
+        cli.workspace(ctx),
+        corpora,
+        until=until,
+        resources=resources,
+        force=force,
+        on_done=show,
+        raw=raw,
+        on_skip=lambda note: click.echo(note, err=True),
+    )
     if as_json:
-        cli.echo_json([
-            {"corpus": o.corpus, "stage": o.stage, "status": o.status, "seconds": round(o.seconds, 3)} for o in outcomes
-        ])
+        cli.echo_json(
+            [
+                {"corpus": o.corpus, "stage": o.stage, "status": o.status, "seconds": round(o.seconds, 3)}
+                for o in outcomes
+            ]
+        )
 
 
 @click.command()
 @click.option("--corpus", "corpora", multiple=True, help="Corpus to verify (repeatable; default: all).")
-@click.option("--release", "release", type=click.Path(file_okay=False), help="Only check this release folder against its release.json.")
+@click.option(
+    "--release",
+    "release",
+    type=click.Path(file_okay=False),
+    help="Only check this release folder against its release.json.",
+)
 @click.option("--json", "as_json", is_flag=True, help="Print the match table as JSON.")
 @click.pass_context
 @cli.handle_errors
@@ -79,7 +132,10 @@ def verify(ctx: click.Context, corpora: tuple[str, ...], release: str | None, as
         if problems:
             raise StageError(f"{release}: {len(problems)} problem(s); first: {problems[0]}")
         if not as_json:
-            click.echo(f"{release}: intact (files, rows, schema, counts, thresholds, stage manifest, own digest; no unknown file)")
+            click.echo(
+                f"{release}: intact (files, rows, schema, counts, thresholds, stage manifest, own digest; no unknown "
+                f"file)"
+            )
         return
     ws = cli.workspace(ctx)
     report = replay(ws, select_corpora(ws, corpora))
@@ -88,7 +144,9 @@ def verify(ctx: click.Context, corpora: tuple[str, ...], release: str | None, as
     else:
         click.echo(f"{'corpus':<12}{'stage':<10}{'run 1':<8}{'run 2':<8}matched")
         for row in report["stages"]:
-            click.echo(f"{row['corpus']:<12}{row['stage']:<10}{row['status'][0]:<8}{row['status'][1]:<8}{row['matched']}")
+            click.echo(
+                f"{row['corpus']:<12}{row['stage']:<10}{row['status'][0]:<8}{row['status'][1]:<8}{row['matched']}"
+            )
             for difference in row["differences"][:5]:
                 click.echo(f"    {difference}")
         for corpus, result in report["committed_release"].items():
@@ -97,8 +155,11 @@ def verify(ctx: click.Context, corpora: tuple[str, ...], release: str | None, as
                 click.echo(f"    {difference}")
     if not report["ok"]:
         stale = [c for c, r in report["committed_release"].items() if not r["matched"]]
-        hint = (f"; the committed release of {', '.join(stale)} is stale: run `make build` and commit artifacts/*/release"
-                if stale else "")
+        hint = (
+            f"; the committed release of {', '.join(stale)} is stale: run `make build` and commit artifacts/*/release"
+            if stale
+            else ""
+        )
         raise StageError("verify found differences" + hint)
 
 

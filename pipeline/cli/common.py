@@ -38,5 +38,3 @@ def workspace(ctx: click.Context) -> Workspace:
 
 def echo_json(value: Any) -> None:
     click.echo(json.dumps(value, indent=2, sort_keys=True, ensure_ascii=False))
-
-

@@ -20,7 +20,9 @@ def export() -> None:
 @export.command("ground-truth")
 @click.option("--corpus", required=True, help="Corpus name.")
 @click.option("--split", required=True, type=click.Choice(SPLITS), help="Split to export.")
-@click.option("--out", type=click.Path(dir_okay=False), help="Output JSONL (default: ground_truth_<corpus>_<split>.jsonl).")
+@click.option(
+    "--out", type=click.Path(dir_okay=False), help="Output JSONL (default: ground_truth_<corpus>_<split>.jsonl)."
+)
 @click.pass_context
 @cli.handle_errors
 def export_ground_truth(ctx: click.Context, corpus: str, split: str, out: str | None) -> None:
@@ -40,7 +42,8 @@ def export_ground_truth(ctx: click.Context, corpus: str, split: str, out: str | 
 @click.argument("files", nargs=-1, required=True, type=click.Path(exists=True, dir_okay=False))
 @cli.handle_errors
 def validate_gt(files: tuple[str, ...]) -> None:
-    """Validate ground-truth trajectory files (.json: one object or a list; .jsonl): schema, DAG, Finish, references, type.
+    """Validate ground-truth trajectory files (.json: one object or a list; .jsonl): schema, DAG, Finish, references,
+    type.
 
     Prints one line per finding and exits 1 if anything was found.
 
@@ -54,19 +57,31 @@ def validate_gt(files: tuple[str, ...]) -> None:
     for line in findings:
         click.echo(line)
     if findings:
-        raise EvaluationError(f"{len(findings)} finding(s) in {len(files)} file(s), listed above; fix the trajectories and validate again")
+        raise EvaluationError(
+            f"{len(findings)} finding(s) in {len(files)} file(s), listed above; fix the trajectories and validate again"
+        )
     click.echo(f"{len(files)} file(s): no findings")
 
 
 @click.command()
-@click.option("--ground-truth", "ground_truth", type=click.Path(exists=True, dir_okay=False),
-              help="Trajectories (JSONL); with --release, the release's ground_truth/<split>.jsonl by default.")
-@click.option("--trace", required=True, type=click.Path(exists=True, dir_okay=False), help="A trace from `telemetry-bench run`.")
-@click.option("--json", "as_json", is_flag=True, help="Print every row's three levels, failure modes and the summary as JSON.")
+@click.option(
+    "--ground-truth",
+    "ground_truth",
+    type=click.Path(exists=True, dir_okay=False),
+    help="Trajectories (JSONL); with --release, the release's ground_truth/<split>.jsonl by default.",
+)
+@click.option(
+    "--trace", required=True, type=click.Path(exists=True, dir_okay=False), help="A trace from `telemetry-bench run`."
+)
+@click.option(
+    "--json", "as_json", is_flag=True, help="Print every row's three levels, failure modes and the summary as JSON."
+)
 @release_options
 @click.pass_context
 @cli.handle_errors
-def evaluate(ctx: click.Context, release: str | None, cache_dir: str | None, ground_truth: str | None, trace: str, as_json: bool) -> None:
+def evaluate(
+    ctx: click.Context, release: str | None, cache_dir: str | None, ground_truth: str | None, trace: str, as_json: bool
+) -> None:
     """Three-level evaluation of a trace against ground-truth trajectories (outcome 50%, process 30%, planning 20%).
 
     \b
@@ -77,15 +92,22 @@ def evaluate(ctx: click.Context, release: str | None, cache_dir: str | None, gro
     from pipeline.cli.runtime import _release
     from pipeline.harness.evaluation import evaluate as run_evaluation
 
-    report = run_evaluation(cli.workspace(ctx), Path(ground_truth) if ground_truth else None, Path(trace), _release(release, cache_dir))
+    report = run_evaluation(
+        cli.workspace(ctx), Path(ground_truth) if ground_truth else None, Path(trace), _release(release, cache_dir)
+    )
     if as_json:
         cli.echo_json(report)
         return
     for row in report["rows"]:
         modes = ",".join(row["failure_modes"]) or "-"
-        click.echo(f"{row['final']:.4f}  outcome {row['outcome']['score']:.4f}  process {row['process']['score']:.4f}  "
-                   f"planning {row['planning']['score']:.4f}  {row['episode_id']}  {modes}")
-    click.echo(f"mean final {report['mean_final']:.4f}; per family: " + ", ".join(f"{k} {v}" for k, v in report["per_family"].items()))
+        click.echo(
+            f"{row['final']:.4f}  outcome {row['outcome']['score']:.4f}  process {row['process']['score']:.4f}  "
+            f"planning {row['planning']['score']:.4f}  {row['episode_id']}  {modes}"
+        )
+    click.echo(
+        f"mean final {report['mean_final']:.4f}; per family: "
+        + ", ".join(f"{k} {v}" for k, v in report["per_family"].items())
+    )
     if report["rejections"]:
         click.echo("rejected answer fields: " + ", ".join(f"{k} {v}" for k, v in report["rejections"].items()))
 

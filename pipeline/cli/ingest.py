@@ -56,8 +56,12 @@ def corpus() -> None:
 @corpus.command()
 @click.argument("folder", type=click.Path(file_okay=False, path_type=str))
 @click.option("--name", required=True, help="Corpus name: the mapping is configs/corpora/NAME.toml.")
-@click.option("--out", type=click.Path(file_okay=False, path_type=str), default=None,
-              help="Write NAME.toml (and NAME/points.csv) into this folder instead of configs/corpora/.")
+@click.option(
+    "--out",
+    type=click.Path(file_okay=False, path_type=str),
+    default=None,
+    help="Write NAME.toml (and NAME/points.csv) into this folder instead of configs/corpora/.",
+)
 @click.option("--force", is_flag=True, help="Overwrite an existing mapping and points table.")
 @click.option("--json", "as_json", is_flag=True, help="Print the guesses as JSON.")
 @click.pass_context

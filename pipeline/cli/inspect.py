@@ -43,21 +43,29 @@ def _tasks_text(summary: dict) -> None:
     click.echo(f"corpus {summary['corpus']}: " + ", ".join(f"{s} {n}" for s, n in summary["splits"].items()))
     click.echo(f"{'family':<28}{'train':>7}{'dev':>7}{'test':>7}{'eligible':>10}{'pool':>10}")
     for family, counts in summary["counts"].items():
-        click.echo(f"{family:<28}{counts['train']:>7}{counts['dev']:>7}{counts['test']:>7}"
-                   f"{summary['eligible'][family]:>10,}{summary['pools'][family]:>10,}")
+        click.echo(
+            f"{family:<28}{counts['train']:>7}{counts['dev']:>7}{counts['test']:>7}"
+            f"{summary['eligible'][family]:>10,}{summary['pools'][family]:>10,}"
+        )
     for family, reason in summary["missing_families"].items():
         click.echo(f"missing {family}: emptied by {reason}")
     for family, steps in summary["streams_left_out"].items():
         if any(steps.values()):
             click.echo(f"{family}: streams left out by " + ", ".join(f"{step} {n:,}" for step, n in steps.items() if n))
     if summary["streams_in_no_family"]:
-        click.echo(f"streams in no family ({len(summary['streams_in_no_family'])}): {', '.join(summary['streams_in_no_family'])}")
+        click.echo(
+            f"streams in no family ({len(summary['streams_in_no_family'])}): "
+            f"{', '.join(summary['streams_in_no_family'])}"
+        )
     for family, empty in summary["empty_splits"].items():
         if empty and family not in summary["missing_families"]:
             click.echo(f"{family}: no task in {', '.join(empty)} (no candidate placed there survived selection)")
     rule = summary["split_rule"]
-    click.echo(f"splits by {rule['by']}: " + ", ".join(f"{b['split']} {b['start'][:10]}..{b['end'][:10]}" for b in rule["blocks"])
-               + f" ({rule['buffer_days']}-day buffers)")
+    click.echo(
+        f"splits by {rule['by']}: "
+        + ", ".join(f"{b['split']} {b['start'][:10]}..{b['end'][:10]}" for b in rule["blocks"])
+        + f" ({rule['buffer_days']}-day buffers)"
+    )
     for family, drops in summary["dropped_by_split_rule"].items():
         if drops:
             click.echo(f"{family}: dropped by the split rule: " + ", ".join(f"{k} {v:,}" for k, v in drops.items()))
@@ -105,43 +113,74 @@ def _command(stage: str, render: Callable[[dict], None], doc: str) -> click.Comm
     return inspect.command(stage)(command)
 
 
-_command("ingest", _ingest_text, """Sites, streams, observations, rejects by reason and raw value cells of an ingested corpus.
+_command(
+    "ingest",
+    _ingest_text,
+    """Sites, streams, observations, rejects by reason and raw value cells of an ingested corpus.
 
     \b
     Example:
       telemetry-bench inspect ingest --corpus hhw --json
-    """)
-_command("store", _store_text, """Counts of the tool store, its quality distribution and thresholds.
+    """,
+)
+_command(
+    "store",
+    _store_text,
+    """Counts of the tool store, its quality distribution and thresholds.
 
     \b
     Example:
       telemetry-bench inspect store --corpus xai4heat --json
-    """)
-_command("tasks", _tasks_text, """Static tasks per family and split, candidate pools, and any family that is missing and why.
+    """,
+)
+_command(
+    "tasks",
+    _tasks_text,
+    """Static tasks per family and split, candidate pools, and any family that is missing and why.
 
     \b
     Example:
       telemetry-bench inspect tasks --corpus xai4heat --json
-    """)
-_command("episodes", _episodes_text, """Episodes per split, interaction mode and commitment outcome, with example ids.
+    """,
+)
+_command(
+    "episodes",
+    _episodes_text,
+    """Episodes per split, interaction mode and commitment outcome, with example ids.
 
     \b
     Example:
       telemetry-bench inspect episodes --corpus xai4heat
-    """)
+    """,
+)
 
 
 @inspect.command("episode")
 @click.argument("episode_id")
 @click.option("--corpus", required=True, help="Corpus name.")
-@click.option("--trace", type=click.Path(dir_okay=False), help="Also show how this trace's agent played the episode (run 0).")
+@click.option(
+    "--trace", type=click.Path(dir_okay=False), help="Also show how this trace's agent played the episode (run 0)."
+)
 @click.option("--width", type=click.IntRange(60), help="Line width (default: the terminal's).")
-@click.option("--agent-view", is_flag=True, help="Show exactly what the agent receives before each turn: messages, tool results, answer forms.")
-@click.option("--json", "as_json", is_flag=True, help="With --agent-view: print the views as JSON (contracts/agent_view.py).")
+@click.option(
+    "--agent-view",
+    is_flag=True,
+    help="Show exactly what the agent receives before each turn: messages, tool results, answer forms.",
+)
+@click.option(
+    "--json", "as_json", is_flag=True, help="With --agent-view: print the views as JSON (contracts/agent_view.py)."
+)
 @click.pass_context
 @cli.handle_errors
-def inspect_episode(ctx: click.Context, episode_id: str, corpus: str, trace: str | None, width: int | None, agent_view: bool,
-                    as_json: bool) -> None:
+def inspect_episode(
+    ctx: click.Context,
+    episode_id: str,
+    corpus: str,
+    trace: str | None,
+    width: int | None,
+    agent_view: bool,
+    as_json: bool,
+) -> None:
     """Play one episode along its gold path and print the conversation, tool results included; with --trace, also the
     agent's run, marking the first turn where it left the gold path; with --agent-view, what the agent receives.
 
@@ -149,7 +188,7 @@ def inspect_episode(ctx: click.Context, episode_id: str, corpus: str, trace: str
     Example:
       telemetry-bench inspect episode xai4heat.window_pairwise_compare.004e64a32c58fc62.ep --corpus xai4heat
       telemetry-bench inspect episode xai4heat.window_pairwise_compare.004e64a32c58fc62.ep --corpus xai4heat --agent-view --json
-    """
+    """  # noqa: E501 - the examples are runnable commands, one per line
     from pathlib import Path
 
     from rich.console import Console
@@ -165,9 +204,13 @@ def inspect_episode(ctx: click.Context, episode_id: str, corpus: str, trace: str
 
         views = episode_agent_views(cli.workspace(ctx), corpus, episode_id)
         if as_json:
-            cli.echo_json({"episode_id": episode_id, "corpus": corpus, "turns": [v.model_dump(mode="json") for v in views]})
+            cli.echo_json(
+                {"episode_id": episode_id, "corpus": corpus, "turns": [v.model_dump(mode="json") for v in views]}
+            )
         else:
             print_agent_views(Console(width=width, highlight=False, markup=False, soft_wrap=False), views)
         return
-    episode, conversations = episode_conversations(cli.workspace(ctx), corpus, episode_id, Path(trace) if trace else None)
+    episode, conversations = episode_conversations(
+        cli.workspace(ctx), corpus, episode_id, Path(trace) if trace else None
+    )
     print_episode(Console(width=width, highlight=False, markup=False, soft_wrap=False), episode, conversations)

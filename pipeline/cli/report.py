@@ -11,9 +11,20 @@ from pipeline.cli import common as cli
 
 @click.command()
 @click.option("--corpus", "corpora", multiple=True, help="Corpus to report (repeatable; default: every built corpus).")
-@click.option("--trace", "traces", multiple=True, type=click.Path(dir_okay=False),
-              help="A trace written by `telemetry-bench run` (repeatable; several agents are shown side by side).")
-@click.option("--out", type=click.Path(dir_okay=False), default="artifacts/report.html", show_default=True, help="HTML file to write.")
+@click.option(
+    "--trace",
+    "traces",
+    multiple=True,
+    type=click.Path(dir_okay=False),
+    help="A trace written by `telemetry-bench run` (repeatable; several agents are shown side by side).",
+)
+@click.option(
+    "--out",
+    type=click.Path(dir_okay=False),
+    default="artifacts/report.html",
+    show_default=True,
+    help="HTML file to write.",
+)
 @click.option("--json", "as_json", is_flag=True, help="Print what the report holds as JSON.")
 @click.pass_context
 @cli.handle_errors
@@ -33,8 +44,11 @@ def report(ctx: click.Context, corpora: tuple[str, ...], traces: tuple[str, ...]
     if as_json:
         cli.echo_json(summary)
         return
-    click.echo(f"report written to {summary['out']} ({summary['bytes']:,} bytes): corpora {', '.join(summary['corpora']) or 'none'}, "
-               f"{len(summary['traces'])} traces, {summary['plots']} plots, {summary['episodes']} test episodes")
+    click.echo(
+        f"report written to {summary['out']} ({summary['bytes']:,} bytes): corpora "
+        f"{', '.join(summary['corpora']) or 'none'}, "
+        f"{len(summary['traces'])} traces, {summary['plots']} plots, {summary['episodes']} test episodes"
+    )
     if summary["not_built"]:
         click.echo(f"not built, left out: {', '.join(summary['not_built'])}")
 

@@ -12,11 +12,18 @@ from pipeline.cli import common as cli
 
 
 def _rates(summary: dict) -> None:
-    click.echo(f"accomplished {summary['accomplished_rate']:.4f} over {summary['runs']} runs of {summary['episodes']} episodes")
+    click.echo(
+        f"accomplished {summary['accomplished_rate']:.4f} over {summary['runs']} runs of {summary['episodes']} episodes"
+    )
     if summary.get("infra_errors") or summary.get("unfinished"):
-        click.echo(f"  not scored: {summary.get('infra_errors', 0)} infra_error runs; unfinished (no end record): "
-                   f"{summary.get('unfinished', 0)}: resume the run with --resume")
-    click.echo("  " + ", ".join(f"{p} {summary[p]:.4f}" for p in ("final", "evidence", "phase", "temporal", "task", "protocol")))
+        click.echo(
+            f"  not scored: {summary.get('infra_errors', 0)} infra_error runs; unfinished (no end record): "
+            f"{summary.get('unfinished', 0)}: resume the run with --resume"
+        )
+    click.echo(
+        "  "
+        + ", ".join(f"{p} {summary[p]:.4f}" for p in ("final", "evidence", "phase", "temporal", "task", "protocol"))
+    )
     for family, rate in summary["per_family"].items():
         click.echo(f"  {family:<28}{rate:.4f}")
     if summary["issues"]:
@@ -43,11 +50,19 @@ def _release(release: str | None, cache_dir: str | None):
 
 
 RELEASE_OPTIONS = [
-    click.option("--release", "release", type=click.Path(file_okay=False, exists=True),
-                 help="Play a release folder on its own (artifacts/<corpus>/release/ or a copy, e.g. from a dataset hub); "
-                      "no project, configs or build needed. The folder is only read."),
-    click.option("--cache-dir", type=click.Path(file_okay=False),
-                 help="--release: where the tool store is loaded from the release's Parquet tables (default: the user cache folder)."),
+    click.option(
+        "--release",
+        "release",
+        type=click.Path(file_okay=False, exists=True),
+        help="Play a release folder on its own (artifacts/<corpus>/release/ or a copy, e.g. from a dataset hub); "
+        "no project, configs or build needed. The folder is only read.",
+    ),
+    click.option(
+        "--cache-dir",
+        type=click.Path(file_okay=False),
+        help="--release: where the tool store is loaded from the release's Parquet tables (default: the user cache "
+        "folder).",
+    ),
 ]
 
 
@@ -60,39 +75,104 @@ def release_options(command):
 @click.command()
 @click.option("--corpus", help="Corpus name (with --release: the release's own).")
 @click.option("--split", required=True, type=click.Choice(SPLITS), help="Which split to play.")
-@click.option("--agent", "agent_name", help="oracle, noop, human, controller (the audit's shortcut policies), openai, or a "
-              "Python agent of your own as module:factory (imported from the current folder; docs/agents.md).")
-@click.option("--agent-option", "agent_options", multiple=True, metavar="KEY=VALUE",
-              help="module:factory agent: a keyword argument for the factory (repeatable; VALUE is JSON or text).")
-@click.option("--agent-cmd", help="An agent in its own process, in any language: the command that starts it. It reads JSON "
-              "lines on stdin (episode_start, observation, episode_end; contracts/schemas/agent_input.schema.json) and "
-              "writes one action per observation as a JSON line (agent_output.schema.json).")
-@click.option("--turn-timeout", type=click.FloatRange(min=0.1), default=60.0, show_default=True,
-              help="--agent-cmd: seconds a turn may take before the process counts as silent (agent_error).")
-@click.option("--base-url", help="openai agent: the endpoint, e.g. http://127.0.0.1:8000/v1 (default: $OPENAI_BASE_URL).")
+@click.option(
+    "--agent",
+    "agent_name",
+    help="oracle, noop, human, controller (the audit's shortcut policies), openai, or a "
+    "Python agent of your own as module:factory (imported from the current folder; docs/agents.md).",
+)
+@click.option(
+    "--agent-option",
+    "agent_options",
+    multiple=True,
+    metavar="KEY=VALUE",
+    help="module:factory agent: a keyword argument for the factory (repeatable; VALUE is JSON or text).",
+)
+@click.option(
+    "--agent-cmd",
+    help="An agent in its own process, in any language: the command that starts it. It reads JSON "
+    "lines on stdin (episode_start, observation, episode_end; contracts/schemas/agent_input.schema.json) and "
+    "writes one action per observation as a JSON line (agent_output.schema.json).",
+)
+@click.option(
+    "--turn-timeout",
+    type=click.FloatRange(min=0.1),
+    default=60.0,
+    show_default=True,
+    help="--agent-cmd: seconds a turn may take before the process counts as silent (agent_error).",
+)
+@click.option(
+    "--base-url", help="openai agent: the endpoint, e.g. http://127.0.0.1:8000/v1 (default: $OPENAI_BASE_URL)."
+)
 @click.option("--model", help="openai agent: model name (default: $OPENAI_MODEL).")
-@click.option("--api-key-env", default="OPENAI_API_KEY", show_default=True,
-              help="openai agent: the variable holding the API key; optional (keyless local servers need none).")
-@click.option("--timeout", type=click.FloatRange(min=0.1), default=120.0, show_default=True, help="openai agent: seconds per request.")
-@click.option("--max-retries", type=click.IntRange(0, 20), default=4, show_default=True,
-              help="openai agent: retries of a failed request (backoff) before the episode is infra_error.")
-@click.option("--concurrency", type=click.IntRange(1, 256), default=1, show_default=True,
-              help="Episodes played at once (one agent each); the trace stays in episode order.")
-@click.option("--resume", is_flag=True, help="Keep the finished episodes of the --out trace (same settings) and play the rest; "
-              "infra_error episodes are played again.")
+@click.option(
+    "--api-key-env",
+    default="OPENAI_API_KEY",
+    show_default=True,
+    help="openai agent: the variable holding the API key; optional (keyless local servers need none).",
+)
+@click.option(
+    "--timeout",
+    type=click.FloatRange(min=0.1),
+    default=120.0,
+    show_default=True,
+    help="openai agent: seconds per request.",
+)
+@click.option(
+    "--max-retries",
+    type=click.IntRange(0, 20),
+    default=4,
+    show_default=True,
+    help="openai agent: retries of a failed request (backoff) before the episode is infra_error.",
+)
+@click.option(
+    "--concurrency",
+    type=click.IntRange(1, 256),
+    default=1,
+    show_default=True,
+    help="Episodes played at once (one agent each); the trace stays in episode order.",
+)
+@click.option(
+    "--resume",
+    is_flag=True,
+    help="Keep the finished episodes of the --out trace (same settings) and play the rest; "
+    "infra_error episodes are played again.",
+)
 @click.option("--temperature", type=float, default=0.0, show_default=True, help="openai agent: sampling temperature.")
 @click.option("--seed", type=int, help="openai agent: sampling seed, passed through.")
 @click.option("--repeat", default=1, show_default=True, type=click.IntRange(1, 100), help="Runs per episode (pass^k).")
 @click.option("--limit", type=click.IntRange(1), help="Play only the first N episodes.")
-@click.option("--out", type=click.Path(dir_okay=False), default="trace.jsonl", show_default=True, help="Trace file (JSONL).")
+@click.option(
+    "--out", type=click.Path(dir_okay=False), default="trace.jsonl", show_default=True, help="Trace file (JSONL)."
+)
 @click.option("--json", "as_json", is_flag=True, help="Print the score summary as JSON.")
 @release_options
 @click.pass_context
 @cli.handle_errors
-def run(ctx: click.Context, release: str | None, cache_dir: str | None, corpus: str | None, split: str, agent_name: str | None, agent_options: tuple[str, ...], agent_cmd: str | None,
-        turn_timeout: float, base_url: str | None, model: str | None, api_key_env: str, timeout: float, max_retries: int,
-        concurrency: int, resume: bool, temperature: float, seed: int | None, repeat: int, limit: int | None, out: str,
-        as_json: bool) -> None:
+def run(
+    ctx: click.Context,
+    release: str | None,
+    cache_dir: str | None,
+    corpus: str | None,
+    split: str,
+    agent_name: str | None,
+    agent_options: tuple[str, ...],
+    agent_cmd: str | None,
+    turn_timeout: float,
+    base_url: str | None,
+    model: str | None,
+    api_key_env: str,
+    timeout: float,
+    max_retries: int,
+    concurrency: int,
+    resume: bool,
+    temperature: float,
+    seed: int | None,
+    repeat: int,
+    limit: int | None,
+    out: str,
+    as_json: bool,
+) -> None:
     """Play an agent on a split; write the trace, episode by episode; exit 0 whenever the run completed, whatever the
     score, and 1 when episodes hit infrastructure errors (infra_error: a model endpoint failing after retries; they
     are left out of the scores, and --resume plays them again).
@@ -103,7 +183,7 @@ def run(ctx: click.Context, release: str | None, cache_dir: str | None, corpus: 
       telemetry-bench run --release artifacts/xai4heat/release --cache-dir /tmp/cache --split test --agent oracle --out /tmp/r.jsonl
       telemetry-bench run --corpus xai4heat --split test --agent examples.agents.replay:ReplayAgent --agent-option trace=/tmp/t.jsonl --out /tmp/py.jsonl
       telemetry-bench run --corpus xai4heat --split test --agent-cmd "python3 examples/agents/replay_cmd.py /tmp/t.jsonl" --out /tmp/cmd.jsonl
-    """
+    """  # noqa: E501 - the examples are runnable commands, one per line
     from pipeline.core.errors import RunError
     from pipeline.harness.play import run_agent
 
@@ -126,26 +206,54 @@ def run(ctx: click.Context, release: str | None, cache_dir: str | None, corpus: 
     elif agent_name == "openai":
         from pipeline.runtime.openai_agent import OpenAISettings
 
-        resolved = OpenAISettings.resolve(base_url=base_url, model=model, api_key_env=api_key_env)  # flags, then environment
-        options = {"base_url": resolved.base_url, "model": resolved.model, "api_key_env": api_key_env, "temperature": temperature,
-                   "seed": seed, "timeout": timeout, "max_retries": max_retries}
-    summary = run_agent(cli.workspace(ctx), corpus, split, agent_name, repeat, Path(out), limit, options, concurrency, resume,
-                        _release(release, cache_dir))
+        resolved = OpenAISettings.resolve(
+            base_url=base_url, model=model, api_key_env=api_key_env
+        )  # flags, then environment
+        options = {
+            "base_url": resolved.base_url,
+            "model": resolved.model,
+            "api_key_env": api_key_env,
+            "temperature": temperature,
+            "seed": seed,
+            "timeout": timeout,
+            "max_retries": max_retries,
+        }
+    summary = run_agent(
+        cli.workspace(ctx),
+        corpus,
+        split,
+        agent_name,
+        repeat,
+        Path(out),
+        limit,
+        options,
+        concurrency,
+        resume,
+        _release(release, cache_dir),
+    )
     if as_json:
         cli.echo_json(summary)
     else:
         click.echo(f"trace written to {out}")
         _rates(summary)
     if summary["infra_errors"]:
-        raise RunError(f"{summary['infra_errors']} episode runs hit infrastructure errors (infra_error in {out}; left out of "
-                       f"the scores): fix the endpoint, then rerun the same command with --resume")
+        raise RunError(
+            f"{summary['infra_errors']} episode runs hit infrastructure errors (infra_error in {out}; left out of "
+            f"the scores): fix the endpoint, then rerun the same command with --resume"
+        )
 
 
 @click.command()
 @click.argument("traces", nargs=-1, required=True, type=click.Path(dir_okay=False))
-@click.option("--json", "as_json", is_flag=True, help="Print JSON (accomplished_rate, part scores, per-family rates, rows).")
-@click.option("--release", "release", type=click.Path(file_okay=False, exists=True),
-              help="Score traces played with --release on that release folder.")
+@click.option(
+    "--json", "as_json", is_flag=True, help="Print JSON (accomplished_rate, part scores, per-family rates, rows)."
+)
+@click.option(
+    "--release",
+    "release",
+    type=click.Path(file_okay=False, exists=True),
+    help="Score traces played with --release on that release folder.",
+)
 @click.pass_context
 @cli.handle_errors
 def score(ctx: click.Context, traces: tuple[str, ...], as_json: bool, release: str | None) -> None:
@@ -189,8 +297,13 @@ def preflight(ctx: click.Context, corpus: str, as_json: bool) -> None:
 
 @click.command()
 @click.option("--corpus", required=True, help="Corpus name.")
-@click.option("--json", "as_json", is_flag=True, help="Print JSON (candidates, released, excluded_by_policy, completions_on_candidates, "
-              "commitment_mix, artifact_probe, policies with their gates, gates, notes).")
+@click.option(
+    "--json",
+    "as_json",
+    is_flag=True,
+    help="Print JSON (candidates, released, excluded_by_policy, completions_on_candidates, "
+    "commitment_mix, artifact_probe, policies with their gates, gates, notes).",
+)
 @click.pass_context
 @cli.handle_errors
 def audit(ctx: click.Context, corpus: str, as_json: bool) -> None:
@@ -211,8 +324,10 @@ def audit(ctx: click.Context, corpus: str, as_json: bool) -> None:
 
     click.echo(f"{corpus}: {report['candidates']} candidate episodes, {report['released']} released")
     for name, info in report["policies"].items():
-        click.echo(f"  {name:<21} lacks {info['lacks']:<18} wins: candidates {info.get('won_candidates', 0):>4}, "
-                   f"released {info.get('won_released', 0):>4}   excluded {report['excluded_by_policy'][name]:>4}")
+        click.echo(
+            f"  {name:<21} lacks {info['lacks']:<18} wins: candidates {info.get('won_candidates', 0):>4}, "
+            f"released {info.get('won_released', 0):>4}   excluded {report['excluded_by_policy'][name]:>4}"
+        )
     click.echo("  commitment mix: " + ", ".join(f"{k} {v}" for k, v in report["commitment_mix"].items()))
     click.echo("  controls: " + ", ".join(f"{k} {v}" for k, v in report["controls"].items()))
     for name, status in report.get("gates", {}).items():

@@ -21,7 +21,7 @@ def tool(ctx: click.Context, name: str, corpus: str, arguments: str) -> None:
     Example:
       telemetry-bench tool resolve_point --corpus xai4heat --args '{"site": "L8", "point_class": "Leaving_Hot_Water_Temperature_Sensor", "equipment": "primary loop"}'
       telemetry-bench tool lookup_observation --corpus xai4heat --args '{"stream_id": "L8__t_sup_prim", "timestamp": "2022-01-10T10:24:00+01:00", "mode": "nearest"}'
-    """
+    """  # noqa: E501 - the examples are runnable commands, one per line
     from pipeline.tools.api import run_tool
 
     cli.echo_json(run_tool(cli.workspace(ctx), corpus, name, arguments))
@@ -54,7 +54,9 @@ def tools(ctx: click.Context, corpus: str | None, as_json: bool) -> None:
 
 
 @click.command()
-@click.option("--corpus", help="Corpus whose tool store the server exposes (with --root, or run from the project folder).")
+@click.option(
+    "--corpus", help="Corpus whose tool store the server exposes (with --root, or run from the project folder)."
+)
 @release_options
 @click.pass_context
 @cli.handle_errors

@@ -1,1 +1,2 @@
-"""Core: canonical JSON, stage identity and manifests, config, errors, workspace, progress, checksums, the executor seam."""
+"""Core: canonical JSON, stage identity and manifests, config, errors, workspace, progress, checksums, the executor
+seam."""

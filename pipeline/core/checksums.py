@@ -32,7 +32,9 @@ def read_sums(folder: Path) -> dict[str, str]:
             continue
         parts = line.split(maxsplit=1)
         if len(parts) != 2 or len(parts[0]) != 64:
-            raise ChecksumError(f"{path}:{number}: expected '<sha256>  <path>', got {line!r}; regenerate with checksum --write")
+            raise ChecksumError(
+                f"{path}:{number}: expected '<sha256>  <path>', got {line!r}; regenerate with checksum --write"
+            )
         sums[_normalize(parts[1].lstrip("*").strip())] = parts[0].lower()
     return sums
 
@@ -46,7 +48,8 @@ def verify(folder: Path) -> dict[str, str]:
         target = folder / rel
         if not target.is_file():
             raise ChecksumError(
-                f"{target}: listed in {folder / SUMS_NAME} but missing; restore the file from its source (see SOURCE.md)"
+                f"{target}: listed in {folder / SUMS_NAME} but missing; restore the file from its source (see "
+                f"SOURCE.md)"
             )
         actual = sha256_file(target)
         if actual != expected:

@@ -57,7 +57,9 @@ def imported_modules(name: str, path: Path) -> set[str]:
 def declared_data_files(path: Path) -> list[str]:
     """The module's DATA_FILES: a literal tuple of project-relative paths it reads at run time."""
     for node in _parsed(path).body:
-        targets = node.targets if isinstance(node, ast.Assign) else [node.target] if isinstance(node, ast.AnnAssign) else []
+        targets = (
+            node.targets if isinstance(node, ast.Assign) else [node.target] if isinstance(node, ast.AnnAssign) else []
+        )
         if any(isinstance(t, ast.Name) and t.id == DECLARATION for t in targets) and node.value is not None:
             return list(ast.literal_eval(node.value))
     return []

@@ -24,7 +24,9 @@ def _format_validation(path: Path, exc: ValidationError) -> str:
     for err in exc.errors():
         where = ".".join(str(part) for part in err["loc"]) or "(top level)"
         if err["type"] == "missing":  # say the fix: every declaration a family needs is named in its contract
-            problems.append(f"{where}: required, not declared; add `{err['loc'][-1]} = ...` there (contracts/ describe each field)")
+            problems.append(
+                f"{where}: required, not declared; add `{err['loc'][-1]} = ...` there (contracts/ describe each field)"
+            )
         else:
             problems.append(f"{where}: {err['msg']}")
     return f"{path}: invalid configuration: " + "; ".join(problems)
@@ -94,12 +96,16 @@ def load_families(ws: Workspace) -> FamiliesConfig:
     for name, family in families.families.items():
         unknown = [f for f in family.answer_fields if f not in catalogue]
         if unknown:
-            raise ConfigError(f"{path}: families.{name}.answer_fields: {', '.join(unknown)} not in configs/answers.toml [fields]; "
-                              "declare each field's type there")
+            raise ConfigError(
+                f"{path}: families.{name}.answer_fields: {', '.join(unknown)} not in configs/answers.toml [fields]; "
+                "declare each field's type there"
+            )
         not_numbers = [f for f in family.tolerances if catalogue[f].type != "number"]
         if not_numbers:
-            raise ConfigError(f"{path}: families.{name}.tolerances: {', '.join(not_numbers)} are not number fields; "
-                              "only numbers have a tolerance")
+            raise ConfigError(
+                f"{path}: families.{name}.tolerances: {', '.join(not_numbers)} are not number fields; "
+                "only numbers have a tolerance"
+            )
     return families
 
 
@@ -109,22 +115,53 @@ def _lift_problems(lift: FamilyLift, family: Family) -> list[tuple[str, str]]:
     problems = []
     windowed = ", ".join(WINDOW_SLOT)
     if lift.withhold == "time" and family.period not in WINDOW_SLOT and family.period != "instant":
-        problems.append(("withhold", f"'time' but the family's period is {family.period!r}: withhold the time only of a "
-                                     f"family with a window ({windowed}) or an instant"))
+        problems.append(
+            (
+                "withhold",
+                f"'time' but the family's period is {family.period!r}: withhold the time only of a "
+                f"family with a window ({windowed}) or an instant",
+            )
+        )
     if lift.revision == "revise_window" and family.period not in WINDOW_SLOT:
         problems.append(("revision", f"'revise_window' needs a windowed period ({windowed}), not {family.period!r}"))
     if lift.revision == "revise_target" and family.target_shape != "single":
-        problems.append(("revision", f"'revise_target' moves to another single stream; the family's target_shape is {family.target_shape!r}"))
+        problems.append(
+            (
+                "revision",
+                f"'revise_target' moves to another single stream; the family's target_shape is {family.target_shape!r}",
+            )
+        )
     if lift.revision == "probe_nearest" and "observed_timestamp" not in family.canonical.gold:
-        problems.append(("revision", "'probe_nearest' probes near the reading the gold found: declare an observed_timestamp gold field"))
+        problems.append(
+            (
+                "revision",
+                "'probe_nearest' probes near the reading the gold found: declare an observed_timestamp gold field",
+            )
+        )
     if lift.prefer and (family.target_shape != "pair" or family.period not in ("day", "week", "month")):
-        problems.append(("prefer", "true compares the two windows of a pair: it needs target_shape = 'pair' and a day, week or "
-                                   f"month period (the family has {family.target_shape!r}, {family.period!r})"))
-    if lift.commit_target == "timestamp" and family.period != "instant" and "observed_timestamp" not in family.canonical.gold:
-        problems.append(("commit_target", "'timestamp' commits near the reading asked about: the family needs period 'instant' "
-                                          "or an observed_timestamp gold field; use 'window'"))
+        problems.append(
+            (
+                "prefer",
+                "true compares the two windows of a pair: it needs target_shape = 'pair' and a day, week or "
+                f"month period (the family has {family.target_shape!r}, {family.period!r})",
+            )
+        )
+    if (
+        lift.commit_target == "timestamp"
+        and family.period != "instant"
+        and "observed_timestamp" not in family.canonical.gold
+    ):
+        problems.append(
+            (
+                "commit_target",
+                "'timestamp' commits near the reading asked about: the family needs period 'instant' "
+                "or an observed_timestamp gold field; use 'window'",
+            )
+        )
     if lift.phase == "quality_decision" and family.canonical.calls[-1].tool != "inspect_quality_window":
-        problems.append(("phase", "'quality_decision' asks for the band of the last canonical call: make it inspect_quality_window"))
+        problems.append(
+            ("phase", "'quality_decision' asks for the band of the last canonical call: make it inspect_quality_window")
+        )
     return problems
 
 
@@ -136,18 +173,26 @@ def load_episodes_config(ws: Workspace) -> EpisodesConfig:
     families = load_families(ws)
     missing = sorted(set(families.families) - set(episodes.families))
     if missing:
-        raise ConfigError(f"{path}: families.{missing[0]}: no lift declared for this family of configs/families.toml; "
-                          f"add [families.{missing[0]}] (phase, withhold, initial, revision, commit_target, follow_ups)")
+        raise ConfigError(
+            f"{path}: families.{missing[0]}: no lift declared for this family of configs/families.toml; "
+            f"add [families.{missing[0]}] (phase, withhold, initial, revision, commit_target, follow_ups)"
+        )
     unknown = sorted(set(episodes.families) - set(families.families))
     if unknown:
-        raise ConfigError(f"{path}: families.{unknown[0]}: not a family of configs/families.toml; declare it there or remove this lift")
+        raise ConfigError(
+            f"{path}: families.{unknown[0]}: not a family of configs/families.toml; declare it there or remove this "
+            f"lift"
+        )
     for name, lift in sorted(episodes.families.items()):
         for field, problem in _lift_problems(lift, families.families[name]):
             raise ConfigError(f"{path}: families.{name}.{field}: {problem}")
     reach = families.splits.reach_days
     if episodes.commit_within_days + 7 > reach:
-        raise ConfigError(f"{path}: commit_within_days = {episodes.commit_within_days} reaches past the splits' reach_days = {reach} "
-                          "(a commitment week starts within commit_within_days and lasts 7); raise reach_days in configs/families.toml")
+        raise ConfigError(
+            f"{path}: commit_within_days = {episodes.commit_within_days} reaches past the splits' reach_days = {reach} "
+            "(a commitment week starts within commit_within_days and lasts 7); raise reach_days in "
+            "configs/families.toml"
+        )
     return episodes
 
 

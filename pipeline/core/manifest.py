@@ -22,8 +22,18 @@ from pipeline.core.code_identity import PACKAGE_ROOT, import_closure
 from pipeline.core.errors import StageError
 
 MANIFEST = "manifest.json"
-LIBRARIES = ("duckdb", "huggingface_hub", "mlcroissant", "numpy", "polars", "pyarrow", "pydantic", "pyoxigraph", "scikit-learn",
-             "xxhash")
+LIBRARIES = (
+    "duckdb",
+    "huggingface_hub",
+    "mlcroissant",
+    "numpy",
+    "polars",
+    "pyarrow",
+    "pydantic",
+    "pyoxigraph",
+    "scikit-learn",
+    "xxhash",
+)
 
 
 def library_versions() -> dict[str, str]:
@@ -49,7 +59,10 @@ def contract_hash(models: Iterable[type[BaseModel]]) -> str:
 
 
 def hash_outputs(folder: Path, names: Iterable[str]) -> dict[str, OutputFile]:
-    return {name: OutputFile(xxh3=digest_file(folder / name), bytes=(folder / name).stat().st_size) for name in sorted(names)}
+    return {
+        name: OutputFile(xxh3=digest_file(folder / name), bytes=(folder / name).stat().st_size)
+        for name in sorted(names)
+    }
 
 
 def read_manifest(folder: Path) -> StageManifest | None:
@@ -108,8 +121,16 @@ class StageIdentity:
     @property
     def cache_key(self) -> str:
         return digest_value(
-            [HASH_SCHEME_VERSION, self.corpus, self.stage, self.code_version, self.contract_hash,
-             self.config_hash, self.libraries, self.inputs]
+            [
+                HASH_SCHEME_VERSION,
+                self.corpus,
+                self.stage,
+                self.code_version,
+                self.contract_hash,
+                self.config_hash,
+                self.libraries,
+                self.inputs,
+            ]
         )
 
 
@@ -139,7 +160,9 @@ def corpus_lock(folder: Path, on_wait: Callable[[str], None] | None = None) -> I
             handle.seek(0)
             holder = handle.read().strip() or "another process"
             if on_wait:
-                on_wait(f"{folder.name}: another build of this corpus is running (pid {holder}); waiting for it to finish")
+                on_wait(
+                    f"{folder.name}: another build of this corpus is running (pid {holder}); waiting for it to finish"
+                )
             fcntl.flock(handle, fcntl.LOCK_EX)
         try:
             handle.seek(0)
@@ -165,7 +188,9 @@ def _swap_in(tmp: Path, final: Path) -> None:
         shutil.rmtree(old, ignore_errors=True)
 
 
-def run_stage(identity: StageIdentity, final: Path, run: Callable[[Path], StageResult], force: bool = False) -> StageOutcome:
+def run_stage(
+    identity: StageIdentity, final: Path, run: Callable[[Path], StageResult], force: bool = False
+) -> StageOutcome:
     """Skip the stage when its manifest's cache key matches and outputs are intact; else build atomically."""
     start = time.perf_counter()
     existing = read_manifest(final)
@@ -222,4 +247,3 @@ def raw_inputs(folder: Path) -> dict[str, str]:
 
 def config_digest(value: object) -> str:
     return digest_value(value)
-

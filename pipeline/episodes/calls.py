@@ -30,7 +30,8 @@ def revised(callset: CallSet, slots: dict, prefix: str, keep: set[str]) -> tuple
     names = {c["id"]: f"{prefix}{c['id']}" for c in rendered if c["id"] not in keep}
     return [
         {"id": names[c["id"]], "tool": c["tool"], "arguments": _rename(c["arguments"], names)}
-        for c in rendered if c["id"] not in keep
+        for c in rendered
+        if c["id"] not in keep
     ], names
 
 

@@ -41,8 +41,12 @@ from pipeline.tools.access import ToolStore
 from pipeline.tools.timeutil import format_us, parse_us
 
 PHASES = {
-    "lookup": LookupPhase, "aggregate": AggregatePhase, "compare": ComparePhase, "rank": RankPhase,
-    "timestamp_value": TimestampValuePhase, "nearest_timestamp": NearestTimestampPhase,
+    "lookup": LookupPhase,
+    "aggregate": AggregatePhase,
+    "compare": ComparePhase,
+    "rank": RankPhase,
+    "timestamp_value": TimestampValuePhase,
+    "nearest_timestamp": NearestTimestampPhase,
     "quality_decision": QualityDecisionPhase,
 }
 
@@ -59,8 +63,6 @@ def commitment_instant(calls: list[dict]) -> int | None:
             if key in call["arguments"]:
                 return parse_us(call["arguments"][key])
     return None
-
-
 
 
 class Chooser:
@@ -116,11 +118,21 @@ def _first_resolve(calls: list[dict]) -> str:
 class Lifter:
     """Lifts the tasks of one corpus; holds the store and the configuration."""
 
-    def __init__(self, store: ToolStore, cfg: EpisodesConfig, families: FamiliesConfig, answers: AnswersConfig, zone: str = "UTC") -> None:
-        self.store, self.cfg, self.families, self.seed, self.answers = store, cfg, families.families, families.seed, answers
+    def __init__(
+        self, store: ToolStore, cfg: EpisodesConfig, families: FamiliesConfig, answers: AnswersConfig, zone: str = "UTC"
+    ) -> None:
+        self.store, self.cfg, self.families, self.seed, self.answers = (
+            store,
+            cfg,
+            families.families,
+            families.seed,
+            answers,
+        )
         self.zone = zone
         self.grid_minutes = families.grid_minutes
-        nearest = [f.share_caps.get("grid_solvable") for f in families.families.values() if f.share_caps.get("grid_solvable")]
+        nearest = [
+            f.share_caps.get("grid_solvable") for f in families.families.values() if f.share_caps.get("grid_solvable")
+        ]
         self.grid_share = min(nearest) if nearest else 0.0  # revision probes keep the nearest family's grid share
         self.full_weeks: set[tuple[int, str]] = set()  # (week index, outcome) pairs the episodes stage has filled
 
@@ -128,13 +140,24 @@ class Lifter:
     def _say(self, templates: list[str], purpose: str, slots: dict, choose: Chooser) -> str:
         """A text: a template drawn by hash, dates and instants in the episode's style (drawn by hash, never from the
         gold; local time in the corpus's zone for some episodes)."""
-        shown = render.display(slots, choose.index("date_style", len(render.DATE_STYLES)),
-                               choose.index("instant_style", len(render.INSTANT_STYLES)), self.zone)
+        shown = render.display(
+            slots,
+            choose.index("date_style", len(render.DATE_STYLES)),
+            choose.index("instant_style", len(render.INSTANT_STYLES)),
+            self.zone,
+        )
         return render.query(templates, choose.index(purpose, len(templates)), shown)
 
-    def _form(self, names: list[str], units: dict[str, str | None] | None = None, family: Family | None = None) -> AnswerForm:
-        return forms.form(names, self.answers, units, family.tolerances if family else None,
-                          {"acceptable_offset_seconds": f"{self.cfg.acceptable_offset_seconds:g}"})
+    def _form(
+        self, names: list[str], units: dict[str, str | None] | None = None, family: Family | None = None
+    ) -> AnswerForm:
+        return forms.form(
+            names,
+            self.answers,
+            units,
+            family.tolerances if family else None,
+            {"acceptable_offset_seconds": f"{self.cfg.acceptable_offset_seconds:g}"},
+        )
 
     def _stream_units(self, names: list[str], stream_id: str) -> dict[str, str | None]:
         return dict.fromkeys(names, self.store.streams[stream_id]["unit"])
@@ -147,8 +170,11 @@ class Lifter:
             answer = quality_decision_answer(outputs[calls[-1]["id"]])
             form = self._form(list(answer))
         return PHASES[lift.phase](
-            obligation="decide_quality" if lift.phase == "quality_decision" else "answer", prompt=prompt, gold=answer,
-            form=form, canonical_calls=task.canonical_calls,
+            obligation="decide_quality" if lift.phase == "quality_decision" else "answer",
+            prompt=prompt,
+            gold=answer,
+            form=form,
+            canonical_calls=task.canonical_calls,
             acceptable_calls=task.alternative_calls if lift.phase != "quality_decision" else [],
             evidence_stream_ids=task.evidence_stream_ids,
         )
@@ -175,22 +201,40 @@ class Lifter:
                 alternatives.append(as_calls(alt_calls))
             prompt = self._say(lift.revision_prompts, "revision_prompt", new, choose)
             form = self._form(family.answer_fields, forms.field_units(self.store, golds, merged), family)
-            return PHASES[lift.phase](obligation="revise_window", prompt=prompt, gold=answer, form=form,
-                                      canonical_calls=as_calls(calls), acceptable_calls=alternatives,
-                                      evidence_stream_ids=task.evidence_stream_ids), new
+            return PHASES[lift.phase](
+                obligation="revise_window",
+                prompt=prompt,
+                gold=answer,
+                form=form,
+                canonical_calls=as_calls(calls),
+                acceptable_calls=alternatives,
+                evidence_stream_ids=task.evidence_stream_ids,
+            ), new
         return None, slots
 
     def _revise_target(self, task, lift, family, slots, outputs, choose: Chooser):
         current = task.evidence_stream_ids[0]
         row = self.store.streams[current]
-        others = sorted(s for s, r in self.store.streams.items() if s != current and r["site_id"] == row["site_id"]
-                        and r["point_class"] == row["point_class"] and r["tool_ready"] and r["ambiguity_count"] == 1
-                        and r["equipment"] and not r["content_twins"])
+        others = sorted(
+            s
+            for s, r in self.store.streams.items()
+            if s != current
+            and r["site_id"] == row["site_id"]
+            and r["point_class"] == row["point_class"]
+            and r["tool_ready"]
+            and r["ambiguity_count"] == 1
+            and r["equipment"]
+            and not r["content_twins"]
+        )
         if not others:
             return None, slots
         other = self.store.streams[others[choose.index("other_stream", len(others))]]
-        new = {**slots, "equipment": other["equipment"], "equipment_words": render.role_words(other["equipment_role"]),
-               "phrase": render.point_phrase(other["label"])}
+        new = {
+            **slots,
+            "equipment": other["equipment"],
+            "equipment_words": render.role_words(other["equipment_role"]),
+            "phrase": render.point_phrase(other["label"]),
+        }
         new["local_phrase"] = render.local_phrase(new["phrase"], slots["site_label"])
         calls, names = revised(family.canonical, new, REVISION_PREFIX, set())
         golds = gold_of(family.canonical, names)
@@ -199,8 +243,14 @@ class Lifter:
         outputs.update(merged)
         prompt = self._say(lift.revision_prompts, "revision_prompt", new, choose)
         form = self._form(family.answer_fields, forms.field_units(self.store, golds, merged), family)
-        return LookupPhase(obligation="revise_target", prompt=prompt, gold=answer, form=form,
-                           canonical_calls=as_calls(calls), evidence_stream_ids=[other["stream_id"]]), new
+        return LookupPhase(
+            obligation="revise_target",
+            prompt=prompt,
+            gold=answer,
+            form=form,
+            canonical_calls=as_calls(calls),
+            evidence_stream_ids=[other["stream_id"]],
+        ), new
 
     def _probe_nearest(self, task, lift, slots, outputs, choose: Chooser):
         """A probe between two readings near the one just read (inside the time block), at a fraction of their gap
@@ -212,7 +262,9 @@ class Lifter:
         ts = self.store.arrays(stream).ts
         step = int(self.store.quality[stream]["step_us"] or 0)
         anywhere = choose.fraction("grid_rule_probe") < self.grid_share
-        low, high = (max(task.time_block[0], base - DAY), min(task.time_block[1], base + DAY)) if anywhere else task.time_block
+        low, high = (
+            (max(task.time_block[0], base - DAY), min(task.time_block[1], base + DAY)) if anywhere else task.time_block
+        )
         first, last = int(np.searchsorted(ts, low)), int(np.searchsorted(ts, high))
         gaps = np.diff(ts[first:last])
         # out of the grid rules' reach: inside a gap of 3 or more local steps, a step away from both readings
@@ -233,8 +285,13 @@ class Lifter:
         else:
             return None, slots
         resolve = _first_resolve([c.model_dump() for c in task.canonical_calls])
-        calls = [{"id": f"{REVISION_PREFIX}c1", "tool": "lookup_observation",
-                  "arguments": {"stream_id": f"${resolve}.stream_id", "timestamp": format_us(probe), "mode": "nearest"}}]
+        calls = [
+            {
+                "id": f"{REVISION_PREFIX}c1",
+                "tool": "lookup_observation",
+                "arguments": {"stream_id": f"${resolve}.stream_id", "timestamp": format_us(probe), "mode": "nearest"},
+            }
+        ]
         merged = run(self.store, calls, outputs)
         outputs.update(merged)
         result = merged[f"{REVISION_PREFIX}c1"]
@@ -242,24 +299,45 @@ class Lifter:
         new = {**slots, "probe_iso": format_us(probe)}
         prompt = self._say(lift.revision_prompts, "revision_prompt", new, choose)
         form = self._form(list(NEAREST_FIELDS), self._stream_units(list(NEAREST_FIELDS), result["stream_id"]))
-        return NearestTimestampPhase(obligation="probe_nearest", prompt=prompt, gold=answer, form=form,
-                                     canonical_calls=as_calls(calls), evidence_stream_ids=task.evidence_stream_ids), new
+        return NearestTimestampPhase(
+            obligation="probe_nearest",
+            prompt=prompt,
+            gold=answer,
+            form=form,
+            canonical_calls=as_calls(calls),
+            evidence_stream_ids=task.evidence_stream_ids,
+        ), new
 
     def _prefer(self, lift, family: Family, first: Any, second: Any, outputs, windows: list[dict]):
-        """Which of the two compared windows (of the family's period) has data to trust more (rules.preferred_window)."""
+        """Which of the two compared windows (of the family's period) has data to trust more
+        (rules.preferred_window)."""
         resolves = [c.id for c in first.canonical_calls if c.tool == "resolve_point"]  # left, right (a pair family)
         calls = []
         for w_index, window in enumerate(windows, start=1):
             for s_index, resolve in enumerate(resolves, start=1):
-                calls.append({"id": f"p3_q{w_index}{s_index}", "tool": "inspect_quality_window", "arguments": {
-                    "stream_id": f"${resolve}.stream_id", "window_start": window["window_start_iso"],
-                    "window_end": window["window_end_iso"], "period": family.period}})
+                calls.append(
+                    {
+                        "id": f"p3_q{w_index}{s_index}",
+                        "tool": "inspect_quality_window",
+                        "arguments": {
+                            "stream_id": f"${resolve}.stream_id",
+                            "window_start": window["window_start_iso"],
+                            "window_end": window["window_end_iso"],
+                            "period": family.period,
+                        },
+                    }
+                )
         merged = run(self.store, calls, outputs)
         outputs.update(merged)
         preferred = preferred_window(*([merged[f"p3_q{w}{s}"] for s in range(1, len(resolves) + 1)] for w in (1, 2)))
-        return PreferencePhase(obligation="prefer", prompt=lift.prefer_prompt, gold={"preferred": preferred},
-                               form=self._form(["preferred"]),
-                               canonical_calls=as_calls(calls), evidence_stream_ids=first.evidence_stream_ids)
+        return PreferencePhase(
+            obligation="prefer",
+            prompt=lift.prefer_prompt,
+            gold={"preferred": preferred},
+            form=self._form(["preferred"]),
+            canonical_calls=as_calls(calls),
+            evidence_stream_ids=first.evidence_stream_ids,
+        )
 
     # ------------------------------------------------------------------ commitment
     def _target(self, choose: Chooser) -> list[str]:
@@ -275,36 +353,65 @@ class Lifter:
                 break
         return [drawn] + [o for o in outcomes if o != drawn]
 
-    def _commit_window(self, task: Task, stream_id: str, resolve: str, spans: list[tuple[int, int]], choose: Chooser, outputs):
+    def _commit_window(
+        self, task: Task, stream_id: str, resolve: str, spans: list[tuple[int, int]], choose: Chooser, outputs
+    ):
         """A week of the discussed stream that contains, or starts within reach of, a window discussed (any week of
         the time block when none was), inside the split's time block; its outcome drawn with the declared shares."""
         low, high = task.time_block
-        windows = [w for w in self.store._rows(
-            "SELECT window_start, window_end, quality_band FROM aggregates WHERE stream_id = ? AND period = 'week' "
-            "AND window_start >= ? AND window_end <= ? ORDER BY window_start", [stream_id, low, high])
-            if not spans or _distance(w["window_start"], w["window_end"], spans) <= self.cfg.commit_within_days * DAY]
+        windows = [
+            w
+            for w in self.store._rows(
+                "SELECT window_start, window_end, quality_band FROM aggregates WHERE stream_id = ? AND period = 'week' "
+                "AND window_start >= ? AND window_end <= ? ORDER BY window_start",
+                [stream_id, low, high],
+            )
+            if not spans or _distance(w["window_start"], w["window_end"], spans) <= self.cfg.commit_within_days * DAY
+        ]
         for outcome in self._target(choose):
-            fitting = [w for w in windows if BAND_OUTCOME[w["quality_band"]][0] == outcome
-                       and (int(week_index(w["window_start"])), outcome) not in self.full_weeks]
+            fitting = [
+                w
+                for w in windows
+                if BAND_OUTCOME[w["quality_band"]][0] == outcome
+                and (int(week_index(w["window_start"])), outcome) not in self.full_weeks
+            ]
             if fitting:
                 window = fitting[choose.index("commit_window", len(fitting))]
                 break
         else:
             raise LiftError(f"{stream_id}: no weekly window near the conversation")
-        calls = [{"id": "pc_c1", "tool": "inspect_quality_window", "arguments": {
-            "stream_id": f"${resolve}.stream_id", "window_start": format_us(window["window_start"]),
-            "window_end": format_us(window["window_end"]), "period": "week"}}]
+        calls = [
+            {
+                "id": "pc_c1",
+                "tool": "inspect_quality_window",
+                "arguments": {
+                    "stream_id": f"${resolve}.stream_id",
+                    "window_start": format_us(window["window_start"]),
+                    "window_end": format_us(window["window_end"]),
+                    "period": "week",
+                },
+            }
+        ]
         merged = run(self.store, calls, outputs)
         outputs.update(merged)
         decision, reason = BAND_OUTCOME[merged["pc_c1"]["quality_band"]]
         phrase = render.point_phrase(self.store.streams[stream_id]["label"])
         week = datetime.fromtimestamp(window["window_start"] / 1e6, UTC).strftime("%Y-%m-%d")
-        prompt = self._say(self.cfg.commit_window_prompts, "commit_prompt", {"phrase": phrase, "week_start": week, "options": self.cfg.commit_options}, choose)
+        prompt = self._say(
+            self.cfg.commit_window_prompts,
+            "commit_prompt",
+            {"phrase": phrase, "week_start": week, "options": self.cfg.commit_options},
+            choose,
+        )
         return calls, {"decision": decision, "reason": reason}, prompt
 
     def timestamp_commitment(self, offset_seconds: float, step_seconds: float | None) -> tuple[str, str]:
-        return timestamp_commitment(offset_seconds, step_seconds, self.cfg.acceptable_offset_seconds,
-                                    self.store.thresholds["gap_ratio_abstain_window"])
+        return timestamp_commitment(
+            offset_seconds,
+            step_seconds,
+            self.cfg.acceptable_offset_seconds,
+            self.store.thresholds["gap_ratio_abstain_window"],
+        )
 
     def _probe_for(self, stream_id: str, outcome: str, choose: Chooser, low: int, high: int) -> int | None:
         """A probe instant in [low, high) whose nearest reading gives the outcome, or None when there is none.
@@ -315,7 +422,7 @@ class Lifter:
         the acceptable offset) means answer, a missing reading re_clarify, a long run of them abstain."""
         ts = self.store.arrays(stream_id).ts
         first, last = int(np.searchsorted(ts, low)), int(np.searchsorted(ts, high))
-        ts = ts[max(0, first - 1):last + 1]
+        ts = ts[max(0, first - 1) : last + 1]
         step = int(self.store.quality[stream_id]["step_us"] or 0)
         if len(ts) < 3 or step <= 0:
             return None
@@ -331,7 +438,9 @@ class Lifter:
         gaps = np.diff(ts)
         # missing slots: the reading before a gap plus whole steps, whose nearest reading is too far (re_clarify) or
         # more than the abstain gap ratio away (abstain)
-        lo_d, hi_d = (acceptable + 180_000_000, limit) if outcome == "re_clarify" else (limit + 180_000_000, float("inf"))
+        lo_d, hi_d = (
+            (acceptable + 180_000_000, limit) if outcome == "re_clarify" else (limit + 180_000_000, float("inf"))
+        )
         slots = []
         for j in np.flatnonzero((gaps >= 2 * step) & (ts[:-1] >= low) & (ts[1:] < high)):
             k = np.arange(1, int(gaps[j] // step), dtype=np.int64) * step  # offsets of the missing slots
@@ -358,15 +467,23 @@ class Lifter:
         else:
             raise LiftError(f"{stream_id}: no reading near the conversation")
         calls = [
-            {"id": "pc_c1", "tool": "lookup_observation", "arguments": {"stream_id": f"${resolve}.stream_id", "timestamp": format_us(probe), "mode": "nearest"}},
+            {
+                "id": "pc_c1",
+                "tool": "lookup_observation",
+                "arguments": {"stream_id": f"${resolve}.stream_id", "timestamp": format_us(probe), "mode": "nearest"},
+            },
             {"id": "pc_c2", "tool": "inspect_quality", "arguments": {"stream_id": f"${resolve}.stream_id"}},
         ]
         merged = run(self.store, calls, outputs)
         outputs.update(merged)
         decision, reason = self.timestamp_commitment(merged["pc_c1"]["offset_seconds"], merged["pc_c2"]["step_seconds"])
         phrase = render.point_phrase(self.store.streams[stream_id]["label"])
-        prompt = self._say(self.cfg.commit_timestamp_prompts, "commit_prompt",
-                           {"phrase": phrase, "probe_iso": format_us(probe), "options": self.cfg.commit_options}, choose)
+        prompt = self._say(
+            self.cfg.commit_timestamp_prompts,
+            "commit_prompt",
+            {"phrase": phrase, "probe_iso": format_us(probe), "options": self.cfg.commit_options},
+            choose,
+        )
         return calls, {"decision": decision, "reason": reason}, prompt
 
     # ------------------------------------------------------------------ assembly
@@ -398,14 +515,21 @@ class Lifter:
         if withheld and withheld[0].slot == "site":
             values += task.site_ids
         elif withheld:
-            timed = {k: v for k, v in task.slots.items() if k.endswith("_iso") or k in ("day", "week_start", "month_name")}
+            timed = {
+                k: v for k, v in task.slots.items() if k.endswith("_iso") or k in ("day", "week_start", "month_name")
+            }
             values += list(timed.values())  # and as every style would say them
-            values += [v for d in range(len(render.DATE_STYLES)) for i in range(len(render.INSTANT_STYLES))
-                       for v in render.display(timed, d, i, self.zone).values()]
+            values += [
+                v
+                for d in range(len(render.DATE_STYLES))
+                for i in range(len(render.INSTANT_STYLES))
+                for v in render.display(timed, d, i, self.zone).values()
+            ]
         return any(str(v).lower() in lowered for v in values if v)
 
-    def _revisions(self, task: Task, lift: FamilyLift, family: Family, first: Any, slots: dict, outputs: dict,
-                   choose: Chooser) -> tuple[list, dict]:
+    def _revisions(
+        self, task: Task, lift: FamilyLift, family: Family, first: Any, slots: dict, outputs: dict, choose: Chooser
+    ) -> tuple[list, dict]:
         """The phases after the first: the family's declared revision (none, a window, a target or a nearest probe) and,
         after a window revision, the preference between the two windows; with the slots the revision left."""
         first_slots = slots
@@ -423,8 +547,9 @@ class Lifter:
             return [phase, self._prefer(lift, family, first, phase, outputs, [first_slots, slots])], slots
         return [phase], slots
 
-    def _commitment(self, task: Task, lift: FamilyLift, family: Family, windows: list[dict], outputs: dict,
-                    choose: Chooser) -> CommitmentPhase:
+    def _commitment(
+        self, task: Task, lift: FamilyLift, family: Family, windows: list[dict], outputs: dict, choose: Chooser
+    ) -> CommitmentPhase:
         """The reporting commitment on the stream the task is about (or the one a declared gold field names), for the
         windows asked about (first and revised slots) or the instant looked up."""
         canonical = [c.model_dump() for c in task.canonical_calls]
@@ -432,23 +557,42 @@ class Lifter:
         if family.commit_stream is not None:  # the commitment asks about the stream a gold field names
             stream = task.gold[family.commit_stream]
             row = self.store.streams[stream]
-            resolve = next(c["id"] for c in canonical if c["tool"] == "resolve_point"
-                           and c["arguments"]["equipment"] == row["equipment"] and c["arguments"]["site"] == row["site_id"])
+            resolve = next(
+                c["id"]
+                for c in canonical
+                if c["tool"] == "resolve_point"
+                and c["arguments"]["equipment"] == row["equipment"]
+                and c["arguments"]["site"] == row["site_id"]
+            )
         if lift.commit_target == "window":
             spans = [_span(s) for s in windows if "window_start" in s]
             calls, answer, prompt = self._commit_window(task, stream, resolve, sorted(set(spans)), choose, outputs)
         else:
             near = parse_us(task.gold.get("observed_timestamp") or windows[0]["timestamp_iso"])
             calls, answer, prompt = self._commit_timestamp(task, stream, resolve, near, choose, outputs)
-        return CommitmentPhase(obligation="commit", prompt=prompt, gold=answer, form=self._form(["decision", "reason"]),
-                               canonical_calls=as_calls(calls), evidence_stream_ids=[stream])
+        return CommitmentPhase(
+            obligation="commit",
+            prompt=prompt,
+            gold=answer,
+            form=self._form(["decision", "reason"]),
+            canonical_calls=as_calls(calls),
+            evidence_stream_ids=[stream],
+        )
 
     def _follow_up(self, kind: str, answer: dict, evidence: list[str]) -> FollowUp:
         if kind == "rationale":  # why the commitment went the way it did: its quality reason
-            return FollowUp(kind="rationale", prompt=self.cfg.rationale_prompt, gold={"reason": answer["reason"]},
-                            form=self._form(["reason"]))
-        return FollowUp(kind="evidence", prompt=self.cfg.evidence_prompt, gold={"stream_ids": evidence},
-                        form=self._form(["stream_ids"]))
+            return FollowUp(
+                kind="rationale",
+                prompt=self.cfg.rationale_prompt,
+                gold={"reason": answer["reason"]},
+                form=self._form(["reason"]),
+            )
+        return FollowUp(
+            kind="evidence",
+            prompt=self.cfg.evidence_prompt,
+            gold={"stream_ids": evidence},
+            form=self._form(["stream_ids"]),
+        )
 
     def lift(self, task: Task) -> tuple[dict, dict]:
         """(episode fields, provenance) for one task; raises LiftError or GoldError when it cannot be lifted."""
@@ -477,15 +621,34 @@ class Lifter:
         calls_total = sum(len(p.canonical_calls) for p in phases)
         budget = max(12, calls_total + len(phases) + len(withheld) + len(follow_ups) + 1)
         fields = {
-            "id": episode_id, "corpus": task.corpus, "split": task.split, "family": task.family, "task_id": task.task_id,
-            "site_ids": task.site_ids, "interaction_mode": "+".join(obligations), "obligations": obligations,
-            "initial_message": initial, "hidden_instruction": task.query, "withheld": withheld, "phases": phases,
-            "follow_ups": follow_ups, "stop_reply": self.cfg.stop_reply, "nudge_reply": self.cfg.nudge,
-            "idle_reply": self.cfg.after_release, "commitment_outcome": answer["decision"], "evidence_stream_ids": evidence,
+            "id": episode_id,
+            "corpus": task.corpus,
+            "split": task.split,
+            "family": task.family,
+            "task_id": task.task_id,
+            "site_ids": task.site_ids,
+            "interaction_mode": "+".join(obligations),
+            "obligations": obligations,
+            "initial_message": initial,
+            "hidden_instruction": task.query,
+            "withheld": withheld,
+            "phases": phases,
+            "follow_ups": follow_ups,
+            "stop_reply": self.cfg.stop_reply,
+            "nudge_reply": self.cfg.nudge,
+            "idle_reply": self.cfg.after_release,
+            "commitment_outcome": answer["decision"],
+            "evidence_stream_ids": evidence,
             "turn_budget": budget,
-            "difficulty": {**task.difficulty, "tool_calls": calls_total, "phases": len(phases)}, "provenance_ref": episode_id,
+            "difficulty": {**task.difficulty, "tool_calls": calls_total, "phases": len(phases)},
+            "provenance_ref": episode_id,
         }
-        provenance = {"id": episode_id, "task_id": task.task_id, "task_provenance": task.provenance,
-                      "selection_key": task.selection_key, "first_window": first_slots.get("window_start_iso"),
-                      "revised_slots": {k: v for k, v in slots.items() if k.endswith("_iso")}}
+        provenance = {
+            "id": episode_id,
+            "task_id": task.task_id,
+            "task_provenance": task.provenance,
+            "selection_key": task.selection_key,
+            "first_window": first_slots.get("window_start_iso"),
+            "revised_slots": {k: v for k, v in slots.items() if k.endswith("_iso")},
+        }
         return fields, provenance

@@ -8,12 +8,16 @@ NEAREST_FIELDS = ("value", "observed_timestamp", "offset_seconds", "fallback_rea
 
 # A week's commitment follows its quality band (marginal weeks need the user to say what they accept).
 BAND_OUTCOME = {
-    "healthy": ("answer", "healthy_quality"), "low_coverage": ("abstain", "low_coverage"),
-    "long_gap": ("abstain", "long_gap"), "marginal": ("re_clarify", "marginal_quality"),
+    "healthy": ("answer", "healthy_quality"),
+    "low_coverage": ("abstain", "low_coverage"),
+    "long_gap": ("abstain", "long_gap"),
+    "marginal": ("re_clarify", "marginal_quality"),
 }
 
 
-def timestamp_commitment(offset_seconds: float, step_seconds: float | None, acceptable: float, abstain_ratio: float) -> tuple[str, str]:
+def timestamp_commitment(
+    offset_seconds: float, step_seconds: float | None, acceptable: float, abstain_ratio: float
+) -> tuple[str, str]:
     """The declared rule for reporting a reading: exact, near enough, too imprecise, or inside a long gap."""
     if offset_seconds == 0:
         return "answer", "exact_timestamp"
@@ -28,6 +32,7 @@ def preferred_window(first: list[dict], second: list[dict]) -> str:
     """Which of two compared windows has data to trust more, from the inspect_quality_window results of the streams
     compared in each: the higher worst coverage, then the lower worst gap ratio (none counts as the worst); a tie
     goes to the first. A missing result (a failed call) counts as no coverage."""
+
     def score(sides: list[dict]) -> tuple[float, float]:
         return min(q.get("coverage", 0) for q in sides), -max(q.get("gap_ratio") or 1e9 for q in sides)
 

@@ -19,8 +19,15 @@ from pipeline.tasks import gold, render
 from pipeline.tools.access import ToolStore
 
 
-def build_episodes(store_dir: Path, tasks_dir: Path, families: FamiliesConfig, cfg: EpisodesConfig, answers: AnswersConfig,
-                   out: Path, zone: str = "UTC") -> StageResult:
+def build_episodes(
+    store_dir: Path,
+    tasks_dir: Path,
+    families: FamiliesConfig,
+    cfg: EpisodesConfig,
+    answers: AnswersConfig,
+    out: Path,
+    zone: str = "UTC",
+) -> StageResult:
     """Lift the tasks; `zone` is the corpus's time zone, in which some episodes say their instants."""
     store = ToolStore(store_dir / STORE_FILE, remember_results=True)
     lifter = Lifter(store, cfg, families, answers, zone)
@@ -42,22 +49,33 @@ def build_episodes(store_dir: Path, tasks_dir: Path, families: FamiliesConfig, c
     outcomes = Counter(e.commitment_outcome for e in episodes)
     shares = {o: round(outcomes.get(o, 0) / max(1, len(episodes)), 4) for o in ("answer", "abstain", "re_clarify")}
     details = {
-        "per_family": {f: dict(sorted(Counter(e.split for e in episodes if e.family == f).items()))
-                       for f in sorted({e.family for e in episodes})},
+        "per_family": {
+            f: dict(sorted(Counter(e.split for e in episodes if e.family == f).items()))
+            for f in sorted({e.family for e in episodes})
+        },
         "per_interaction_mode": dict(sorted(Counter(e.interaction_mode for e in episodes).items())),
         "commitment_outcomes": dict(sorted(outcomes.items())),
         "commitment_shares": shares,
         "commitment_reasons": dict(sorted(Counter(e.phases[-1].gold["reason"] for e in episodes).items())),
-        "outcome_by_family": {f: dict(sorted(Counter(e.commitment_outcome for e in episodes if e.family == f).items()))
-                              for f in sorted({e.family for e in episodes})},
+        "outcome_by_family": {
+            f: dict(sorted(Counter(e.commitment_outcome for e in episodes if e.family == f).items()))
+            for f in sorted({e.family for e in episodes})
+        },
         "balance_ok": all(v >= cfg.min_outcome_share for v in shares.values()),
         "dropped": dict(sorted(dropped.items())),
     }
-    return StageResult(outputs=[*(f"{s}.jsonl" for s in SPLITS), "provenance.jsonl"], row_counts=counts, details=details)
+    return StageResult(
+        outputs=[*(f"{s}.jsonl" for s in SPLITS), "provenance.jsonl"], row_counts=counts, details=details
+    )
 
 
-def _keep(lifter: Lifter, tasks: dict[tuple[str, str], list[Task]], targets: dict[tuple[str, str], int], cfg: EpisodesConfig,
-          dropped: Counter) -> list[tuple[dict, dict]]:
+def _keep(
+    lifter: Lifter,
+    tasks: dict[tuple[str, str], list[Task]],
+    targets: dict[tuple[str, str], int],
+    cfg: EpisodesConfig,
+    dropped: Counter,
+) -> list[tuple[dict, dict]]:
     """Per family and split, the first `target` tasks (selection order) that lift, with at most ceil(target x share)
     of each commitment outcome while others are still to be had: the released mix follows the declared shares, not
     what is most common near the conversations. Tasks over their outcome's quota fill places left at the end while
@@ -82,10 +100,18 @@ class _Selection:
     """The rows kept so far per (family, split), those held in reserve over their outcome quota, and the commitments
     kept per (week, outcome) corpus-wide."""
 
-    def __init__(self, lifter: Lifter, groups: list[tuple[str, str]], targets: dict[tuple[str, str], int],
-                 cfg: EpisodesConfig, dropped: Counter):
+    def __init__(
+        self,
+        lifter: Lifter,
+        groups: list[tuple[str, str]],
+        targets: dict[tuple[str, str], int],
+        cfg: EpisodesConfig,
+        dropped: Counter,
+    ):
         self.lifter, self.groups, self.targets, self.cfg, self.dropped = lifter, groups, targets, cfg, dropped
-        self.quota = {key: {o: math.ceil(targets[key] * share) for o, share in cfg.outcome_shares.items()} for key in groups}
+        self.quota = {
+            key: {o: math.ceil(targets[key] * share) for o, share in cfg.outcome_shares.items()} for key in groups
+        }
         self.kept: dict = {key: [] for key in groups}
         self.reserve: dict = {key: [] for key in groups}
         self.counts = {key: Counter() for key in groups}
@@ -145,5 +171,8 @@ class _Selection:
 
 
 def read_episodes(folder: Path) -> list[Episode]:
-    return [Episode.model_validate(json.loads(line)) for split in SPLITS
-            for line in (folder / f"{split}.jsonl").read_text(encoding="utf-8").splitlines()]
+    return [
+        Episode.model_validate(json.loads(line))
+        for split in SPLITS
+        for line in (folder / f"{split}.jsonl").read_text(encoding="utf-8").splitlines()
+    ]

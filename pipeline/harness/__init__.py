@@ -1,1 +1,2 @@
-"""Harness: build orchestration, schemas export, playing and reading traces, evaluation, the gym API, the episodes inspector."""
+"""Harness: build orchestration, schemas export, playing and reading traces, evaluation, the gym API, the episodes
+inspector."""

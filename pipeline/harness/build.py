@@ -79,9 +79,17 @@ def _ingest_run(ctx: Context, out: Path) -> StageResult:
     from pipeline.ingest.tables import TABLES
 
     report = run_ingest(ctx.mapping, ctx.raw, out, ctx.resources, _metadata_folder(ctx))
-    counts = {"observations": report.observations, "rejects": report.rejects, "streams": report.streams, "sites": report.sites}
-    return StageResult(outputs=[f"{t}.parquet" for t in TABLES] + ["report.json"], row_counts=counts,
-                       details={"raw_value_cells": report.raw_value_cells})
+    counts = {
+        "observations": report.observations,
+        "rejects": report.rejects,
+        "streams": report.streams,
+        "sites": report.sites,
+    }
+    return StageResult(
+        outputs=[f"{t}.parquet" for t in TABLES] + ["report.json"],
+        row_counts=counts,
+        details={"raw_value_cells": report.raw_value_cells},
+    )
 
 
 def _upstream_outputs(ctx: Context, stage: str) -> dict[str, str]:
@@ -100,42 +108,72 @@ def _store_run(ctx: Context, out: Path) -> StageResult:
 
 
 def _tasks_identity(ctx: Context) -> tuple[dict, dict[str, str]]:
-    config = {"families": load_families(ctx.ws).model_dump(mode="json"), "answers": load_answers(ctx.ws).model_dump(mode="json"),
-              "held_out_sites": ctx.mapping.held_out_sites}
+    config = {
+        "families": load_families(ctx.ws).model_dump(mode="json"),
+        "answers": load_answers(ctx.ws).model_dump(mode="json"),
+        "held_out_sites": ctx.mapping.held_out_sites,
+    }
     return config, {**_upstream_outputs(ctx, "store"), **_upstream_outputs(ctx, "ingest")}
 
 
 def _tasks_run(ctx: Context, out: Path) -> StageResult:
     from pipeline.tasks.compile import compile_tasks
 
-    return compile_tasks(ctx.stage_dir("store"), ctx.stage_dir("ingest"), load_families(ctx.ws), load_answers(ctx.ws), ctx.corpus,
-                         ctx.mapping.held_out_sites, out)
+    return compile_tasks(
+        ctx.stage_dir("store"),
+        ctx.stage_dir("ingest"),
+        load_families(ctx.ws),
+        load_answers(ctx.ws),
+        ctx.corpus,
+        ctx.mapping.held_out_sites,
+        out,
+    )
 
 
 def _episodes_identity(ctx: Context) -> tuple[dict, dict[str, str]]:
-    config = {"episodes": load_episodes_config(ctx.ws).model_dump(mode="json"), "families": load_families(ctx.ws).model_dump(mode="json"),
-              "answers": load_answers(ctx.ws).model_dump(mode="json"), "timezone": ctx.mapping.time.timezone}
+    config = {
+        "episodes": load_episodes_config(ctx.ws).model_dump(mode="json"),
+        "families": load_families(ctx.ws).model_dump(mode="json"),
+        "answers": load_answers(ctx.ws).model_dump(mode="json"),
+        "timezone": ctx.mapping.time.timezone,
+    }
     return config, {**_upstream_outputs(ctx, "tasks"), **_upstream_outputs(ctx, "store")}
 
 
 def _episodes_run(ctx: Context, out: Path) -> StageResult:
     from pipeline.episodes.stage import build_episodes
 
-    return build_episodes(ctx.stage_dir("store"), ctx.stage_dir("tasks"), load_families(ctx.ws), load_episodes_config(ctx.ws),
-                          load_answers(ctx.ws), out, ctx.mapping.time.timezone)
+    return build_episodes(
+        ctx.stage_dir("store"),
+        ctx.stage_dir("tasks"),
+        load_families(ctx.ws),
+        load_episodes_config(ctx.ws),
+        load_answers(ctx.ws),
+        out,
+        ctx.mapping.time.timezone,
+    )
 
 
 def _audit_identity(ctx: Context) -> tuple[dict, dict[str, str]]:
-    config = {"audit": load_audit_config(ctx.ws).model_dump(mode="json"), "episodes": load_episodes_config(ctx.ws).model_dump(mode="json"),
-              "families": load_families(ctx.ws).model_dump(mode="json")}
+    config = {
+        "audit": load_audit_config(ctx.ws).model_dump(mode="json"),
+        "episodes": load_episodes_config(ctx.ws).model_dump(mode="json"),
+        "families": load_families(ctx.ws).model_dump(mode="json"),
+    }
     return config, {**_upstream_outputs(ctx, "episodes"), **_upstream_outputs(ctx, "store")}
 
 
 def _audit_run(ctx: Context, out: Path) -> StageResult:
     from pipeline.audit.stage import run_audit
 
-    return run_audit(ctx.stage_dir("store"), ctx.stage_dir("episodes"), load_audit_config(ctx.ws), load_families(ctx.ws),
-                     load_episodes_config(ctx.ws), out)
+    return run_audit(
+        ctx.stage_dir("store"),
+        ctx.stage_dir("episodes"),
+        load_audit_config(ctx.ws),
+        load_families(ctx.ws),
+        load_episodes_config(ctx.ws),
+        out,
+    )
 
 
 RELEASE_UPSTREAM = ("ingest", "store", "tasks", "episodes", "audit")
@@ -144,10 +182,14 @@ RELEASE_UPSTREAM = ("ingest", "store", "tasks", "episodes", "audit")
 def _release_identity(ctx: Context) -> tuple[dict, dict[str, str]]:
     # release.json records every upstream stage's data identity (config hash, outputs digest), so those are inputs too;
     # code versions are not: an upstream code change that leaves its outputs alone leaves the release alone.
-    identities = {stage: data_identity(require_manifest(ctx.stage_dir(stage), stage).model_dump(mode="json"))
-                  for stage in RELEASE_UPSTREAM}
+    identities = {
+        stage: data_identity(require_manifest(ctx.stage_dir(stage), stage).model_dump(mode="json"))
+        for stage in RELEASE_UPSTREAM
+    }
     return {"mapping": ctx.mapping.model_dump(mode="json"), "categories": _categories(ctx)}, {
-        **_upstream_outputs(ctx, "audit"), **_upstream_outputs(ctx, "episodes"), **_upstream_outputs(ctx, "store"),
+        **_upstream_outputs(ctx, "audit"),
+        **_upstream_outputs(ctx, "episodes"),
+        **_upstream_outputs(ctx, "store"),
         **_upstream_outputs(ctx, "ingest"),
         **{f"{stage}/{key}": value for stage, identity in identities.items() for key, value in identity.items()},
     }
@@ -164,13 +206,25 @@ def _release_run(ctx: Context, out: Path) -> StageResult:
     from pipeline.release.stage import build_release
     from pipeline.tools.registry import registry_version
 
-    upstream = {stage: require_manifest(ctx.stage_dir(stage), stage).model_dump(mode="json") for stage in RELEASE_UPSTREAM}
+    upstream = {
+        stage: require_manifest(ctx.stage_dir(stage), stage).model_dump(mode="json") for stage in RELEASE_UPSTREAM
+    }
     report = json.loads((ctx.stage_dir("ingest") / "report.json").read_text(encoding="utf-8"))
     slots = {slot: spec.phrases for slot, spec in load_episodes_config(ctx.ws).slots.items()}
-    return build_release(ctx.mapping, ctx.stage_dir("audit"), ctx.stage_dir("episodes"), upstream, out, registry_version(),
-                         library_versions(), report["raw_sha256"], ctx.stage_dir("store"), slots,
-                         report.get("metadata_sha256", {}),
-                         categories=_categories(ctx))
+    return build_release(
+        ctx.mapping,
+        ctx.stage_dir("audit"),
+        ctx.stage_dir("episodes"),
+        upstream,
+        out,
+        registry_version(),
+        library_versions(),
+        report["raw_sha256"],
+        ctx.stage_dir("store"),
+        slots,
+        report.get("metadata_sha256", {}),
+        categories=_categories(ctx),
+    )
 
 
 @dataclass(frozen=True)
@@ -184,15 +238,32 @@ class Stage:
 
 
 STAGES: tuple[Stage, ...] = (
-    Stage("ingest", ("pipeline.ingest.stage", "pipeline.ingest.tables"), (CorpusMapping, IngestReport), _ingest_identity,
-          _ingest_run),
+    Stage(
+        "ingest",
+        ("pipeline.ingest.stage", "pipeline.ingest.tables"),
+        (CorpusMapping, IngestReport),
+        _ingest_identity,
+        _ingest_run,
+    ),
     Stage("store", ("pipeline.store.build",), (StoreConfig, StageManifest), _store_identity, _store_run),
     Stage("tasks", ("pipeline.tasks.compile",), (FamiliesConfig, Task), _tasks_identity, _tasks_run, uses_tools=True),
-    Stage("episodes", ("pipeline.episodes.stage",), (EpisodesConfig, Episode), _episodes_identity, _episodes_run,
-          uses_tools=True),
+    Stage(
+        "episodes",
+        ("pipeline.episodes.stage",),
+        (EpisodesConfig, Episode),
+        _episodes_identity,
+        _episodes_run,
+        uses_tools=True,
+    ),
     Stage("audit", ("pipeline.audit.stage",), (AuditConfig, Episode), _audit_identity, _audit_run, uses_tools=True),
-    Stage("release", ("pipeline.release.stage", "pipeline.tools.registry"), (CorpusMapping, Episode), _release_identity,
-          _release_run, uses_tools=True),
+    Stage(
+        "release",
+        ("pipeline.release.stage", "pipeline.tools.registry"),
+        (CorpusMapping, Episode),
+        _release_identity,
+        _release_run,
+        uses_tools=True,
+    ),
 )
 
 
@@ -207,9 +278,13 @@ def identity_of(stage: Stage, ctx: Context) -> StageIdentity:
 
         inputs = {**inputs, "tool_registry": registry_version()}
     return StageIdentity(
-        corpus=ctx.corpus, stage=stage.name, code_version=code_version(stage.entries),
-        contract_hash=contract_hash(stage.contracts), config_hash=config_digest(config),
-        libraries=library_versions(), inputs=inputs,
+        corpus=ctx.corpus,
+        stage=stage.name,
+        code_version=code_version(stage.entries),
+        contract_hash=contract_hash(stage.contracts),
+        config_hash=config_digest(config),
+        libraries=library_versions(),
+        inputs=inputs,
     )
 
 
@@ -230,9 +305,15 @@ def _marked(stage: Stage, ctx: Context, out: Path) -> StageResult:
 
 
 def build(
-    ws: Workspace, corpora: tuple[str, ...] | list[str] = (), *, until: str | None = None, threads: int | None = None,
+    ws: Workspace,
+    corpora: tuple[str, ...] | list[str] = (),
+    *,
+    until: str | None = None,
+    threads: int | None = None,
     resources: Resources | None = None,
-    force: bool = False, on_done: Callable[[StageOutcome], None] | None = None, raw: str | None = None,
+    force: bool = False,
+    on_done: Callable[[StageOutcome], None] | None = None,
+    raw: str | None = None,
     on_skip: Callable[[str], None] | None = None,
 ) -> list[StageOutcome]:
     """Run every stage (up to `until`) for every selected corpus; unchanged stages are reported cached.
@@ -253,7 +334,9 @@ def build(
         ctx = Context(ws=ws, mapping=mapping, config=config, resources=runtime, raw=folder)
         with corpus_lock(ws.artifacts_dir / corpus, on_wait=on_skip):
             for stage in STAGES:
-                outcome = run_stage(identity_of(stage, ctx), ctx.stage_dir(stage.name), functools.partial(_marked, stage, ctx), force)
+                outcome = run_stage(
+                    identity_of(stage, ctx), ctx.stage_dir(stage.name), functools.partial(_marked, stage, ctx), force
+                )
                 outcomes.append(outcome)
                 if on_done:
                     on_done(outcome)

@@ -26,7 +26,9 @@ def find_episode(ws: Workspace, corpus: str, episode_id: str) -> Episode:
         for line in path.read_text(encoding="utf-8").splitlines():
             if f'"id":"{episode_id}"' in line:
                 return Episode.model_validate_json(line)
-    raise StageError(f"no episode {episode_id!r} in {folder}; list ids with `telemetry-bench inspect episodes --corpus {corpus}`")
+    raise StageError(
+        f"no episode {episode_id!r} in {folder}; list ids with `telemetry-bench inspect episodes --corpus {corpus}`"
+    )
 
 
 def episodes_summary(ws: Workspace, corpus: str) -> dict:
@@ -41,12 +43,15 @@ def episodes_summary(ws: Workspace, corpus: str) -> dict:
         if first:
             examples.append(Episode.model_validate_json(first).id)
     return {
-        "corpus": corpus, "splits": manifest.row_counts, "per_family": manifest.details["per_family"],
-        "interaction_modes": manifest.details["per_interaction_mode"], "commitment_shares": manifest.details["commitment_shares"],
-        "commitment_outcomes": manifest.details["commitment_outcomes"], "balance_ok": manifest.details["balance_ok"],
+        "corpus": corpus,
+        "splits": manifest.row_counts,
+        "per_family": manifest.details["per_family"],
+        "interaction_modes": manifest.details["per_interaction_mode"],
+        "commitment_shares": manifest.details["commitment_shares"],
+        "commitment_outcomes": manifest.details["commitment_outcomes"],
+        "balance_ok": manifest.details["balance_ok"],
         "examples": examples,
     }
-
 
 
 class _Recording(OracleAgent):

@@ -53,7 +53,8 @@ def _signature(tool: str, arguments: dict) -> tuple:
 
 
 def resolved_signature(tool: str, arguments: dict, outputs: dict[str, Any]) -> tuple:
-    """A call compared as values: references replaced by the values they point to (kept as written if they do not resolve)."""
+    """A call compared as values: references replaced by the values they point to (kept as written if they do not
+    resolve)."""
     with contextlib.suppress(refs.ReferenceError_):
         arguments = refs.resolve(arguments, outputs)
     return _signature(tool, arguments)
@@ -74,7 +75,11 @@ def _gt_calls(trajectory: dict) -> list[tuple[str, str, dict]]:
             return {k: back(v) for k, v in value.items()}
         return value
 
-    return [(s["name"], s["action"], back(s.get("arguments") or {})) for s in trajectory["execution_steps"] if s["action"] != "Finish"]
+    return [
+        (s["name"], s["action"], back(s.get("arguments") or {}))
+        for s in trajectory["execution_steps"]
+        if s["action"] != "Finish"
+    ]
 
 
 def _overlap(left: list, right: list) -> float:
@@ -111,12 +116,19 @@ def evaluate_row(trajectory: dict, episode: Any, turns: list, store: ToolStore, 
     outcome = (completeness + retrieval + verification) / 3
     sequence = Levenshtein.normalized_similarity([t for _, t, _ in gt_calls], [t for _, t, _ in agent_calls])
     by_id = dict(gt)
-    gt_edges = [(by_id[link["source"]], by_id[link["target"]]) for link in trajectory["execution_links"]
-                if link["source"] in by_id and link["target"] in by_id]
+    gt_edges = [
+        (by_id[link["source"]], by_id[link["target"]])
+        for link in trajectory["execution_links"]
+        if link["source"] in by_id and link["target"] in by_id
+    ]
     agent_by_id = dict(agent)
     agent_args = {i: a for i, _, a in agent_calls}
-    agent_edges = [(agent_by_id[ref], signature) for call_id, signature in agent
-                   for ref in _called_refs(agent_args[call_id]) if ref in agent_by_id]
+    agent_edges = [
+        (agent_by_id[ref], signature)
+        for call_id, signature in agent
+        for ref in _called_refs(agent_args[call_id])
+        if ref in agent_by_id
+    ]
     process = (sequence + _overlap(gt_signatures, agent_signatures) + _overlap(gt_edges, agent_edges)) / 3
     reference = "\n".join(p["instruction"] for p in trajectory["planning_steps"])
     candidate = "\n".join(plans) if plans else "\n".join(render_action(a) for a in actions)
@@ -124,14 +136,34 @@ def evaluate_row(trajectory: dict, episode: Any, turns: list, store: ToolStore, 
     planning = sum(rouge[k].fmeasure for k in ("rouge1", "rouge2", "rougeL")) / 3
     final = WEIGHTS["outcome"] * outcome + WEIGHTS["process"] * process + WEIGHTS["planning"] * planning
     return {
-        "episode_id": episode.id, "family": episode.family, "final": round(final, 4),
-        "outcome": {"score": round(outcome, 4), "completeness": round(completeness, 4), "retrieval_accuracy": round(retrieval, 4),
-                    "result_verification": round(verification, 4)},
-        "process": {"score": round(process, 4), "sequence_similarity": round(sequence, 4),
-                    "node_overlap": round(_overlap(gt_signatures, agent_signatures), 4), "edge_overlap": round(_overlap(gt_edges, agent_edges), 4)},
-        "planning": {"score": round(planning, 4), **{k: round(rouge[k].fmeasure, 4) for k in ("rouge1", "rouge2", "rougeL")}},
-        "failure_modes": failure_modes(gt_calls, gt, agent_calls, agent, trajectory, score, bool(answers and answers[-1])
-                                       and len(answers) >= len(steps)),
+        "episode_id": episode.id,
+        "family": episode.family,
+        "final": round(final, 4),
+        "outcome": {
+            "score": round(outcome, 4),
+            "completeness": round(completeness, 4),
+            "retrieval_accuracy": round(retrieval, 4),
+            "result_verification": round(verification, 4),
+        },
+        "process": {
+            "score": round(process, 4),
+            "sequence_similarity": round(sequence, 4),
+            "node_overlap": round(_overlap(gt_signatures, agent_signatures), 4),
+            "edge_overlap": round(_overlap(gt_edges, agent_edges), 4),
+        },
+        "planning": {
+            "score": round(planning, 4),
+            **{k: round(rouge[k].fmeasure, 4) for k in ("rouge1", "rouge2", "rougeL")},
+        },
+        "failure_modes": failure_modes(
+            gt_calls,
+            gt,
+            agent_calls,
+            agent,
+            trajectory,
+            score,
+            bool(answers and answers[-1]) and len(answers) >= len(steps),
+        ),
         "rejections": [r.model_dump() for r in score.rejections],
     }
 
@@ -194,14 +226,23 @@ def evaluate(ws: Workspace, gt_path: Path | None, trace_path: Path, release: Rel
     try:
         trajectories = {t.get("episode_id"): t for t in load(gt_path) if isinstance(t, dict)}
     except (OSError, ValueError) as exc:
-        raise EvaluationError(f"{gt_path}: not ground-truth trajectories ({exc}); check it with `telemetry-bench validate-gt`") from exc
+        raise EvaluationError(
+            f"{gt_path}: not ground-truth trajectories ({exc}); check it with `telemetry-bench validate-gt`"
+        ) from exc
     rows = []
     try:
         for (episode_id, run), played in sorted(turns.items()):
             if episode_id not in trajectories:
-                raise EvaluationError(f"{gt_path}: no trajectory for episode {episode_id} of {trace_path}; export the same split")
+                raise EvaluationError(
+                    f"{gt_path}: no trajectory for episode {episode_id} of {trace_path}; export the same split"
+                )
             for records in played.values():
-                rows.append({**evaluate_row(trajectories[episode_id], episodes[episode_id], records, store, keywords), "run": run})
+                rows.append(
+                    {
+                        **evaluate_row(trajectories[episode_id], episodes[episode_id], records, store, keywords),
+                        "run": run,
+                    }
+                )
     finally:
         store.close()
     summary = defaultdict(list)
@@ -210,9 +251,12 @@ def evaluate(ws: Workspace, gt_path: Path | None, trace_path: Path, release: Rel
     modes = Counter(m for r in rows for m in r["failure_modes"])
     rejections = Counter(j["reason"] for r in rows for j in r["rejections"])
     return {
-        "rows": rows, "mean_final": round(sum(r["final"] for r in rows) / max(1, len(rows)), 4),
+        "rows": rows,
+        "mean_final": round(sum(r["final"] for r in rows) / max(1, len(rows)), 4),
         "per_family": {f: round(sum(v) / len(v), 4) for f, v in sorted(summary.items())},
-        "failure_modes": dict(sorted(modes.items())), "rejections": dict(sorted(rejections.items())), "weights": WEIGHTS,
+        "failure_modes": dict(sorted(modes.items())),
+        "rejections": dict(sorted(rejections.items())),
+        "weights": WEIGHTS,
     }
 
 
@@ -225,4 +269,3 @@ def export_ground_truth(ws: Workspace, corpus: str, split: str, out: Path) -> in
     rows = [trajectory(e, families[e.family].category) for e in load_episodes(episode_file(ws, corpus, split)[1])]
     write_jsonl(out, rows)
     return len(rows)
-

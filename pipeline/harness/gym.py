@@ -37,7 +37,9 @@ from pipeline.tools.access import ToolStore
 class TelemetryEnv:
     """The episodes of one corpus and split, played one at a time: reset(episode_id), then step(action) until done."""
 
-    def __init__(self, corpus: str, split: str = "test", root: str | Path | None = None, artifacts: str | Path | None = None) -> None:
+    def __init__(
+        self, corpus: str, split: str = "test", root: str | Path | None = None, artifacts: str | Path | None = None
+    ) -> None:
         self.ws = Workspace.from_root(root, artifacts)
         select_corpora(self.ws, [corpus])
         _, path = episode_file(self.ws, corpus, split)

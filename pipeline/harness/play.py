@@ -48,8 +48,10 @@ def make_agent(name: str, options: dict | None = None) -> Agent:
 
         return _runnable(OpenAIAgent(OpenAISettings.resolve(**(options or {}))), name)
     if name not in AGENTS:
-        raise RunError(f"unknown agent {name!r}: agents are {', '.join(sorted([*AGENTS, 'controller', 'openai']))}, "
-                       "a Python agent as module:factory, or a process with --agent-cmd")
+        raise RunError(
+            f"unknown agent {name!r}: agents are {', '.join(sorted([*AGENTS, 'controller', 'openai']))}, "
+            "a Python agent as module:factory, or a process with --agent-cmd"
+        )
     return _runnable(AGENTS[name](), name)
 
 
@@ -63,8 +65,19 @@ def _runnable(agent: object, name: str) -> Agent:
 RUNTIME_SETTINGS = ("concurrency", "timeout", "max_retries", "turn_timeout")  # how a run runs, not what it plays
 
 
-def run_agent(ws: Workspace, corpus: str | None, split: str, agent_name: str, repeat: int, out: Path, limit: int | None = None,
-              agent_options: dict | None = None, concurrency: int = 1, resume: bool = False, release: Release | None = None) -> dict:
+def run_agent(
+    ws: Workspace,
+    corpus: str | None,
+    split: str,
+    agent_name: str,
+    repeat: int,
+    out: Path,
+    limit: int | None = None,
+    agent_options: dict | None = None,
+    concurrency: int = 1,
+    resume: bool = False,
+    release: Release | None = None,
+) -> dict:
     """Play the agent on every episode of the split `repeat` times; return the score summary of the trace.
 
     The trace is appended and flushed episode by episode, in episode order whatever the concurrency (finished
@@ -88,7 +101,11 @@ def run_agent(ws: Workspace, corpus: str | None, split: str, agent_name: str, re
     try:
         _start_trace(out, header, [line for unit in _ordered(kept, units) for line in kept[unit]])
         todo = [(run, e) for run, e in units if (e.id, run) not in kept]
-        with out.open("ab") as trace, _RunProgress(0 if agent_name == "human" else len(todo), f"{agent_name} on {corpus} {split}") as progress:
+        with (
+            out.open("ab") as trace,
+            _RunProgress(0 if agent_name == "human" else len(todo), f"{agent_name} on {corpus} {split}") as progress,
+        ):
+
             def record(lines: list[bytes], score: EpisodeScore, infra: bool) -> None:
                 _append(trace, lines)
                 progress.done(score, infra)
@@ -104,34 +121,62 @@ def run_agent(ws: Workspace, corpus: str | None, split: str, agent_name: str, re
     return summary
 
 
-def _episode_source(ws: Workspace, corpus: str | None, split: str, agent_name: str,
-                    release: Release | None) -> tuple[str, str, Path, dict]:
-    """The corpus, episode set (stage), episode file and simulator keywords a run plays: the project's, or a release's."""
+def _episode_source(
+    ws: Workspace, corpus: str | None, split: str, agent_name: str, release: Release | None
+) -> tuple[str, str, Path, dict]:
+    """The corpus, episode set (stage), episode file and simulator keywords a run plays: the project's, or a
+    release's."""
     if release is None:
         select_corpora(ws, [corpus])
         stage, path = episode_file(ws, corpus, split)
         return corpus, stage, path, slot_keywords(load_episodes_config(ws))
-    if corpus and corpus != release.corpus:  # a release folder on its own: its episodes, simulator phrases and tool store
+    if (
+        corpus and corpus != release.corpus
+    ):  # a release folder on its own: its episodes, simulator phrases and tool store
         raise RunError(f"--corpus {corpus} but the release in {release.folder} is of {release.corpus}: drop --corpus")
     if agent_name == "controller":
-        raise RunError("the controller plays the audit's policies, which need the project's configs: give --root instead of --release")
+        raise RunError(
+            "the controller plays the audit's policies, which need the project's configs: give --root instead of "
+            "--release"
+        )
     return release.corpus, "release", release.episodes_path(split), release.keywords()
 
 
-def _trace_header(corpus: str, split: str, stage: str, path: Path, agent_name: str, repeat: int, limit: int | None,
-                  options: dict, concurrency: int) -> TraceHeader:
+def _trace_header(
+    corpus: str,
+    split: str,
+    stage: str,
+    path: Path,
+    agent_name: str,
+    repeat: int,
+    limit: int | None,
+    options: dict,
+    concurrency: int,
+) -> TraceHeader:
     """The trace's header: what was played and with which settings (runtime settings kept apart)."""
-    settings = {"limit": limit, **{k: v for k, v in options.items() if k not in RUNTIME_SETTINGS},
-                "runtime": {k: v for k, v in {**options, "concurrency": concurrency}.items() if k in RUNTIME_SETTINGS}}
-    return TraceHeader(corpus=corpus, split=split, episode_set=stage, episode_set_hash=digest_file(path),
-                       agent=options["command"] if agent_name == "cmd" else agent_name, repeat=repeat, settings=settings,
-                       versions={"telemetry-bench": metadata.version("telemetry-bench")})
+    settings = {
+        "limit": limit,
+        **{k: v for k, v in options.items() if k not in RUNTIME_SETTINGS},
+        "runtime": {k: v for k, v in {**options, "concurrency": concurrency}.items() if k in RUNTIME_SETTINGS},
+    }
+    return TraceHeader(
+        corpus=corpus,
+        split=split,
+        episode_set=stage,
+        episode_set_hash=digest_file(path),
+        agent=options["command"] if agent_name == "cmd" else agent_name,
+        repeat=repeat,
+        settings=settings,
+        versions={"telemetry-bench": metadata.version("telemetry-bench")},
+    )
 
 
 def _start_trace(out: Path, header: TraceHeader, kept_lines: list[bytes]) -> None:
     """Write the header and the kept episodes of a resumed trace, which the run then appends to."""
     try:
-        atomic_write_bytes(out, b"".join(line + b"\n" for line in [canonical_bytes(header.model_dump(mode="json")), *kept_lines]))
+        atomic_write_bytes(
+            out, b"".join(line + b"\n" for line in [canonical_bytes(header.model_dump(mode="json")), *kept_lines])
+        )
     except OSError as exc:
         raise RunError(f"{out}: cannot write the trace ({exc.strerror or exc}); give another --out") from exc
 
@@ -169,8 +214,12 @@ class _EpisodePlayer:
                 agent.close()
 
 
-def _play_all(player: _EpisodePlayer, todo: list[tuple[int, Episode]], concurrency: int,
-              record: Callable[[list[bytes], EpisodeScore, bool], None]) -> None:
+def _play_all(
+    player: _EpisodePlayer,
+    todo: list[tuple[int, Episode]],
+    concurrency: int,
+    record: Callable[[list[bytes], EpisodeScore, bool], None],
+) -> None:
     """Play every episode run on `concurrency` threads, recording each result in episode order."""
     if concurrency == 1:
         for run, episode in todo:
@@ -218,23 +267,32 @@ def _resumable(out: Path, header: TraceHeader) -> dict[tuple[str, int], list[byt
     try:
         old = TraceHeader.model_validate_json(lines[0])
     except ValueError as exc:
-        raise RunError(f"{out}: line 1 is not a trace header ({exc}); give another --out, or drop --resume to start over") from exc
+        raise RunError(
+            f"{out}: line 1 is not a trace header ({exc}); give another --out, or drop --resume to start over"
+        ) from exc
     mine, theirs = header.model_dump(exclude={"versions"}), old.model_dump(exclude={"versions"})
     for settings in (mine["settings"], theirs["settings"]):
         settings.pop("runtime", None)
     if mine != theirs:
         differ = sorted(k for k in mine if mine[k] != theirs.get(k))
         if "settings" in differ:
-            differ = [f"settings.{k}" for k in sorted(set(mine["settings"]) | set(theirs["settings"]))
-                      if mine["settings"].get(k) != theirs["settings"].get(k)] + [d for d in differ if d != "settings"]
-        raise RunError(f"{out}: cannot resume a trace played with other settings ({', '.join(differ)}); "
-                       "give the same options, another --out, or drop --resume to start over")
+            differ = [
+                f"settings.{k}"
+                for k in sorted(set(mine["settings"]) | set(theirs["settings"]))
+                if mine["settings"].get(k) != theirs["settings"].get(k)
+            ] + [d for d in differ if d != "settings"]
+        raise RunError(
+            f"{out}: cannot resume a trace played with other settings ({', '.join(differ)}); "
+            "give the same options, another --out, or drop --resume to start over"
+        )
     records = []
     for number, line in enumerate(lines[1:], start=2):
         try:
             data = loads_untrusted(line)
         except (json.JSONDecodeError, UnicodeDecodeError) as exc:
-            raise RunError(f"{out}: line {number} is not JSON ({exc}); it was not written by `telemetry-bench run`") from exc
+            raise RunError(
+                f"{out}: line {number} is not JSON ({exc}); it was not written by `telemetry-bench run`"
+            ) from exc
         if not isinstance(data, dict) or "episode_id" not in data or "run" not in data:
             raise RunError(f"{out}: line {number} is not a trace record; it was not written by `telemetry-bench run`")
         records.append((data, line))
@@ -266,9 +324,15 @@ class _RunProgress:
             from rich.console import Console
             from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
-            self.bar = Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
-                                TextColumn("accomplished {task.fields[accomplished]}, errors {task.fields[errors]}"),
-                                TimeElapsedColumn(), transient=True, console=Console(stderr=True))
+            self.bar = Progress(
+                TextColumn("{task.description}"),
+                BarColumn(),
+                MofNCompleteColumn(),
+                TextColumn("accomplished {task.fields[accomplished]}, errors {task.fields[errors]}"),
+                TimeElapsedColumn(),
+                transient=True,
+                console=Console(stderr=True),
+            )
             self.bar.start()
             self.task = self.bar.add_task(self.description, total=self.total, accomplished=0, errors=0)
         return self

@@ -24,19 +24,34 @@ from pipeline.core.canonical import pretty_json
 from pipeline.tools import registry
 
 MODELS = {
-    "corpus_mapping": CorpusMapping, "build_config": BuildConfig, "ingest_report": IngestReport,
-    "stage_manifest": StageManifest, "families_config": FamiliesConfig, "task": Task,
-    "episode": Episode, "episodes_config": EpisodesConfig, "audit_config": AuditConfig,
-    "action_ask_user": AskUser, "action_call_tool": CallTool, "action_answer": Answer, "action_plan": Plan,
-    "trace_header": TraceHeader, "trace_turn": TurnRecord, "episode_score": EpisodeScore,
-    "answers_config": AnswersConfig, "answer_form": AnswerForm, "agent_observation": AgentObservation,
+    "corpus_mapping": CorpusMapping,
+    "build_config": BuildConfig,
+    "ingest_report": IngestReport,
+    "stage_manifest": StageManifest,
+    "families_config": FamiliesConfig,
+    "task": Task,
+    "episode": Episode,
+    "episodes_config": EpisodesConfig,
+    "audit_config": AuditConfig,
+    "action_ask_user": AskUser,
+    "action_call_tool": CallTool,
+    "action_answer": Answer,
+    "action_plan": Plan,
+    "trace_header": TraceHeader,
+    "trace_turn": TurnRecord,
+    "episode_score": EpisodeScore,
+    "answers_config": AnswersConfig,
+    "answer_form": AnswerForm,
+    "agent_observation": AgentObservation,
 }
 
 
 def expected_files() -> dict[str, str]:
     """Relative path under contracts/schemas -> file text."""
     files = {f"{name}.schema.json": pretty_json(model.model_json_schema()) for name, model in MODELS.items()}
-    files["agent_input.schema.json"] = pretty_json(TypeAdapter(AgentInput).json_schema())  # run --agent-cmd: runner -> agent
+    files["agent_input.schema.json"] = pretty_json(
+        TypeAdapter(AgentInput).json_schema()
+    )  # run --agent-cmd: runner -> agent
     files["agent_output.schema.json"] = pretty_json(TypeAdapter(Action).json_schema())  # agent -> runner: one action
     for tool in registry.TOOLS:
         files[f"tools/{tool.name}.input.schema.json"] = pretty_json(tool.input_schema())
@@ -66,13 +81,17 @@ def write(folder: Path) -> list[str]:
 
 def stale(folder: Path) -> list[str]:
     """Files that are missing or differ from what the models give now."""
-    return [path.name if path.parent.name == "docs" else path.relative_to(folder).as_posix()
-            for path, text in _generated(folder).items()
-            if not path.is_file() or path.read_text(encoding="utf-8") != text]
+    return [
+        path.name if path.parent.name == "docs" else path.relative_to(folder).as_posix()
+        for path, text in _generated(folder).items()
+        if not path.is_file() or path.read_text(encoding="utf-8") != text
+    ]
 
 
 INGEST_DOC = "docs/ingest.md"
-REFERENCE_BEGIN = "<!-- mapping-keys:begin (generated from contracts/corpus.py by `telemetry-bench schemas`; do not edit) -->"
+REFERENCE_BEGIN = (
+    "<!-- mapping-keys:begin (generated from contracts/corpus.py by `telemetry-bench schemas`; do not edit) -->"
+)
 REFERENCE_END = "<!-- mapping-keys:end -->"
 
 
@@ -115,28 +134,46 @@ def mapping_models() -> list[tuple[str, type[BaseModel]]]:
         for key, info in model.model_fields.items():
             for sub in _models_in(info.annotation):
                 table = {"PointSpec": "[metadata.points.<key>]", "CounterRule": "[metadata.points.<key>.counter]"}.get(
-                    sub.__name__, f"[{key}]" if where == "top level" else f"{where[:-1]}.{key}]")
+                    sub.__name__, f"[{key}]" if where == "top level" else f"{where[:-1]}.{key}]"
+                )
                 queue.append((table, sub))
     return found
 
 
 def undocumented_keys() -> list[str]:
     """Keys of the mapping contract without a description (a test keeps this empty)."""
-    return [f"{model.__name__}.{key}" for _, model in mapping_models() for key, info in model.model_fields.items()
-            if not (info.description or "").strip()]
+    return [
+        f"{model.__name__}.{key}"
+        for _, model in mapping_models()
+        for key, info in model.model_fields.items()
+        if not (info.description or "").strip()
+    ]
 
 
 def mapping_reference() -> str:
-    """The key reference of docs/ingest.md: one table per mapping table, every key with its type, default and meaning."""
+    """The key reference of docs/ingest.md: one table per mapping table, every key with its type, default and
+    meaning."""
     lines = [REFERENCE_BEGIN, ""]
     for where, model in mapping_models():
         kind = model.model_fields.get("kind")
         title = f"{where}, kind = {_type_name(kind.annotation)}" if kind is not None else where
-        lines += [f"#### {title}: {model.__name__}", "", (model.__doc__ or "").strip().splitlines()[0], "",
-                  "| key | type | default | meaning |", "|---|---|---|---|"]
+        lines += [
+            f"#### {title}: {model.__name__}",
+            "",
+            (model.__doc__ or "").strip().splitlines()[0],
+            "",
+            "| key | type | default | meaning |",
+            "|---|---|---|---|",
+        ]
         for key, info in model.model_fields.items():
             value = None if info.is_required() else info.get_default(call_default_factory=True)
-            default = "required" if info.is_required() else "see below" if isinstance(value, BaseModel) else f"`{json.dumps(value)}`"
+            default = (
+                "required"
+                if info.is_required()
+                else "see below"
+                if isinstance(value, BaseModel)
+                else f"`{json.dumps(value)}`"
+            )
             meaning = (info.description or "").replace("|", "\\|").replace("\n", " ")
             lines.append(f"| `{key}` | {_type_name(info.annotation)} | {default} | {meaning} |")
         lines.append("")

@@ -55,7 +55,9 @@ def _header(path: Path, lines: list[str]) -> TraceHeader:
     try:
         return TraceHeader.model_validate_json(lines[0])
     except (IndexError, ValueError) as exc:
-        raise RunError(f"{path}: line 1 is not a trace header ({exc}); was it written by `telemetry-bench run`?") from exc
+        raise RunError(
+            f"{path}: line 1 is not a trace header ({exc}); was it written by `telemetry-bench run`?"
+        ) from exc
 
 
 def trace_header(path: Path) -> TraceHeader:
@@ -100,7 +102,8 @@ class _Turns(defaultdict):
 
 
 class Played(NamedTuple):
-    """One run of one episode as scored: the player that counts (the best of a controller's policies), its turns and score."""
+    """One run of one episode as scored: the player that counts (the best of a controller's policies), its turns and
+    score."""
 
     episode: Episode
     run: int
@@ -126,8 +129,10 @@ def _played(ws: Workspace, path: Path, release: Release | None) -> tuple[TraceHe
     else:
         episodes_path, keywords = ws.stage_dir(header.corpus, header.episode_set) / f"{header.split}.jsonl", None
     if not episodes_path.is_file() or digest_file(episodes_path) != header.episode_set_hash:
-        raise RunError(f"{path}: played on an episode set that {episodes_path} no longer is (hash differs); "
-                       "re-run the agent on the current build")
+        raise RunError(
+            f"{path}: played on an episode set that {episodes_path} no longer is (hash differs); "
+            "re-run the agent on the current build"
+        )
     keywords = keywords or slot_keywords(load_episodes_config(ws))
     out = []
     episodes = load_episodes(episodes_path)

@@ -54,8 +54,10 @@ def draft_corpus(ws: Workspace, folder: str, name: str, force: bool, out: str | 
     try:
         inside = raw.relative_to(ws.root.resolve()).as_posix()
     except ValueError:
-        raise ConfigError(f"{folder}: outside the project {ws.root}; copy or link it to data/raw/{name} (raw data "
-                          "lives in the project, so that the mapping names no machine's paths)") from None
+        raise ConfigError(
+            f"{folder}: outside the project {ws.root}; copy or link it to data/raw/{name} (raw data "
+            "lives in the project, so that the mapping names no machine's paths)"
+        ) from None
     if out is None:
         mapping_path, points_path = ws.corpus_config(name), ws.corpus_metadata_dir(name) / "points.csv"
     else:

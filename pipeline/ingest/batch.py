@@ -64,7 +64,11 @@ class BatchResult:
 
 def value_files(raw: Path, mapping: CorpusMapping) -> list[tuple[Path, str]]:
     folders_too = mapping.values.kind == "bts_pickle"  # an extracted archive is a folder of pickles
-    files = sorted((p, p.relative_to(raw).as_posix()) for p in raw.glob(mapping.values.files) if p.is_file() or (folders_too and p.is_dir()))
+    files = sorted(
+        (p, p.relative_to(raw).as_posix())
+        for p in raw.glob(mapping.values.files)
+        if p.is_file() or (folders_too and p.is_dir())
+    )
     if not files:
         raise IngestError(f"{raw}: no file matches values.files = {mapping.values.files!r}; check the pattern")
     return files
@@ -76,12 +80,22 @@ def streams_rows(resolver: Resolver, keep) -> list[dict]:
         if not keep(stream_id):
             continue
         p = stream.point
-        rows.append({
-            "stream_id": stream_id, "site_id": stream.site_id, "point_class": p.point_class, "equipment": p.equipment,
-            "equipment_type": p.equipment_type, "location": p.location, "unit": p.unit, "label": p.label,
-            "entity_id": p.entity_id, "source_file": ";".join(sorted(resolver.sources[stream_id])),
-            "source_column": stream.key, "is_counter": p.counter is not None,
-        })
+        rows.append(
+            {
+                "stream_id": stream_id,
+                "site_id": stream.site_id,
+                "point_class": p.point_class,
+                "equipment": p.equipment,
+                "equipment_type": p.equipment_type,
+                "location": p.location,
+                "unit": p.unit,
+                "label": p.label,
+                "entity_id": p.entity_id,
+                "source_file": ";".join(sorted(resolver.sources[stream_id])),
+                "source_column": stream.key,
+                "is_counter": p.counter is not None,
+            }
+        )
     return rows
 
 
@@ -101,18 +115,27 @@ def ingest_batch(task: BatchTask) -> BatchResult:
     obs_parts, reject_parts, time_parts = _split_reads(reads, mapping, scope, rank, owned, rules)
     obs, duplicates, counter_rejects = _clean_observations(obs_parts, time_parts, mapping, rules)
     sources = [read.rel for _, read in reads]
-    rejects = _labelled_rejects([r for r in reject_parts if r.height] + [duplicates, counter_rejects], sources, stream_ids,
-                                _column_labels(resolver, rank, mapping))
+    rejects = _labelled_rejects(
+        [r for r in reject_parts if r.height] + [duplicates, counter_rejects],
+        sources,
+        stream_ids,
+        _column_labels(resolver, rank, mapping),
+    )
     _write_batch(out, obs, rejects)
     catalog = {
         "sites": [resolver.catalog.sites[k] for k in sorted(resolver.catalog.sites)],
-        "entities": resolver.catalog.entities, "relations": resolver.catalog.relations,
+        "entities": resolver.catalog.entities,
+        "relations": resolver.catalog.relations,
     }
     return BatchResult(
         out=str(out),
         stream_counts=[(stream_ids[sid], n) for sid, n in obs.group_by("sid", maintain_order=True).len().iter_rows()],
         streams=streams_rows(resolver, scope.owns),
-        accounts={read.rel: ((number, read.rel), read.cells) for number, read in reads if not read.shared or scope.owns(read.rel)},
+        accounts={
+            read.rel: ((number, read.rel), read.cells)
+            for number, read in reads
+            if not read.shared or scope.owns(read.rel)
+        },
         observations_by_source={sources[f]: n for f, n in obs.group_by("file").len().iter_rows()},
         catalog=catalog,
         catalog_digest=digest_value(catalog),
@@ -128,7 +151,9 @@ def _write_batch(out: Path, obs: pl.DataFrame, rejects: pl.DataFrame) -> None:
     schema = TABLES["rejects"][0]
     write_part(rejects.select(schema.names).to_arrow().cast(schema), out / REJECTS)
     # Small record batches: the merge keeps one open per batch, so its memory stays small with many batches.
-    write_part(pa.table({"ts": obs["ts"].to_arrow(), "value": obs["value"].to_arrow()}), out / OBSERVATIONS, batch_rows=1 << 16)
+    write_part(
+        pa.table({"ts": obs["ts"].to_arrow(), "value": obs["value"].to_arrow()}), out / OBSERVATIONS, batch_rows=1 << 16
+    )
 
 
 def _read_values(raw: Path, mapping: CorpusMapping, resolver: Resolver, scope: Scope) -> list[tuple[int, ReadFile]]:
@@ -141,8 +166,14 @@ def _read_values(raw: Path, mapping: CorpusMapping, resolver: Resolver, scope: S
     return reads
 
 
-def _split_reads(reads: list[tuple[int, ReadFile]], mapping: CorpusMapping, scope: Scope, rank: dict[int, int],
-                 owned: list[int], rules: StreamRules) -> tuple[list[pl.DataFrame], list[pl.DataFrame], list[pl.DataFrame]]:
+def _split_reads(
+    reads: list[tuple[int, ReadFile]],
+    mapping: CorpusMapping,
+    scope: Scope,
+    rank: dict[int, int],
+    owned: list[int],
+    rules: StreamRules,
+) -> tuple[list[pl.DataFrame], list[pl.DataFrame], list[pl.DataFrame]]:
     """Each read's cells of the streams this batch owns, split into valid cells, rejects and counter times."""
     remap = {**rank, -1: None}
     obs_parts, reject_parts, time_parts = [], [], []
@@ -151,10 +182,16 @@ def _split_reads(reads: list[tuple[int, ReadFile]], mapping: CorpusMapping, scop
         if "sid" in frame.columns:
             frame = frame.with_columns(sid=pl.col("sid").replace_strict(remap, default=None, return_dtype=pl.Int32))
         # An unmapped column keeps its -1 (None would mean "one stream per row", the long layout).
-        slices = [replace(s, sid=remap.get(s.sid, s.sid)) if s.sid is not None and not s.unmapped else s for s in read.slices]
-        valid, rejected = split_cells(frame, index, slices, mapping.cleaning, rules, getattr(mapping.values, "decimal", "."))
+        slices = [
+            replace(s, sid=remap.get(s.sid, s.sid)) if s.sid is not None and not s.unmapped else s for s in read.slices
+        ]
+        valid, rejected = split_cells(
+            frame, index, slices, mapping.cleaning, rules, getattr(mapping.values, "decimal", ".")
+        )
         parts = [valid, rejected, _malformed(read, index, slices), _counter_times(frame, slices, rules)]
-        if read.shared:  # many streams in one file: keep the cells of owned streams (and stream-less ones if the file is ours)
+        if (
+            read.shared
+        ):  # many streams in one file: keep the cells of owned streams (and stream-less ones if the file is ours)
             mine = pl.col("sid").is_in(owned) | (pl.col("sid").is_null() & scope.owns(read.rel))
             parts = [part.filter(mine) for part in parts]
         obs_parts.append(parts[0])
@@ -163,40 +200,49 @@ def _split_reads(reads: list[tuple[int, ReadFile]], mapping: CorpusMapping, scop
     return obs_parts, reject_parts, time_parts
 
 
-def _clean_observations(obs_parts: list[pl.DataFrame], time_parts: list[pl.DataFrame], mapping: CorpusMapping,
-                        rules: StreamRules) -> tuple[pl.DataFrame, pl.DataFrame, pl.DataFrame]:
-    """The valid cells sorted by (stream, ts) with duplicates resolved and counters differenced; with the rejects of both."""
+def _clean_observations(
+    obs_parts: list[pl.DataFrame], time_parts: list[pl.DataFrame], mapping: CorpusMapping, rules: StreamRules
+) -> tuple[pl.DataFrame, pl.DataFrame, pl.DataFrame]:
+    """The valid cells sorted by (stream, ts) with duplicates resolved and counters differenced; with the rejects of
+    both."""
     # Parts arrive in file order with rows in file order: a stable sort keeps that order among equal (sid, ts).
     obs = pl.concat(obs_parts) if obs_parts else pl.DataFrame(schema=OBS_SCHEMA)
     if not _sorted_by_stream_time(obs):  # one sorted stream per file (pickles) is common: skip the sort then
         obs = obs.sort("sid", "ts", maintain_order=True)
     obs, duplicates = resolve_duplicates(obs, mapping.cleaning.duplicates)
-    steps = pl.concat([
-        counter_steps(time_parts, [c for c, r in rules.counters.items() if r == rule], rule.step_window)
-        for rule in {r.model_dump_json(): r for r in rules.counters.values()}.values()
-    ] or [counter_steps([], [], 1)])
+    steps = pl.concat(
+        [
+            counter_steps(time_parts, [c for c, r in rules.counters.items() if r == rule], rule.step_window)
+            for rule in {r.model_dump_json(): r for r in rules.counters.values()}.values()
+        ]
+        or [counter_steps([], [], 1)]
+    )
     obs, counter_rejects = difference_counters(obs, rules.counters, steps)
     return obs, duplicates, counter_rejects
 
 
 def _column_labels(resolver: Resolver, rank: dict[int, int], mapping: CorpusMapping) -> dict[int, str | None]:
-    """The raw column name a reject of each stream code names: the stream's key in a wide file, else the value column."""
+    """The raw column name a reject of each stream code names: the stream's key in a wide file, else the value
+    column."""
     label_of = {"wide_csv": None, "bts_pickle": "value"}
-    return {rank[resolver.code(sid)]: (s.key if mapping.values.kind == "wide_csv"
-                                       else label_of.get(mapping.values.kind) or mapping.values.value_column)
-            for sid, s in resolver.streams.items()}
-
-
-def _labelled_rejects(parts: list[pl.DataFrame], sources: list[str], stream_ids: list[str],
-                      labels: dict[int, str | None]) -> pl.DataFrame:
-    """The rejects in one frame, their file numbers and stream codes turned into source, column and stream id."""
-    return (
-        pl.concat(parts, how="vertical_relaxed")
-        .with_columns(
-            source=pl.col("file").replace_strict(dict(enumerate(sources)), return_dtype=pl.String),
-            column=pl.coalesce("column", pl.col("sid").replace_strict(labels, default=None, return_dtype=pl.String)),
-            stream_id=pl.col("sid").replace_strict(dict(enumerate(stream_ids)), default=None, return_dtype=pl.String),
+    return {
+        rank[resolver.code(sid)]: (
+            s.key
+            if mapping.values.kind == "wide_csv"
+            else label_of.get(mapping.values.kind) or mapping.values.value_column
         )
+        for sid, s in resolver.streams.items()
+    }
+
+
+def _labelled_rejects(
+    parts: list[pl.DataFrame], sources: list[str], stream_ids: list[str], labels: dict[int, str | None]
+) -> pl.DataFrame:
+    """The rejects in one frame, their file numbers and stream codes turned into source, column and stream id."""
+    return pl.concat(parts, how="vertical_relaxed").with_columns(
+        source=pl.col("file").replace_strict(dict(enumerate(sources)), return_dtype=pl.String),
+        column=pl.coalesce("column", pl.col("sid").replace_strict(labels, default=None, return_dtype=pl.String)),
+        stream_id=pl.col("sid").replace_strict(dict(enumerate(stream_ids)), default=None, return_dtype=pl.String),
     )
 
 
@@ -212,7 +258,8 @@ def _malformed(read: ReadFile, index: int, slices: list[Slice]) -> pl.DataFrame:
     code = {s.label: (None if s.unmapped else s.sid) for s in slices}
     rows = [
         (index, number, label, code.get(label), None, text[:500], "malformed_row")
-        for number, text in read.malformed for label in read.value_labels
+        for number, text in read.malformed
+        for label in read.value_labels
     ]
     return pl.DataFrame(rows, schema=REJECT_SCHEMA, orient="row")
 
@@ -222,7 +269,9 @@ def _counter_times(frame: pl.DataFrame, slices: list[Slice], rules: StreamRules)
     parts = []
     for sl in slices:
         if sl.sid is None:
-            parts.append(frame.select(pl.col("sid").cast(pl.Int32), "ts").filter(pl.col("sid").is_in(list(rules.counters))))
+            parts.append(
+                frame.select(pl.col("sid").cast(pl.Int32), "ts").filter(pl.col("sid").is_in(list(rules.counters)))
+            )
         elif sl.sid in rules.counters and not sl.unmapped:
             parts.append(frame.select(sid=pl.lit(sl.sid, dtype=pl.Int32), ts="ts"))
     return pl.concat(parts) if parts else pl.DataFrame(schema={"sid": pl.Int32, "ts": pl.Int64})

@@ -176,7 +176,12 @@ def _read_entities(graph: _Graph, site_id: str, rel: str, catalog: Catalog) -> d
             for target in graph.objects(node, BRICK + rel_name, REC + rel_name):
                 if target in entity_ids:
                     catalog.relations.append(
-                        {"subject": entity_ids[node], "predicate": rel_name, "object": entity_ids[target], "site_id": site_id}
+                        {
+                            "subject": entity_ids[node],
+                            "predicate": rel_name,
+                            "object": entity_ids[target],
+                            "site_id": site_id,
+                        }
                     )
     return entity_ids
 
@@ -206,7 +211,9 @@ def _link_by_reference(graph: _Graph, node: str, site_id: str, catalog: Catalog)
     file_name, column = key
     point = _point(graph, node, notes)
     if key in catalog.points_by_file:
-        notes.append(f"{file_name}:{column}: referenced by several points, kept {catalog.points_by_file[key].entity_id}")
+        notes.append(
+            f"{file_name}:{column}: referenced by several points, kept {catalog.points_by_file[key].entity_id}"
+        )
         return
     owner = catalog.site_of_file.setdefault(file_name, site_id)
     if owner != site_id:

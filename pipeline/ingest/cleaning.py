@@ -20,7 +20,13 @@ NULL_STR = pl.lit(None, dtype=pl.String)
 RAW_TEXT = pl.coalesce("raw", pl.col("value").cast(pl.String))
 OBS_SCHEMA = {"sid": pl.Int32, "ts": pl.Int64, "value": pl.Float64, "raw": pl.String, "file": pl.Int32, "row": pl.Int64}
 REJECT_SCHEMA = {
-    "file": pl.Int32, "row": pl.Int64, "column": pl.String, "sid": pl.Int32, "ts": pl.Int64, "raw": pl.String, "reason": pl.String,
+    "file": pl.Int32,
+    "row": pl.Int64,
+    "column": pl.String,
+    "sid": pl.Int32,
+    "ts": pl.Int64,
+    "raw": pl.String,
+    "reason": pl.String,
 }
 
 
@@ -86,8 +92,13 @@ def _parse(sl: Slice, index: int, rules: Cleaning, numeric: bool = False, decima
         missing = missing | (value.is_nan() & nan) | ((value == float("inf")) & inf) | ((value == float("-inf")) & ninf)
         return [(value + 0.0).alias(f"_v{index}"), missing.fill_null(True).alias(f"_m{index}")]
     text = pl.col(sl.column).str.strip_chars()
-    number = text if decimal == "." else pl.when(text.str.contains(".", literal=True)).then(None).otherwise(
-        text.str.replace(decimal, ".", literal=True))
+    number = (
+        text
+        if decimal == "."
+        else pl.when(text.str.contains(".", literal=True))
+        .then(None)
+        .otherwise(text.str.replace(decimal, ".", literal=True))
+    )
     return [
         (number.cast(pl.Float64, strict=False) + 0.0).alias(f"_v{index}"),  # + 0.0 turns -0.0 into 0.0
         (text.is_null() | text.is_in(rules.missing_tokens)).alias(f"_m{index}"),
@@ -106,8 +117,12 @@ def dropout_rows(count: int, rules: Cleaning) -> pl.Expr:
 def cell_reason(sl: Slice, index: int, rules: Cleaning, streams: StreamRules, zero_codes: set[int]) -> pl.Expr:
     """The reason a cell is rejected by the rules that look at one cell (or its row), else null."""
     value, missing = pl.col(f"_v{index}"), pl.col(f"_m{index}")
-    low = _per_stream(sl, {c: rules.ranges[k][0] for c, k in streams.point_class.items() if k in rules.ranges}, pl.Float64)
-    high = _per_stream(sl, {c: rules.ranges[k][1] for c, k in streams.point_class.items() if k in rules.ranges}, pl.Float64)
+    low = _per_stream(
+        sl, {c: rules.ranges[k][0] for c, k in streams.point_class.items() if k in rules.ranges}, pl.Float64
+    )
+    high = _per_stream(
+        sl, {c: rules.ranges[k][1] for c, k in streams.point_class.items() if k in rules.ranges}, pl.Float64
+    )
     is_counter = _per_stream(sl, dict.fromkeys(streams.counters, True), pl.Boolean).fill_null(False)
     zero = _per_stream(sl, dict.fromkeys(zero_codes, True), pl.Boolean).fill_null(False)
     row_level = pl.col("ts_reason")
@@ -129,14 +144,19 @@ def cell_reason(sl: Slice, index: int, rules: Cleaning, streams: StreamRules, ze
     )
 
 
-def split_cells(frame: pl.DataFrame, file: int, slices: list[Slice], rules: Cleaning, streams: StreamRules,
-                decimal: str = ".") -> tuple[pl.DataFrame, pl.DataFrame]:
+def split_cells(
+    frame: pl.DataFrame, file: int, slices: list[Slice], rules: Cleaning, streams: StreamRules, decimal: str = "."
+) -> tuple[pl.DataFrame, pl.DataFrame]:
     """One read file -> (valid cells as observations-to-be, rejected cells), column by column."""
     zero_codes = streams.zero_dropout(rules)
     numeric = {s.column for s in slices if frame.schema[s.column].is_float()}
-    frame = frame.with_columns([e for i, s in enumerate(slices) for e in _parse(s, i, rules, s.column in numeric, decimal)])
+    frame = frame.with_columns(
+        [e for i, s in enumerate(slices) for e in _parse(s, i, rules, s.column in numeric, decimal)]
+    )
     frame = frame.with_columns(_dropout=dropout_rows(len(slices), rules))
-    frame = frame.with_columns([cell_reason(s, i, rules, streams, zero_codes).alias(f"_r{i}") for i, s in enumerate(slices)])
+    frame = frame.with_columns(
+        [cell_reason(s, i, rules, streams, zero_codes).alias(f"_r{i}") for i, s in enumerate(slices)]
+    )
     obs, rejects = [], []
     for i, sl in enumerate(slices):
         reason = pl.col(f"_r{i}")
@@ -145,14 +165,30 @@ def split_cells(frame: pl.DataFrame, file: int, slices: list[Slice], rules: Clea
             sid = pl.lit(None, dtype=pl.Int32)
         # A numeric cell's text is written only when it is rejected (later rejects take it from the value).
         raw = NULL_STR if sl.column in numeric else pl.col(sl.column)
-        obs.append(frame.select(
-            sid=sid, ts="ts", value=pl.col(f"_v{i}"), raw=raw, file=pl.lit(file, dtype=pl.Int32), row="row",
-            _keep=reason.is_null(),
-        ).filter("_keep").drop("_keep"))
-        rejects.append(frame.filter(reason.is_not_null()).select(
-            file=pl.lit(file, dtype=pl.Int32), row="row", column=pl.lit(sl.label), sid=sid, ts="ts",
-            raw=pl.col(sl.column).cast(pl.String), reason=reason,
-        ))
+        obs.append(
+            frame.select(
+                sid=sid,
+                ts="ts",
+                value=pl.col(f"_v{i}"),
+                raw=raw,
+                file=pl.lit(file, dtype=pl.Int32),
+                row="row",
+                _keep=reason.is_null(),
+            )
+            .filter("_keep")
+            .drop("_keep")
+        )
+        rejects.append(
+            frame.filter(reason.is_not_null()).select(
+                file=pl.lit(file, dtype=pl.Int32),
+                row="row",
+                column=pl.lit(sl.label),
+                sid=sid,
+                ts="ts",
+                raw=pl.col(sl.column).cast(pl.String),
+                reason=reason,
+            )
+        )
     return (
         pl.concat(obs) if obs else pl.DataFrame(schema=OBS_SCHEMA),
         pl.concat(rejects) if rejects else pl.DataFrame(schema=REJECT_SCHEMA),
@@ -174,12 +210,21 @@ def resolve_duplicates(obs: pl.DataFrame, rule: str) -> tuple[pl.DataFrame, pl.D
     flagged = obs.with_columns(_loser=loser)
     if not flagged["_loser"].any():
         return obs, pl.DataFrame(schema=REJECT_SCHEMA)
-    rejected = flagged.filter("_loser").select("file", "row", column=pl.lit(None, dtype=pl.String), sid="sid", ts="ts",
-                                               raw=RAW_TEXT, reason=pl.lit("duplicate_timestamp"))
+    rejected = flagged.filter("_loser").select(
+        "file",
+        "row",
+        column=pl.lit(None, dtype=pl.String),
+        sid="sid",
+        ts="ts",
+        raw=RAW_TEXT,
+        reason=pl.lit("duplicate_timestamp"),
+    )
     return flagged.filter(~pl.col("_loser")).drop("_loser"), rejected
 
 
-def difference_counters(obs: pl.DataFrame, counters: dict[int, CounterRule], steps: pl.DataFrame) -> tuple[pl.DataFrame, pl.DataFrame]:
+def difference_counters(
+    obs: pl.DataFrame, counters: dict[int, CounterRule], steps: pl.DataFrame
+) -> tuple[pl.DataFrame, pl.DataFrame]:
     """Cumulative readings -> per-interval increments between consecutive valid readings.
 
     `obs` sorted by (sid, ts); `steps` has (sid, ts, _step): the local step at every timestamp of
@@ -188,14 +233,17 @@ def difference_counters(obs: pl.DataFrame, counters: dict[int, CounterRule], ste
     if not counters:
         return obs, pl.DataFrame(schema=REJECT_SCHEMA)
     indexed = obs.with_row_index("_i")
-    readings = indexed.filter(pl.col("sid").is_in(list(counters))).join(steps, on=["sid", "ts"], how="left", maintain_order="left")
+    readings = indexed.filter(pl.col("sid").is_in(list(counters))).join(
+        steps, on=["sid", "ts"], how="left", maintain_order="left"
+    )
     values = obs["value"].to_numpy().copy()
     keep = np.ones(obs.height, dtype=bool)
     rejected = []
     for rule in sorted(set(counters.values()), key=lambda r: r.model_dump_json()):
         codes = [c for c, r in counters.items() if r == rule]
         mine = readings.filter(pl.col("sid").is_in(codes)).with_columns(
-            _prev_ts=pl.col("ts").shift(1).over("sid"), _prev=pl.col("value").shift(1).over("sid"),
+            _prev_ts=pl.col("ts").shift(1).over("sid"),
+            _prev=pl.col("value").shift(1).over("sid"),
         )
         increment = pl.col("value") - pl.col("_prev")
         gap = (pl.col("ts") - pl.col("_prev_ts")).cast(pl.Float64)
@@ -213,9 +261,17 @@ def difference_counters(obs: pl.DataFrame, counters: dict[int, CounterRule], ste
         values[good["_i"].to_numpy()] = good["_increment"].to_numpy()
         bad = mine.filter(pl.col("_reason").is_not_null())
         keep[bad["_i"].to_numpy()] = False
-        rejected.append(bad.select(
-            "file", "row", column=pl.lit(None, dtype=pl.String), sid="sid", ts="ts", raw=RAW_TEXT, reason="_reason",
-        ))
+        rejected.append(
+            bad.select(
+                "file",
+                "row",
+                column=pl.lit(None, dtype=pl.String),
+                sid="sid",
+                ts="ts",
+                raw=RAW_TEXT,
+                reason="_reason",
+            )
+        )
     return obs.with_columns(value=pl.Series(values)).filter(pl.Series(keep)), pl.concat(rejected)
 
 
@@ -226,8 +282,12 @@ def counter_steps(frames: list[pl.DataFrame], counter_codes: list[int], window: 
         return pl.DataFrame(schema={"sid": pl.Int32, "ts": pl.Int64, "_step": pl.Float64})
     times = pl.concat(present).filter(pl.col("sid").is_in(counter_codes) & pl.col("ts").is_not_null())
     return (
-        times.select("sid", "ts").unique().sort("sid", "ts")
+        times.select("sid", "ts")
+        .unique()
+        .sort("sid", "ts")
         .with_columns(_gap=pl.col("ts").diff().over("sid"))
-        .with_columns(_step=pl.col("_gap").cast(pl.Float64).rolling_median(2 * window + 1, center=True, min_samples=1).over("sid"))
+        .with_columns(
+            _step=pl.col("_gap").cast(pl.Float64).rolling_median(2 * window + 1, center=True, min_samples=1).over("sid")
+        )
         .select("sid", "ts", "_step")
     )

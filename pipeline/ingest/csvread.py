@@ -32,7 +32,7 @@ def _decode_check(path: Path, data: bytes, encoding: str) -> bytes:
     except UnicodeDecodeError as exc:
         line = data.count(b"\n", 0, exc.start) + 1
         raise IngestError(
-            f"{path}: line {line}: bytes {data[exc.start:exc.end]!r} are not valid {encoding}; "
+            f"{path}: line {line}: bytes {data[exc.start : exc.end]!r} are not valid {encoding}; "
             "re-encode the file as UTF-8 or declare its encoding in values.encoding"
         ) from exc
     except LookupError as exc:
@@ -44,40 +44,56 @@ def _nul_check(path: Path, data: bytes) -> None:
     at = data.find(b"\x00")
     if at >= 0:
         line = data.count(b"\n", 0, at) + 1
-        raise IngestError(f"{path}: line {line}: holds NUL bytes, so it is not delimited text (a binary file, one cut by a "
-                          "crash, or UTF-16); restore the file, or declare values.encoding = \"utf-16\" if it is UTF-16")
+        raise IngestError(
+            f"{path}: line {line}: holds NUL bytes, so it is not delimited text (a binary file, one cut by a "
+            'crash, or UTF-16); restore the file, or declare values.encoding = "utf-16" if it is UTF-16'
+        )
 
 
 def _header(path: Path, data: bytes, delimiter: str, columns: list[str] | None) -> list[str]:
     """The first record's names, or `columns` in their place (as many as the header has)."""
     first_line = data.split(b"\n", 1)[0].rstrip(b"\r").decode("utf-8")
     if not first_line.strip():
-        raise IngestError(f"{path}: line 1 is blank, where the header should be; remove the blank line(s) before the header "
-                          "(or set header = false with values.columns if the file has none)")
+        raise IngestError(
+            f"{path}: line 1 is blank, where the header should be; remove the blank line(s) before the header "
+            "(or set header = false with values.columns if the file has none)"
+        )
     try:
-        header = next(iter(pacsv.read_csv(
-            pa.py_buffer(first_line.encode("utf-8") + b"\n"),
-            parse_options=pacsv.ParseOptions(delimiter=delimiter),
-            read_options=pacsv.ReadOptions(autogenerate_column_names=True),
-        ).to_pylist()), {}).values()
+        header = next(
+            iter(
+                pacsv.read_csv(
+                    pa.py_buffer(first_line.encode("utf-8") + b"\n"),
+                    parse_options=pacsv.ParseOptions(delimiter=delimiter),
+                    read_options=pacsv.ReadOptions(autogenerate_column_names=True),
+                ).to_pylist()
+            ),
+            {},
+        ).values()
     except pa.ArrowInvalid as exc:
-        raise IngestError(f"{path}: line 1: the header cannot be parsed as delimited text ({exc}); check values.delimiter "
-                          "and the header's quotes") from exc
+        raise IngestError(
+            f"{path}: line 1: the header cannot be parsed as delimited text ({exc}); check values.delimiter "
+            "and the header's quotes"
+        ) from exc
     header = [str(name) for name in header]
     if columns is not None:
         if len(columns) != len(header):
-            raise IngestError(f"{path}: line 1: the header has {len(header)} columns ({', '.join(header)}), values.columns "
-                              f"names {len(columns)}; name every column in order, or set header = false if line 1 is data")
+            raise IngestError(
+                f"{path}: line 1: the header has {len(header)} columns ({', '.join(header)}), values.columns "
+                f"names {len(columns)}; name every column in order, or set header = false if line 1 is data"
+            )
         return list(columns)
     dupes = sorted({name for name in header if header.count(name) > 1})
     if dupes:
-        raise IngestError(f"{path}: line 1: duplicate column names {', '.join(dupes)}; rename them in the header "
-                          "or name the columns in values.columns")
+        raise IngestError(
+            f"{path}: line 1: duplicate column names {', '.join(dupes)}; rename them in the header "
+            "or name the columns in values.columns"
+        )
     return header
 
 
-def read_strings(path: Path, delimiter: str = ",", encoding: str = "utf-8", header: bool = True,
-                 columns: list[str] | None = None) -> RawTable:
+def read_strings(
+    path: Path, delimiter: str = ",", encoding: str = "utf-8", header: bool = True, columns: list[str] | None = None
+) -> RawTable:
     """Read the whole file; a missing, empty or undecodable file is an IngestError naming it.
 
     Without a header (`header=False`) every record is data, named by `columns`, and the first record is row 1."""
@@ -87,8 +103,11 @@ def read_strings(path: Path, delimiter: str = ",", encoding: str = "utf-8", head
     if data.startswith(b"\xef\xbb\xbf"):
         data = data[3:]
     if not data.strip():
-        raise IngestError(f"{path}: file is empty; it needs " + ("a header row and " if header else "") +
-                          "data rows (restore it or remove it)")
+        raise IngestError(
+            f"{path}: file is empty; it needs "
+            + ("a header row and " if header else "")
+            + "data rows (restore it or remove it)"
+        )
     _nul_check(path, data)
     if header:
         names, first = _header(path, data, delimiter, columns), 2

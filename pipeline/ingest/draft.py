@@ -24,13 +24,27 @@ SAMPLE_BYTES = 256 * 1024
 SAMPLE_ROWS = 400
 DELIMITERS = ("\t", ";", ",", "|")
 MISSING = {"", "na", "nan", "null", "none", "-"}
-NOT_DATA = re.compile(r"(?i)^(readme|license|licence|upstream_license|source|notice|changelog)(\..*)?$|\.(md|pdf|html?|ttl|zip|pickle|pkl|json|toml|ya?ml|xml|png|jpe?g)$")
+NOT_DATA = re.compile(
+    r"(?i)^(readme|license|licence|upstream_license|source|notice|changelog)(\..*)?$|\.(md|pdf|html?|ttl|zip|pickle|pkl|json|toml|ya?ml|xml|png|jpe?g)$"
+)
 EPOCH_RANGES = (("epoch_s", 9e8, 4.2e9), ("epoch_ms", 9e11, 4.2e12), ("epoch_us", 9e14, 4.2e15))
 ISO = re.compile(r"^\d{4}-\d{2}-\d{2}[T ]\d{2}:\d{2}(:\d{2}(\.\d+)?)?(Z|[+-]\d{2}:?\d{2})?$")
 ISO_AWARE = re.compile(r"(T.*|Z|[+-]\d{2}:?\d{2})$")
-PATTERNS = ("%Y-%m-%d %H:%M:%S", "%Y-%m-%d %H:%M", "%Y/%m/%d %H:%M:%S", "%Y/%m/%d %H:%M", "%d.%m.%Y %H:%M:%S",
-            "%d.%m.%Y %H:%M", "%d/%m/%Y %H:%M:%S", "%d/%m/%Y %H:%M", "%m/%d/%Y %H:%M:%S", "%m/%d/%Y %H:%M",
-            "%Y-%m-%dT%H:%M:%S", "%Y%m%d%H%M%S", "%Y%m%d %H%M")
+PATTERNS = (
+    "%Y-%m-%d %H:%M:%S",
+    "%Y-%m-%d %H:%M",
+    "%Y/%m/%d %H:%M:%S",
+    "%Y/%m/%d %H:%M",
+    "%d.%m.%Y %H:%M:%S",
+    "%d.%m.%Y %H:%M",
+    "%d/%m/%Y %H:%M:%S",
+    "%d/%m/%Y %H:%M",
+    "%m/%d/%Y %H:%M:%S",
+    "%m/%d/%Y %H:%M",
+    "%Y-%m-%dT%H:%M:%S",
+    "%Y%m%d%H%M%S",
+    "%Y%m%d %H%M",
+)
 
 
 @dataclass
@@ -52,7 +66,11 @@ class Sniffed:
 
     def value_columns(self) -> list[int]:
         """Columns that hold numbers (other than the time column)."""
-        return [i for i in range(len(self.names)) if self.time and i != self.time[0] and _numeric_share(self.column(i), self.decimal) >= 0.9]
+        return [
+            i
+            for i in range(len(self.names))
+            if self.time and i != self.time[0] and _numeric_share(self.column(i), self.decimal) >= 0.9
+        ]
 
 
 def _number(cell: str, decimal: str = ".") -> float | None:
@@ -82,7 +100,9 @@ def time_format(cells: list[str]) -> tuple[str, str] | None:
     if len(present) < 2:
         return None
     if all(ISO.match(c) for c in present):
-        aware = any(ISO_AWARE.search(c) and ("T" in c or c.endswith("Z") or re.search(r"[+-]\d{2}:?\d{2}$", c)) for c in present)
+        aware = any(
+            ISO_AWARE.search(c) and ("T" in c or c.endswith("Z") or re.search(r"[+-]\d{2}:?\d{2}$", c)) for c in present
+        )
         if aware or any("T" in c for c in present):
             return "iso8601", "ISO 8601 times" + (" with a UTC offset or Z" if aware else "")
     numbers = [_number(c) for c in present]
@@ -116,8 +136,9 @@ def _delimiter(lines: list[str]) -> tuple[str, str, str]:
             continue
         cells = [c for r in rows[1:] for c in r]
         decimal = "," if delimiter != "," and _decimal_comma(cells) else "."
-        data = sum(_number(c, decimal) is not None or bool(ISO.match(c.strip())) or c.strip().lower() in MISSING
-                   for c in cells) / max(len(cells), 1)
+        data = sum(
+            _number(c, decimal) is not None or bool(ISO.match(c.strip())) or c.strip().lower() in MISSING for c in cells
+        ) / max(len(cells), 1)
         score = (count / len(rows), data, width)
         if best is None or score > best[0]:
             best = (score, delimiter, decimal)
@@ -180,10 +201,12 @@ def sniff(path: Path, rel: str) -> Sniffed | None:
             sniffed.names[i] = "value" if len(values) == 1 else f"value{values.index(i) + 1}"
     sniffed.why = {
         "delimiter": why_delimiter,
-        "header": "line 1 holds names where the lines below hold numbers or times" if header else "line 1 is data like the rest",
+        "header": "line 1 holds names where the lines below hold numbers or times"
+        if header
+        else "line 1 is data like the rest",
         "decimal": "values such as 12,5 and none such as 12.5" if decimal == "," else "values use a decimal point",
-        "time": f"column {sniffed.names[index]!r}: {why_time}" + (f" (of {len(times)} time-like columns, the one with the most distinct values)"
-                                                            if len(times) > 1 else ""),
+        "time": f"column {sniffed.names[index]!r}: {why_time}"
+        + (f" (of {len(times)} time-like columns, the one with the most distinct values)" if len(times) > 1 else ""),
     }
     return sniffed
 
@@ -191,7 +214,7 @@ def sniff(path: Path, rel: str) -> Sniffed | None:
 def _affixes(names: list[str]) -> tuple[str, str]:
     """The common prefix (cut back to a separator, so that L4 and L8 vary as whole tokens) and suffix of file names."""
     prefix = re.sub(r"[A-Za-z0-9]+$", "", os.path.commonprefix(names))
-    suffix = os.path.commonprefix([n[len(prefix):][::-1] for n in names])[::-1]
+    suffix = os.path.commonprefix([n[len(prefix) :][::-1] for n in names])[::-1]
     return prefix, suffix
 
 
@@ -226,13 +249,18 @@ class Draft:
 
 def draft(raw: Path, name: str, raw_dir: str | None) -> Draft:
     """The draft mapping of a raw folder; raises ConfigError when no file holds a time column."""
-    files = sorted(p for p in raw.rglob("*") if p.is_file() and p.name != SUMS_NAME and not any(
-        part.startswith(".") for part in p.relative_to(raw).parts))
+    files = sorted(
+        p
+        for p in raw.rglob("*")
+        if p.is_file() and p.name != SUMS_NAME and not any(part.startswith(".") for part in p.relative_to(raw).parts)
+    )
     graphs = [p.relative_to(raw).as_posix() for p in files if p.suffix == ".ttl"]
     sniffed = [s for p in files if not NOT_DATA.search(p.name) and (s := sniff(p, p.relative_to(raw).as_posix()))]
     if not sniffed:
-        raise ConfigError(f"{raw}: no delimited text file with a time column was found; `corpus draft` reads CSV-like "
-                          "files (comma, semicolon, tab or bar separated); write the mapping by hand (docs/ingest.md)")
+        raise ConfigError(
+            f"{raw}: no delimited text file with a time column was found; `corpus draft` reads CSV-like "
+            "files (comma, semicolon, tab or bar separated); write the mapping by hand (docs/ingest.md)"
+        )
     groups = _alike(sniffed)
     group = max(groups, key=lambda g: (sum(s.bytes for s in g), len(g)))
     first, layout = group[0], _layout(group)
@@ -240,7 +268,9 @@ def draft(raw: Path, name: str, raw_dir: str | None) -> Draft:
     names = [Path(s.rel).name for s in group]
     prefix, suffix = _affixes(names) if len(names) > 1 else (names[0], "")
     glob = (f"{folder}/" if folder != "." else "") + (f"{prefix}*{suffix}" if len(names) > 1 else prefix)
-    pattern = re.escape(prefix) + f"(?P<{layout.key_group}>.+)" + re.escape(suffix) if len(names) > 1 else re.escape(names[0])
+    pattern = (
+        re.escape(prefix) + f"(?P<{layout.key_group}>.+)" + re.escape(suffix) if len(names) > 1 else re.escape(names[0])
+    )
     left_out = [s.rel for g in groups if g is not group for s in g]
     lines = [
         f"# Draft mapping written by `telemetry-bench corpus draft` from {len(files)} files; every guess says why.",
@@ -250,18 +280,29 @@ def draft(raw: Path, name: str, raw_dir: str | None) -> Draft:
     ]
     if raw_dir:
         lines.append(f"raw_dir = {_toml(raw_dir)}")
-    lines += ["license = \"TODO: the raw data's license\"", *_time_section(first), *_values_section(
-        first, layout, glob, pattern, len(names), left_out)]
+    lines += [
+        'license = "TODO: the raw data\'s license"',
+        *_time_section(first),
+        *_values_section(first, layout, glob, pattern, len(names), left_out),
+    ]
     lines += _site_lines(first, layout, name, bool(graphs), single_site=layout.kind != "wide_csv" or len(names) == 1)
     keys = _stream_keys(raw, layout.kind, group, first, layout.values, layout.streams_by_key, prefix, suffix)
     metadata, points = _metadata_section(graphs, name, keys)
-    lines += [*metadata, "", "[cleaning]", "missing_tokens = [\"\", \"NA\"]", "duplicates = \"keep_first_row\"", ""]
+    lines += [*metadata, "", "[cleaning]", 'missing_tokens = ["", "NA"]', 'duplicates = "keep_first_row"', ""]
     text = "\n".join(lines)
     _validate(text, name)
     time_index, time_fmt, _ = first.time  # type: ignore[misc]
-    guesses = {"layout": layout.kind, "delimiter": first.delimiter, "header": first.header, "decimal": first.decimal,
-               "time_column": first.names[time_index], "time_format": time_fmt, "files": glob, "file_pattern": pattern,
-               "streams": len(keys)}
+    guesses = {
+        "layout": layout.kind,
+        "delimiter": first.delimiter,
+        "header": first.header,
+        "decimal": first.decimal,
+        "time_column": first.names[time_index],
+        "time_format": time_fmt,
+        "files": glob,
+        "file_pattern": pattern,
+        "streams": len(keys),
+    }
     return Draft(text, points, guesses)
 
 
@@ -294,45 +335,85 @@ def _layout(group: list[Sniffed]) -> _Layout:
     text_columns = [i for i in range(len(first.names)) if i != time_index and i not in values]
     streams_by_key = [i for i in text_columns if 1 < len(set(first.column(i))) <= max(2, len(first.rows) // 2)]
     if len(values) == 1 and len(group) > 1 and not streams_by_key:
-        return _Layout("file_per_stream", "key", f"{len(group)} files alike, each a time column and one value column: one stream per file",
-                       values, text_columns, streams_by_key)
+        return _Layout(
+            "file_per_stream",
+            "key",
+            f"{len(group)} files alike, each a time column and one value column: one stream per file",
+            values,
+            text_columns,
+            streams_by_key,
+        )
     if len(values) == 1 and streams_by_key:
-        return _Layout("long_csv", "site", f"a column of repeated keys ({first.names[streams_by_key[0]]!r}) beside one value column: "
-                       "rows of (stream, time, value)", values, text_columns, streams_by_key)
-    return _Layout("wide_csv", "site", f"{len(values)} value columns beside the time column: one column per stream",
-                   values, text_columns, streams_by_key)
+        return _Layout(
+            "long_csv",
+            "site",
+            f"a column of repeated keys ({first.names[streams_by_key[0]]!r}) beside one value column: "
+            "rows of (stream, time, value)",
+            values,
+            text_columns,
+            streams_by_key,
+        )
+    return _Layout(
+        "wide_csv",
+        "site",
+        f"{len(values)} value columns beside the time column: one column per stream",
+        values,
+        text_columns,
+        streams_by_key,
+    )
 
 
 def _time_section(first: Sniffed) -> list[str]:
     """The [time] lines: the column, its format, the zone of its values and the order of the rows."""
     time_index, time_fmt, _ = first.time  # type: ignore[misc]
     aware = time_fmt == "iso8601" and any(re.search(r"(Z|[+-]\d{2}:?\d{2})$", c) for c in first.column(time_index))
-    zone_why = ("Unix time counts UTC seconds" if time_fmt.startswith("epoch") else "times carry their UTC offset" if aware
-                else "naive times, read as UTC: if they are local wall-clock time, write the site's IANA zone (e.g. Europe/Berlin)")
-    return ["", "[time]",
-            f"column = {_toml(first.names[time_index])}  # {first.why['time']}",
-            f"format = {_toml(time_fmt)}",
-            f"timezone = \"UTC\"  # {zone_why}",
-            f"row_order = {_toml(_row_order(first))}  # as the sampled rows of {first.rel} run"]
+    zone_why = (
+        "Unix time counts UTC seconds"
+        if time_fmt.startswith("epoch")
+        else "times carry their UTC offset"
+        if aware
+        else "naive times, read as UTC: if they are local wall-clock time, write the site's IANA zone (e.g. "
+        "Europe/Berlin)"
+    )
+    return [
+        "",
+        "[time]",
+        f"column = {_toml(first.names[time_index])}  # {first.why['time']}",
+        f"format = {_toml(time_fmt)}",
+        f'timezone = "UTC"  # {zone_why}',
+        f"row_order = {_toml(_row_order(first))}  # as the sampled rows of {first.rel} run",
+    ]
 
 
-def _values_section(first: Sniffed, layout: _Layout, glob: str, pattern: str, files: int, left_out: list[str]) -> list[str]:
+def _values_section(
+    first: Sniffed, layout: _Layout, glob: str, pattern: str, files: int, left_out: list[str]
+) -> list[str]:
     """The [values] lines that say how the value files are read (the site lines follow them)."""
-    lines = ["", "[values]", f"kind = {_toml(layout.kind)}  # {layout.why}",
-             f"files = {_toml(glob)}  # {files} value files" + (f"; left out as not alike: {', '.join(left_out)}" if left_out else ""),
-             f"file_pattern = {_toml(pattern)}  # " + (f"the part that varies is the {layout.key_group}" if files > 1 else "the one file"),
-             f"delimiter = {_toml(first.delimiter)}  # {first.why['delimiter']}",
-             f"header = {'true' if first.header else 'false'}  # {first.why['header']}"]
+    lines = [
+        "",
+        "[values]",
+        f"kind = {_toml(layout.kind)}  # {layout.why}",
+        f"files = {_toml(glob)}  # {files} value files"
+        + (f"; left out as not alike: {', '.join(left_out)}" if left_out else ""),
+        f"file_pattern = {_toml(pattern)}  # "
+        + (f"the part that varies is the {layout.key_group}" if files > 1 else "the one file"),
+        f"delimiter = {_toml(first.delimiter)}  # {first.why['delimiter']}",
+        f"header = {'true' if first.header else 'false'}  # {first.why['header']}",
+    ]
     if not first.header:
-        lines.append(f"columns = {_toml(first.names)}  # names for the headerless columns: rename them as you like "
-                     "(and time.column with them)")
+        lines.append(
+            f"columns = {_toml(first.names)}  # names for the headerless columns: rename them as you like "
+            "(and time.column with them)"
+        )
     if first.decimal == ",":
-        lines.append(f"decimal = \",\"  # {first.why['decimal']}")
+        lines.append(f'decimal = ","  # {first.why["decimal"]}')
     if layout.kind == "file_per_stream":
         lines.append(f"value_column = {_toml(first.names[layout.values[0]])}")
     if layout.kind == "long_csv":
-        lines += [f"stream_column = {_toml(first.names[layout.streams_by_key[0]])}",
-                  f"value_column = {_toml(first.names[layout.values[0]])}"]
+        lines += [
+            f"stream_column = {_toml(first.names[layout.streams_by_key[0]])}",
+            f"value_column = {_toml(first.names[layout.values[0]])}",
+        ]
     return lines
 
 
@@ -340,7 +421,10 @@ def _site_lines(first: Sniffed, layout: _Layout, name: str, has_graphs: bool, si
     """The site rule (when no graph names the sites) and the wide files' columns that are not values."""
     lines = []
     if not has_graphs and (single_site or layout.kind != "wide_csv"):
-        lines.append(f"site = {_toml(name)}  # one site: change it, or capture (?P<site>...) in file_pattern and write \"{{site}}\"")
+        lines.append(
+            f"site = {_toml(name)}  # one site: change it, or capture (?P<site>...) in file_pattern and write "
+            f'"{{site}}"'
+        )
     elif not has_graphs:
         lines.append('site = "{site}"  # from file_pattern')
     ignore = [first.names[i] for i in layout.text_columns]
@@ -353,15 +437,28 @@ def _metadata_section(graphs: list[str], name: str, keys: list[str]) -> tuple[li
     """The [metadata] lines, and the points table (CSV, a TODO class per stream) when there is no Brick graph."""
     if graphs:
         graph_folder = str(Path(graphs[0]).parent)
-        return ["", "[metadata]", "kind = \"brick\"  # Turtle graphs found: "
-                + ", ".join(graphs[:3]) + (f" and {len(graphs) - 3} more" if len(graphs) > 3 else ""),
-                f"files = {_toml((graph_folder + '/' if graph_folder != '.' else '') + '*.ttl')}",
-                "unmapped_columns = \"reject\"  # a column no graph point names: its cells are rejected, not an error"], None
-    lines = ["", "[metadata]", "kind = \"table\"  # no Brick graph: the points table beside this mapping, one row per stream",
-             "location = \"config\"  # configs/corpora/" + name + "/points.csv: metadata you write is not upstream data",
-             "file = \"points.csv\"", "key_column = \"key\"", "point_class_column = \"point_class\"  # TODO in every row: write the Brick class",
-             "label_column = \"label\"", "unit_column = \"unit\"", "equipment_column = \"equipment\"",
-             "equipment_type_column = \"equipment_type\""]
+        return [
+            "",
+            "[metadata]",
+            'kind = "brick"  # Turtle graphs found: '
+            + ", ".join(graphs[:3])
+            + (f" and {len(graphs) - 3} more" if len(graphs) > 3 else ""),
+            f"files = {_toml((graph_folder + '/' if graph_folder != '.' else '') + '*.ttl')}",
+            'unmapped_columns = "reject"  # a column no graph point names: its cells are rejected, not an error',
+        ], None
+    lines = [
+        "",
+        "[metadata]",
+        'kind = "table"  # no Brick graph: the points table beside this mapping, one row per stream',
+        'location = "config"  # configs/corpora/' + name + "/points.csv: metadata you write is not upstream data",
+        'file = "points.csv"',
+        'key_column = "key"',
+        'point_class_column = "point_class"  # TODO in every row: write the Brick class',
+        'label_column = "label"',
+        'unit_column = "unit"',
+        'equipment_column = "equipment"',
+        'equipment_type_column = "equipment_type"',
+    ]
     buffer = io.StringIO()
     writer = csv.writer(buffer, lineterminator="\n")
     writer.writerow(["key", "point_class", "label", "unit", "equipment", "equipment_type"])
@@ -370,10 +467,18 @@ def _metadata_section(graphs: list[str], name: str, keys: list[str]) -> tuple[li
     return lines, buffer.getvalue()
 
 
-def _stream_keys(raw: Path, layout: str, group: list[Sniffed], first: Sniffed, values: list[int], streams_by_key: list[int],
-                 prefix: str, suffix: str) -> list[str]:
+def _stream_keys(
+    raw: Path,
+    layout: str,
+    group: list[Sniffed],
+    first: Sniffed,
+    values: list[int],
+    streams_by_key: list[int],
+    prefix: str,
+    suffix: str,
+) -> list[str]:
     if layout == "file_per_stream":
-        return sorted(Path(s.rel).name[len(prefix): len(Path(s.rel).name) - len(suffix) or None] for s in group)
+        return sorted(Path(s.rel).name[len(prefix) : len(Path(s.rel).name) - len(suffix) or None] for s in group)
     if layout == "long_csv":
         keys: set[str] = set()
         for s in group:  # every row of every file: a key may first appear late
@@ -392,4 +497,6 @@ def _validate(text: str, name: str) -> None:
     try:
         CorpusMapping.model_validate(tomllib.loads(text))
     except Exception as exc:  # a bug in the draft, never the user's input: say so in one line
-        raise ConfigError(f"the draft mapping of {name} does not validate ({str(exc).splitlines()[0]}): please report it") from exc
+        raise ConfigError(
+            f"the draft mapping of {name} does not validate ({str(exc).splitlines()[0]}): please report it"
+        ) from exc

@@ -39,7 +39,9 @@ class ReadFile:
 def _file_groups(rel: str, pattern: str) -> dict[str, str]:
     match = re.fullmatch(pattern, Path(rel).name)
     if not match:
-        raise IngestError(f"{rel}: file name does not match values.file_pattern {pattern!r}; rename it or fix the pattern")
+        raise IngestError(
+            f"{rel}: file name does not match values.file_pattern {pattern!r}; rename it or fix the pattern"
+        )
     return {k: v for k, v in match.groupdict().items() if v is not None}
 
 
@@ -64,9 +66,14 @@ def _require(raw: RawTable, columns: list[str], what: str) -> None:
 
 
 def _timed_frame(raw: RawTable, mapping: CorpusMapping, keep: list[str]) -> pl.DataFrame:
-    """Records as strings (only `keep` columns, named `in:<name>`) plus `row`, `ts`, `ts_reason`; checks the row order."""
+    """Records as strings (only `keep` columns, named `in:<name>`) plus `row`, `ts`, `ts_reason`; checks the row
+    order."""
     names = [mapping.time.column, *(c for c in keep if c != mapping.time.column)]
-    frame = pl.from_arrow(raw.table.select(names)).rename({c: _input(c) for c in names}).with_columns(row=pl.Series(raw.rows))
+    frame = (
+        pl.from_arrow(raw.table.select(names))
+        .rename({c: _input(c) for c in names})
+        .with_columns(row=pl.Series(raw.rows))
+    )
     time = _input(mapping.time.column)
     frame = parse_times(frame, time, mapping.time)
     if frame.height and frame["ts"].null_count() == frame.height:
@@ -84,7 +91,7 @@ def _timed_frame(raw: RawTable, mapping: CorpusMapping, keep: list[str]) -> pl.D
         if bad.height:
             raise IngestError(
                 f"{raw.path}: row {bad['row'][0]}: time goes against the declared {order} row order "
-                f"({bad.height} such rows); fix the file or declare time.row_order = \"any\""
+                f'({bad.height} such rows); fix the file or declare time.row_order = "any"'
             )
     return frame.drop(time) if mapping.time.column not in keep else frame
 
@@ -98,7 +105,7 @@ def _codes(resolver: Resolver, rel: str, site: str, keys: list[str], template: s
     if unmapped and resolver.unmapped_policy == "error":
         raise IngestError(
             f"{rel}: no metadata for {', '.join(map(repr, unmapped))}; declare them in the mapping, "
-            "or set metadata.unmapped_columns = \"reject\" to record their cells as rejects"
+            'or set metadata.unmapped_columns = "reject" to record their cells as rejects'
         )
     return codes
 
@@ -112,9 +119,19 @@ def read_wide(path: Path, rel: str, mapping: CorpusMapping, resolver: Resolver, 
     resolver.check_columns(rel, columns)
     codes = _codes(resolver, rel, site, columns, layout.stream_id)
     frame = _timed_frame(raw, mapping, columns)
-    slices = [Slice(column=_input(c), label=c, sid=codes[c] if codes[c] is not None else -1, unmapped=codes[c] is None)
-              for c in columns]
-    return ReadFile(rel, frame, slices, raw.malformed, columns, (raw.table.num_rows + len(raw.malformed)) * len(columns), shared=True)
+    slices = [
+        Slice(column=_input(c), label=c, sid=codes[c] if codes[c] is not None else -1, unmapped=codes[c] is None)
+        for c in columns
+    ]
+    return ReadFile(
+        rel,
+        frame,
+        slices,
+        raw.malformed,
+        columns,
+        (raw.table.num_rows + len(raw.malformed)) * len(columns),
+        shared=True,
+    )
 
 
 def read_long(path: Path, rel: str, mapping: CorpusMapping, resolver: Resolver, scope: Scope) -> ReadFile | None:
@@ -125,12 +142,18 @@ def read_long(path: Path, rel: str, mapping: CorpusMapping, resolver: Resolver, 
     frame = _timed_frame(raw, mapping, [layout.stream_column, layout.value_column])
     keys = sorted(set(frame[_input(layout.stream_column)].to_list()))
     codes = _codes(resolver, rel, site, keys, layout.stream_id)
-    frame = frame.with_columns(sid=pl.col(_input(layout.stream_column)).replace_strict(codes, default=None, return_dtype=pl.Int32))
+    frame = frame.with_columns(
+        sid=pl.col(_input(layout.stream_column)).replace_strict(codes, default=None, return_dtype=pl.Int32)
+    )
     slices = [Slice(column=_input(layout.value_column), label=layout.value_column, sid=None)]
-    return ReadFile(rel, frame, slices, raw.malformed, [layout.value_column], raw.table.num_rows + len(raw.malformed), shared=True)
+    return ReadFile(
+        rel, frame, slices, raw.malformed, [layout.value_column], raw.table.num_rows + len(raw.malformed), shared=True
+    )
 
 
-def read_file_per_stream(path: Path, rel: str, mapping: CorpusMapping, resolver: Resolver, scope: Scope) -> ReadFile | None:
+def read_file_per_stream(
+    path: Path, rel: str, mapping: CorpusMapping, resolver: Resolver, scope: Scope
+) -> ReadFile | None:
     layout: FilePerStream = mapping.values
     groups = _file_groups(rel, layout.file_pattern)
     site = resolver.site_for(rel, groups, layout.site)
@@ -141,8 +164,12 @@ def read_file_per_stream(path: Path, rel: str, mapping: CorpusMapping, resolver:
     raw = _read(path, layout)
     _require(raw, [mapping.time.column, layout.value_column], "time.column / values.value_column")
     frame = _timed_frame(raw, mapping, [layout.value_column])
-    sl = Slice(column=_input(layout.value_column), label=layout.value_column, sid=code if code is not None else -1,
-               unmapped=code is None)
+    sl = Slice(
+        column=_input(layout.value_column),
+        label=layout.value_column,
+        sid=code if code is not None else -1,
+        unmapped=code is None,
+    )
     return ReadFile(rel, frame, [sl], raw.malformed, [layout.value_column], raw.table.num_rows + len(raw.malformed))
 
 
@@ -152,13 +179,20 @@ READERS = {"wide_csv": read_wide, "long_csv": read_long, "file_per_stream": read
 def _members(path: Path) -> list[tuple[str, bytes | None, int]]:
     """(member name, bytes or None when over the size limit, size) of an archive (.zip) or a folder, sorted."""
     if path.is_dir():
-        return [(p.relative_to(path).as_posix(), None, p.stat().st_size) for p in sorted(path.rglob("*")) if p.is_file()]
+        return [
+            (p.relative_to(path).as_posix(), None, p.stat().st_size) for p in sorted(path.rglob("*")) if p.is_file()
+        ]
     try:
         with zipfile.ZipFile(path) as archive:
-            return [(info.filename, None, info.file_size) for info in sorted(archive.infolist(), key=lambda i: i.filename)
-                    if not info.is_dir()]
+            return [
+                (info.filename, None, info.file_size)
+                for info in sorted(archive.infolist(), key=lambda i: i.filename)
+                if not info.is_dir()
+            ]
     except zipfile.BadZipFile as exc:
-        raise IngestError(f"{path}: not a zip archive ({exc}); restore the archive or point values.files at the folder") from exc
+        raise IngestError(
+            f"{path}: not a zip archive ({exc}); restore the archive or point values.files at the folder"
+        ) from exc
 
 
 def _member_bytes(path: Path, archive: zipfile.ZipFile | None, name: str) -> bytes:
@@ -182,11 +216,20 @@ def _bts_owner(resolver: Resolver, layout: BtsPickle, source: str, key: str) -> 
     return (site and resolver.stream_id_for(source, site, key, layout.stream_id)) or source
 
 
-def _read_members(path: Path, rel: str, members: list, archive: zipfile.ZipFile | None, layout: BtsPickle,
-                  statistics: dict[str, dict], resolver: Resolver, scope: Scope) -> tuple[list[ReadFile], set[str]]:
+def _read_members(
+    path: Path,
+    rel: str,
+    members: list,
+    archive: zipfile.ZipFile | None,
+    layout: BtsPickle,
+    statistics: dict[str, dict],
+    resolver: Resolver,
+    scope: Scope,
+) -> tuple[list[ReadFile], set[str]]:
     """The members this scope owns, loaded through the restricted unpickler; returns (reads, keys seen)."""
     reads, seen = [], set()
     for name, _, size in members:
+
         def refuse(reason: str, detail: str, member: str = name) -> None:
             resolver.rejected_members.append({"source": rel, "member": member, "reason": reason, "detail": detail})
 
@@ -214,18 +257,32 @@ def _read_members(path: Path, rel: str, members: list, archive: zipfile.ZipFile 
         if key in statistics:
             _cross_check(resolver, source, key, n, statistics[key])
         valid = pl.Series(series.valid_ts)
-        frame = pl.DataFrame({
-            "row": np.arange(1, n + 1, dtype=np.int64), "ts": np.asarray(series.timestamps_us, dtype=np.int64),
-            "value": np.asarray(series.values, dtype=np.float64),  # numbers stay numbers (cleaning reads them as such)
-        }).with_columns(ts=pl.when(valid).then(pl.col("ts")),  # NaN, NaT, out-of-range times: each cell a reject
-                        ts_reason=pl.when(valid).then(None).otherwise(pl.lit(BAD_TIMESTAMP)))
+        frame = pl.DataFrame(
+            {
+                "row": np.arange(1, n + 1, dtype=np.int64),
+                "ts": np.asarray(series.timestamps_us, dtype=np.int64),
+                "value": np.asarray(
+                    series.values, dtype=np.float64
+                ),  # numbers stay numbers (cleaning reads them as such)
+            }
+        ).with_columns(
+            ts=pl.when(valid).then(pl.col("ts")),  # NaN, NaT, out-of-range times: each cell a reject
+            ts_reason=pl.when(valid).then(None).otherwise(pl.lit(BAD_TIMESTAMP)),
+        )
         sl = Slice(column="value", label="value", sid=code if code is not None else -1, unmapped=code is None)
         reads.append(ReadFile(source, frame, [sl], [], ["value"], n))
     return reads, seen
 
 
-def _load_member(path: Path, archive: zipfile.ZipFile | None, name: str, size: int, key: str, layout: BtsPickle,
-                 refuse: Callable[[str, str], None]) -> Series | None:
+def _load_member(
+    path: Path,
+    archive: zipfile.ZipFile | None,
+    name: str,
+    size: int,
+    key: str,
+    layout: BtsPickle,
+    refuse: Callable[[str, str], None],
+) -> Series | None:
     """The series of a member through the restricted unpickler, or None when it is refused (and reported)."""
     if size > layout.max_member_bytes:
         refuse("oversized_member", f"{size:,} bytes > {layout.max_member_bytes:,}")
@@ -250,7 +307,9 @@ def _cross_check(resolver: Resolver, source: str, key: str, n: int, listed: dict
     if listed.get("count") and listed["count"].split(".")[0] != str(n):
         resolver.catalog.notes.append(f"{source}: {n} values, {listed['_source']} says {listed['count']}")
     if point is not None and listed.get("Brick") and listed["Brick"] != point.point_class:
-        resolver.catalog.notes.append(f"{source}: class {point.point_class} in the graph, {listed['Brick']} in {listed['_source']}")
+        resolver.catalog.notes.append(
+            f"{source}: class {point.point_class} in the graph, {listed['Brick']} in {listed['_source']}"
+        )
 
 
 def read_bts(path: Path, rel: str, mapping: CorpusMapping, resolver: Resolver, scope: Scope) -> list[ReadFile]:
@@ -266,9 +325,13 @@ def read_bts(path: Path, rel: str, mapping: CorpusMapping, resolver: Resolver, s
         reads, seen = _read_members(path, rel, members, archive, layout, statistics, resolver, scope)
     if resolver.by_stream_key:
         for key in sorted(set(resolver.catalog.points_by_key) - seen):
-            resolver.missing_columns.append({"source": rel, "column": key, "point": resolver.catalog.points_by_key[key].entity_id or key})
+            resolver.missing_columns.append(
+                {"source": rel, "column": key, "point": resolver.catalog.points_by_key[key].entity_id or key}
+            )
     for key in sorted(set(statistics) - seen - set(resolver.catalog.points_by_key)):
-        resolver.missing_columns.append({"source": statistics[key]["_source"], "column": key, "point": "listed, no member"})
+        resolver.missing_columns.append(
+            {"source": statistics[key]["_source"], "column": key, "point": "listed, no member"}
+        )
     return reads
 
 

@@ -36,7 +36,8 @@ def _read_table(raw: Path, meta: TableMetadata) -> Catalog:
     absent = [c for c in needed if c not in table.header]
     if absent:
         raise IngestError(
-            f"{table.path}: column {', '.join(absent)} named in metadata is absent; the file has {', '.join(table.header)}"
+            f"{table.path}: column {', '.join(absent)} named in metadata is absent; the file has "
+            f"{', '.join(table.header)}"
         )
     for number, text in table.malformed:
         raise IngestError(f"{table.path}: row {number}: wrong number of fields in {text!r}; fix the row")
@@ -48,9 +49,11 @@ def _read_table(raw: Path, meta: TableMetadata) -> Catalog:
     for number, row in zip(table.rows.tolist(), table.table.to_pylist(), strict=True):
         key = row[meta.key_column]
         if row[meta.point_class_column].strip() in ("", "TODO"):
-            raise IngestError(f"{table.path}: row {number}: the point class of stream key {key!r} is "
-                              f"{row[meta.point_class_column].strip() or 'empty'}; write its Brick class "
-                              "(e.g. Supply_Water_Temperature_Sensor) in column " + repr(meta.point_class_column))
+            raise IngestError(
+                f"{table.path}: row {number}: the point class of stream key {key!r} is "
+                f"{row[meta.point_class_column].strip() or 'empty'}; write its Brick class "
+                "(e.g. Supply_Water_Temperature_Sensor) in column " + repr(meta.point_class_column)
+            )
         if key in catalog.points_by_key:
             raise IngestError(f"{table.path}: row {number}: stream key {key!r} appears twice; keep one row per key")
         catalog.points_by_key[key] = Point(
@@ -77,7 +80,8 @@ class Resolver:
         else:
             self.catalog = Catalog()
             self.catalog.points_by_key = {
-                key: Point(**spec.model_dump(exclude={"counter"}), counter=spec.counter) for key, spec in meta.points.items()
+                key: Point(**spec.model_dump(exclude={"counter"}), counter=spec.counter)
+                for key, spec in meta.points.items()
             }
         self.streams: dict[str, Stream] = {}
         self.codes: dict[str, int] = {}  # stream id -> provisional code, in order of first sight
@@ -106,7 +110,9 @@ class Resolver:
         try:
             site = template.format(**groups)
         except KeyError as exc:
-            raise IngestError(f"values.site template {template!r} names {exc} which file_pattern does not capture") from exc
+            raise IngestError(
+                f"values.site template {template!r} names {exc} which file_pattern does not capture"
+            ) from exc
         if site not in self.catalog.sites:
             label = getattr(self.mapping.metadata, "site_label", "{site}").format(site=site)
             self.catalog.add_site(site, label, rel)
@@ -172,9 +178,14 @@ class Resolver:
             equipment_id = f"{site_id}.{point.equipment}"
             if not any(e["entity_id"] == equipment_id for e in self.catalog.entities):
                 self.catalog.entities.append(
-                    {"entity_id": equipment_id, "site_id": site_id, "entity_class": point.equipment_type or "Equipment",
-                     "label": f"{point.equipment.replace('_', ' ')} at {self.catalog.sites[site_id]['label']}",
-                     "iri": None, "source": rel}
+                    {
+                        "entity_id": equipment_id,
+                        "site_id": site_id,
+                        "entity_class": point.equipment_type or "Equipment",
+                        "label": f"{point.equipment.replace('_', ' ')} at {self.catalog.sites[site_id]['label']}",
+                        "iri": None,
+                        "source": rel,
+                    }
                 )
                 self.catalog.relations.append(
                     {"subject": equipment_id, "predicate": "isPartOf", "object": site_id, "site_id": site_id}
@@ -182,8 +193,16 @@ class Resolver:
             owner = equipment_id
             point = replace(point, equipment=equipment_id)
         self.catalog.entities.append(
-            {"entity_id": stream_id, "site_id": site_id, "entity_class": point.point_class, "label": point.label,
-             "iri": None, "source": rel}
+            {
+                "entity_id": stream_id,
+                "site_id": site_id,
+                "entity_class": point.point_class,
+                "label": point.label,
+                "iri": None,
+                "source": rel,
+            }
         )
-        self.catalog.relations.append({"subject": stream_id, "predicate": "isPointOf", "object": owner, "site_id": site_id})
+        self.catalog.relations.append(
+            {"subject": stream_id, "predicate": "isPointOf", "object": owner, "site_id": site_id}
+        )
         return replace(point, entity_id=stream_id)

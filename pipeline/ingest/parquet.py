@@ -23,7 +23,11 @@ def to_arrow(frame: pl.DataFrame, schema: pa.Schema) -> pa.Table:
 
 def _encodings(schema: pa.Schema) -> tuple[list[str], dict[str, str]]:
     """Dictionary pages for text, delta encoding for integers (sorted times compress to almost nothing)."""
-    text = [f.name for f in schema if pa.types.is_string(f.type) or pa.types.is_large_string(f.type) or pa.types.is_dictionary(f.type)]
+    text = [
+        f.name
+        for f in schema
+        if pa.types.is_string(f.type) or pa.types.is_large_string(f.type) or pa.types.is_dictionary(f.type)
+    ]
     integers = {f.name: "DELTA_BINARY_PACKED" for f in schema if pa.types.is_integer(f.type)}
     return text, integers
 
@@ -52,8 +56,13 @@ class RowGroupWriter:
         os.close(fd)
         dictionary, encodings = _encodings(schema)
         self.writer = pq.ParquetWriter(
-            self.tmp, schema, compression="zstd", store_schema=False, write_statistics=True,
-            use_dictionary=dictionary, column_encoding=encodings or None,
+            self.tmp,
+            schema,
+            compression="zstd",
+            store_schema=False,
+            write_statistics=True,
+            use_dictionary=dictionary,
+            column_encoding=encodings or None,
         )
         self.pending: list[pa.Table] = []
         self.pending_rows = 0

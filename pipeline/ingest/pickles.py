@@ -12,7 +12,9 @@ from pipeline.core.errors import UnsafePickle
 
 # (module, name) the BTS format needs to rebuild numpy arrays; anything else is refused before it runs.
 ALLOWED = {
-    ("numpy", "ndarray"), ("numpy", "dtype"), ("_codecs", "encode"),
+    ("numpy", "ndarray"),
+    ("numpy", "dtype"),
+    ("_codecs", "encode"),
     *((f"numpy.{core}.multiarray", name) for core in ("core", "_core") for name in ("_reconstruct", "scalar")),
     *((f"numpy.{core}.numeric", "_frombuffer") for core in ("core", "_core")),
 }
@@ -63,8 +65,12 @@ class _Restricted(pickle.Unpickler):
         shape_at, dtype_at = ALLOCATING[(module, name)]
 
         def bounded(*args: object) -> object:
-            _check(self.budget, f"{module}.{name}", args[shape_at] if len(args) > shape_at else (),
-                   args[dtype_at] if len(args) > dtype_at else float)
+            _check(
+                self.budget,
+                f"{module}.{name}",
+                args[shape_at] if len(args) > shape_at else (),
+                args[dtype_at] if len(args) > dtype_at else float,
+            )
             return found(*args)
 
         return bounded
@@ -81,7 +87,9 @@ class Series:
     stream_id: str
     timestamps_us: np.ndarray  # int64 microseconds UTC (0 where not valid_ts)
     values: np.ndarray  # float64
-    valid_ts: np.ndarray  # bool: the timestamp is finite and within 1900..2200 (else its cell is a bad_timestamp reject)
+    valid_ts: (
+        np.ndarray
+    )  # bool: the timestamp is finite and within 1900..2200 (else its cell is a bad_timestamp reject)
 
 
 def _microseconds(timestamps: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -105,7 +113,9 @@ def _real_values(values: np.ndarray) -> np.ndarray:
     if values.dtype.kind == "c":
         raise ValueError("values are complex numbers; only real values can be read (the imaginary part would be lost)")
     if values.dtype.kind not in "fiub":
-        raise ValueError(f"values of dtype {values.dtype} are not numbers (e.g. Python objects); only numeric arrays are read")
+        raise ValueError(
+            f"values of dtype {values.dtype} are not numbers (e.g. Python objects); only numeric arrays are read"
+        )
     return values.astype(np.float64)
 
 
@@ -119,8 +129,13 @@ def load_series(data: bytes, max_bytes: int) -> Series:
         raise
     except Exception as exc:  # a truncated or corrupt pickle can fail in many ways; none may escape
         raise ValueError(f"corrupt pickle ({type(exc).__name__}: {exc})") from None
-    if not (isinstance(obj, list) and len(obj) == 3 and isinstance(obj[0], str)
-            and all(isinstance(x, np.ndarray) and x.ndim == 1 for x in obj[1:]) and len(obj[1]) == len(obj[2])):
+    if not (
+        isinstance(obj, list)
+        and len(obj) == 3
+        and isinstance(obj[0], str)
+        and all(isinstance(x, np.ndarray) and x.ndim == 1 for x in obj[1:])
+        and len(obj[1]) == len(obj[2])
+    ):
         raise ValueError("not a list [StreamID, timestamps (1-D array), values (1-D array of the same length)]")
     timestamps, valid = _microseconds(np.asarray(obj[1]))
     return Series(stream_id=obj[0], timestamps_us=timestamps, values=_real_values(np.asarray(obj[2])), valid_ts=valid)

@@ -46,7 +46,9 @@ def raw_value_bytes(files: list[tuple[Path, str]]) -> int:
     return total
 
 
-def plan(mapping: CorpusMapping, raw: Path, out: Path, resources: Resources, metadata_root: Path | None = None) -> list[BatchTask]:
+def plan(
+    mapping: CorpusMapping, raw: Path, out: Path, resources: Resources, metadata_root: Path | None = None
+) -> list[BatchTask]:
     """Batches: `partitions` hash partitions of the streams, each cut into enough buckets to fit the budget."""
     files = value_files(raw, mapping)
     working_set = raw_value_bytes(files) * EXPANSION[mapping.values.kind]
@@ -54,28 +56,44 @@ def plan(mapping: CorpusMapping, raw: Path, out: Path, resources: Resources, met
     partitions = resources.partitions or (1 if working_set < SMALL_WORKING_SET else resources.worker_count)
     buckets = buckets_for(working_set, partitions, resources.per_worker(partitions))
     root = str(metadata_root or raw)
-    return [BatchTask(mapping, str(raw), scope, str(out / PARTS / scope.name), root) for scope in scopes(partitions, buckets)]
+    return [
+        BatchTask(mapping, str(raw), scope, str(out / PARTS / scope.name), root)
+        for scope in scopes(partitions, buckets)
+    ]
 
 
-def run_ingest(mapping: CorpusMapping, raw: Path, out: Path, resources: Resources | None = None,
-               metadata_folder: Path | None = None) -> IngestReport:
+def run_ingest(
+    mapping: CorpusMapping,
+    raw: Path,
+    out: Path,
+    resources: Resources | None = None,
+    metadata_folder: Path | None = None,
+) -> IngestReport:
     """Read, clean and write one corpus; every raw value cell ends as one observation or one reject.
 
     `metadata_folder` is configs/corpora/<name>/ when the mapping keeps its metadata there (location = "config")."""
     if not raw.is_dir():
         raise IngestError(f"{raw}: raw corpus folder not found; copy the corpus there or set raw_dir in the mapping")
     if metadata_folder is not None and not metadata_folder.is_dir():
-        raise IngestError(f"{metadata_folder}: folder not found, but metadata.location = \"config\" keeps the metadata "
-                          "there; create it with the metadata files, or set location = \"raw\"")
+        raise IngestError(
+            f'{metadata_folder}: folder not found, but metadata.location = "config" keeps the metadata '
+            'there; create it with the metadata files, or set location = "raw"'
+        )
     resources = resources or Resources()
     tune_allocator()
     raw_sha = checksums.verify(raw)
     tasks = plan(mapping, raw, out, resources, metadata_folder)
     try:
         results = run_all(ingest_batch, tasks, resources.worker_count, f"ingest {mapping.name}")
-        metadata_sha = {} if metadata_folder is None else {
-            p.relative_to(metadata_folder).as_posix(): checksums.sha256_file(p)
-            for p in sorted(metadata_folder.rglob("*")) if p.is_file() and not p.name.startswith(".")}
+        metadata_sha = (
+            {}
+            if metadata_folder is None
+            else {
+                p.relative_to(metadata_folder).as_posix(): checksums.sha256_file(p)
+                for p in sorted(metadata_folder.rglob("*"))
+                if p.is_file() and not p.name.startswith(".")
+            }
+        )
         return merge(mapping, raw, out, results, raw_sha, metadata_sha)
     finally:
         shutil.rmtree(out / PARTS, ignore_errors=True)
@@ -91,7 +109,10 @@ def _merge_observations(results: list[BatchResult], stream_ids: list[str], path:
     dictionary = pa.array(stream_ids, type=pa.string())
     runs = sorted((sid, b, n) for b, result in enumerate(results) for sid, n in result.stream_counts)
     cursors = [_Cursor(Path(result.out) / OBSERVATIONS) for result in results]
-    writer = RowGroupWriter(path, TABLES["observations"][0].remove(0).insert(0, pa.field("stream_id", pa.dictionary(pa.int32(), pa.string()))))
+    writer = RowGroupWriter(
+        path,
+        TABLES["observations"][0].remove(0).insert(0, pa.field("stream_id", pa.dictionary(pa.int32(), pa.string()))),
+    )
     contents: dict[str, str] = {}
     try:
         for sid, b, n in runs:
@@ -99,7 +120,10 @@ def _merge_observations(results: list[BatchResult], stream_ids: list[str], path:
             codes = pa.DictionaryArray.from_arrays(pa.array(np.full(n, rank[sid], dtype=np.int32)), dictionary)
             writer.write(pa.table({"stream_id": codes, "ts": piece["ts"], "value": piece["value"]}))
             if n:
-                ts, values = (np.ascontiguousarray(piece[c].combine_chunks().to_numpy(zero_copy_only=False)) for c in ("ts", "value"))
+                ts, values = (
+                    np.ascontiguousarray(piece[c].combine_chunks().to_numpy(zero_copy_only=False))
+                    for c in ("ts", "value")
+                )
                 contents[sid] = digest(ts.tobytes() + values.tobytes())
         return writer.close(), contents
     except BaseException:
@@ -126,12 +150,22 @@ class _Cursor:
         return pa.concat_tables(pieces) if len(pieces) != 1 else pieces[0]
 
 
-def merge(mapping: CorpusMapping, raw: Path, out: Path, results: list[BatchResult], raw_sha: dict[str, str],
-          metadata_sha: dict[str, str] | None = None) -> IngestReport:
+def merge(
+    mapping: CorpusMapping,
+    raw: Path,
+    out: Path,
+    results: list[BatchResult],
+    raw_sha: dict[str, str],
+    metadata_sha: dict[str, str] | None = None,
+) -> IngestReport:
     """Join the batches: one catalog, disjoint streams in id order, rejects by full key, one account per source."""
     catalog, streams = _joined(mapping, results)
-    observations, contents = _merge_observations(results, [row["stream_id"] for row in streams], out / "observations.parquet")
-    rejects = pl.concat([pl.from_arrow(read_part(Path(result.out) / REJECTS)) for result in results], how="vertical_relaxed")
+    observations, contents = _merge_observations(
+        results, [row["stream_id"] for row in streams], out / "observations.parquet"
+    )
+    rejects = pl.concat(
+        [pl.from_arrow(read_part(Path(result.out) / REJECTS)) for result in results], how="vertical_relaxed"
+    )
     accounts = dict(sorted((rel, value) for result in results for rel, value in result.accounts.items()))
     total = sum(cells for _, cells in accounts.values())
     if observations + rejects.height != total:
@@ -141,7 +175,12 @@ def merge(mapping: CorpusMapping, raw: Path, out: Path, results: list[BatchResul
         )
     sites = _sites(mapping, catalog)
     _write_tables(out, sites, catalog, streams, rejects)
-    unmapped = rejects.filter(pl.col("reason") == "unmapped_column").select("source", "column").unique().sort("source", "column")
+    unmapped = (
+        rejects.filter(pl.col("reason") == "unmapped_column")
+        .select("source", "column")
+        .unique()
+        .sort("source", "column")
+    )
     missing = {tuple(sorted(m.items())): m for result in results for m in result.missing_columns}
     members = {tuple(sorted(m.items())): m for result in results for m in result.rejected_members}
     report = IngestReport(
@@ -154,7 +193,9 @@ def merge(mapping: CorpusMapping, raw: Path, out: Path, results: list[BatchResul
         rejects_by_reason=dict(sorted(rejects.group_by("reason").len().iter_rows())),
         rejects_by_stream=_rejects_by_stream(rejects),
         files=_file_accounts(results, accounts, rejects),
-        missing_columns=[MissingColumn(**m) for m in sorted(missing.values(), key=lambda m: (m["source"], m["column"]))],
+        missing_columns=[
+            MissingColumn(**m) for m in sorted(missing.values(), key=lambda m: (m["source"], m["column"]))
+        ],
         unmapped_columns=[f"{s}:{c}" for s, c in unmapped.iter_rows()],
         raw_sha256=dict(sorted(raw_sha.items())),
         metadata_sha256=dict(sorted((metadata_sha or {}).items())),
@@ -204,7 +245,9 @@ def _write_tables(out: Path, sites: list[dict], catalog: dict, streams: list[dic
     """The sites, entities, relations, streams and rejects tables, each sorted by its key."""
     string_schema = lambda name: dict.fromkeys(TABLES[name][0].names, pl.String)  # noqa: E731
     frames = {
-        "sites": pl.DataFrame(sites, schema={"site_id": pl.String, "label": pl.String, "source": pl.String, "held_out": pl.Boolean}),
+        "sites": pl.DataFrame(
+            sites, schema={"site_id": pl.String, "label": pl.String, "source": pl.String, "held_out": pl.Boolean}
+        ),
         "entities": pl.DataFrame(catalog["entities"], schema=string_schema("entities")),
         "relations": pl.DataFrame(catalog["relations"], schema=string_schema("relations")).unique(),
         "streams": pl.DataFrame(streams, schema={**string_schema("streams"), "is_counter": pl.Boolean}),
@@ -224,16 +267,24 @@ def _rejects_by_stream(rejects: pl.DataFrame) -> dict[str, dict[str, int]]:
     return by_stream
 
 
-def _file_accounts(results: list[BatchResult], accounts: dict[str, tuple[tuple[int, str], int]],
-                   rejects: pl.DataFrame) -> list[FileAccount]:
+def _file_accounts(
+    results: list[BatchResult], accounts: dict[str, tuple[tuple[int, str], int]], rejects: pl.DataFrame
+) -> list[FileAccount]:
     """One account per source in read order: its raw value cells, observations and rejects."""
     per_file_obs: dict[str, int] = {}
     for result in results:
         for rel, n in result.observations_by_source.items():
             per_file_obs[rel] = per_file_obs.get(rel, 0) + n
     per_file_rej = dict(rejects.group_by("source").len().iter_rows())
-    return [FileAccount(source=rel, raw_value_cells=accounts[rel][1], observations=per_file_obs.get(rel, 0), rejects=per_file_rej.get(rel, 0))
-            for rel in sorted(accounts, key=lambda rel: accounts[rel][0])]
+    return [
+        FileAccount(
+            source=rel,
+            raw_value_cells=accounts[rel][1],
+            observations=per_file_obs.get(rel, 0),
+            rejects=per_file_rej.get(rel, 0),
+        )
+        for rel in sorted(accounts, key=lambda rel: accounts[rel][0])
+    ]
 
 
 def read_report(stage_dir: Path) -> IngestReport:

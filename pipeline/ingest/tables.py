@@ -15,16 +15,29 @@ TABLES: dict[str, tuple[pa.Schema, list[str]]] = {
         ["subject", "predicate", "object"],
     ),
     "streams": (
-        pa.schema([
-            ("stream_id", S), ("site_id", S), ("point_class", S), ("equipment", S), ("equipment_type", S),
-            ("location", S), ("unit", S), ("label", S), ("entity_id", S), ("source_file", S), ("source_column", S),
-            ("is_counter", pa.bool_()),
-        ]),
+        pa.schema(
+            [
+                ("stream_id", S),
+                ("site_id", S),
+                ("point_class", S),
+                ("equipment", S),
+                ("equipment_type", S),
+                ("location", S),
+                ("unit", S),
+                ("label", S),
+                ("entity_id", S),
+                ("source_file", S),
+                ("source_column", S),
+                ("is_counter", pa.bool_()),
+            ]
+        ),
         ["stream_id"],
     ),
     "observations": (pa.schema([("stream_id", S), ("ts", INT), ("value", F)]), ["stream_id", "ts"]),
     "rejects": (
-        pa.schema([("source", S), ("row", INT), ("column", S), ("stream_id", S), ("ts", INT), ("raw", S), ("reason", S)]),
+        pa.schema(
+            [("source", S), ("row", INT), ("column", S), ("stream_id", S), ("ts", INT), ("raw", S), ("reason", S)]
+        ),
         ["source", "row", "column", "reason", "stream_id", "ts", "raw"],
     ),
 }

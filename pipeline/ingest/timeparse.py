@@ -39,7 +39,9 @@ def _first_match(text: pl.Series, formats: tuple[str, ...], dtype: pl.DataType) 
         todo = result.is_null() & text.is_not_null()
         if not todo.any():
             break
-        result = pl.select(pl.when(todo).then(text.str.strptime(dtype, fmt, strict=False)).otherwise(result)).to_series()
+        result = pl.select(
+            pl.when(todo).then(text.str.strptime(dtype, fmt, strict=False)).otherwise(result)
+        ).to_series()
     return result
 
 
@@ -62,7 +64,9 @@ def parse_times(frame: pl.DataFrame, column: str, spec: TimeSpec) -> pl.DataFram
             naive = _first_match(text, _NAIVE, pl.Datetime("us"))
             local_ts, local_reason = _localize_series(naive, spec)
             ts = aware.dt.epoch("us").fill_null(local_ts)
-            reason = pl.select(pl.when(aware.is_not_null()).then(None).when(naive.is_null()).then(pl.lit(BAD)).otherwise(local_reason)).to_series()
+            reason = pl.select(
+                pl.when(aware.is_not_null()).then(None).when(naive.is_null()).then(pl.lit(BAD)).otherwise(local_reason)
+            ).to_series()
     else:
         naive = text.str.strptime(pl.Datetime("us"), spec.format, strict=False)
         ts, local_reason = _localize_series(naive, spec)

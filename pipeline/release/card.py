@@ -9,9 +9,18 @@ from contracts.episodes import Episode
 from contracts.tasks import SPLITS
 from pipeline.audit.gates import figures
 
-SIZE_CATEGORIES = ((1_000, "n<1K"), (10_000, "1K<n<10K"), (100_000, "10K<n<100K"), (1_000_000, "100K<n<1M"),
-                   (10_000_000, "1M<n<10M"), (100_000_000, "10M<n<100M"))
-CONFIGS = {"episodes": "{split}.jsonl", "ground_truth": "ground_truth/{split}.jsonl"}  # the card's configs, first the default
+SIZE_CATEGORIES = (
+    (1_000, "n<1K"),
+    (10_000, "1K<n<10K"),
+    (100_000, "10K<n<100K"),
+    (1_000_000, "100K<n<1M"),
+    (10_000_000, "1M<n<10M"),
+    (100_000_000, "10M<n<100M"),
+)
+CONFIGS = {
+    "episodes": "{split}.jsonl",
+    "ground_truth": "ground_truth/{split}.jsonl",
+}  # the card's configs, first the default
 
 
 def size_category(rows: int) -> str:
@@ -26,17 +35,28 @@ def license_name(mapping: CorpusMapping) -> str:
 
 def card_data(mapping: CorpusMapping, manifest: dict) -> DatasetCardData:
     """The card's YAML header, in the keys the Hugging Face Hub reads: `license: other` with the raw data's license by
-    name and link (the episodes are derived data and carry its terms), one config per file kind with a file per split."""
-    configs = [{"config_name": name, **({"default": True} if i == 0 else {}),
-                "data_files": [{"split": s, "path": pattern.format(split=s)} for s in SPLITS]}
-               for i, (name, pattern) in enumerate(CONFIGS.items())]
+    name and link (the episodes are derived data and carry its terms), one config per file kind with a file per
+    split."""
+    configs = [
+        {
+            "config_name": name,
+            **({"default": True} if i == 0 else {}),
+            "data_files": [{"split": s, "path": pattern.format(split=s)} for s in SPLITS],
+        }
+        for i, (name, pattern) in enumerate(CONFIGS.items())
+    ]
     return DatasetCardData(
-        pretty_name=f"telemetry-bench {mapping.name}", language=["en"], license="other",
-        license_name=license_name(mapping), license_link=mapping.license_url or "README.md",
+        pretty_name=f"telemetry-bench {mapping.name}",
+        language=["en"],
+        license="other",
+        license_name=license_name(mapping),
+        license_link=mapping.license_url or "README.md",
         size_categories=[size_category(sum(manifest["splits"].values()))],
-        task_categories=["question-answering"], tags=["agents", "tool-use", "telemetry", "time-series", "multi-turn"],
+        task_categories=["question-answering"],
+        tags=["agents", "tool-use", "telemetry", "time-series", "multi-turn"],
         configs=configs,
     )
+
 
 def field_meanings() -> list[tuple[str, str]]:
     """Every field of an episode line and what it means: from the episode contract, the one home of both."""
@@ -51,9 +71,11 @@ def _probe_lines(probe: dict | None) -> list[str]:
         return [f"Artifact probe: insufficient rows ({probe['rows']} with a commitment; it needs more to decide)."]
     quarter = ", ".join(f"{k} {v}" for k, v in sorted(probe.get("by_quarter", {}).items()))
     return [
-        f"Artifact probe (a text-only baseline: the visible conversation up to the commitment and its surface features, "
+        f"Artifact probe (a text-only baseline: the visible conversation up to the commitment and its surface "
+        f"features, "
         f"logistic regression and a shallow tree, {probe['rows']} rows, folds grouped by {probe['grouped_by']}): best "
-        f"{probe['model']} {probe['accuracy']} against a majority share of {probe['majority']} (threshold + {probe['margin']}): "
+        f"{probe['model']} {probe['accuracy']} against a majority share of {probe['majority']} (threshold + "
+        f"{probe['margin']}): "
         f"**{probe['status']}**. With folds grouped by calendar quarter (what transfers across time): {quarter}.",
     ]
 
@@ -62,10 +84,13 @@ def _gate_lines(gates: dict) -> list[str]:
     """Every release gate (docs/audit.md): the probe, the shortcut policies, the guessers, the grid rules."""
     if not gates:
         return []
-    return ["Release gates (none failed; `insufficient_rows` and `unproven` could not be decided; see docs/audit.md):", "",
-            "| gate | rule | figures | status |", "|---|---|---|---|",
-            *[f"| {name} | {gate['rule']} | {figures(gate)} | {gate['status']} |"
-              for name, gate in gates.items()]]
+    return [
+        "Release gates (none failed; `insufficient_rows` and `unproven` could not be decided; see docs/audit.md):",
+        "",
+        "| gate | rule | figures | status |",
+        "|---|---|---|---|",
+        *[f"| {name} | {gate['rule']} | {figures(gate)} | {gate['status']} |" for name, gate in gates.items()],
+    ]
 
 
 def dataset_card(mapping: CorpusMapping, manifest: dict) -> str:
@@ -80,23 +105,33 @@ def dataset_card(mapping: CorpusMapping, manifest: dict) -> str:
         "",
         "## Structure",
         "One JSON object per line (canonical JSON: sorted keys, compact), one file per split, plus `provenance.jsonl` "
-        "(origin of each episode), `ground_truth/<split>.jsonl` (each episode as a ground-truth trajectory: planning steps, "
-        "execution steps, an execution DAG ending in Finish, final_out), `store/*.parquet` (the tool store's tables) and "
-        "`simulator.json` (the user simulator's phrases), with which `telemetry-bench run --release <this folder>` plays "
-        "the episodes, `release.json` (hashes and counts) and `croissant.json` (Croissant metadata, one record set per split).",
+        "(origin of each episode), `ground_truth/<split>.jsonl` (each episode as a ground-truth trajectory: planning "
+        "steps, "
+        "execution steps, an execution DAG ending in Finish, final_out), `store/*.parquet` (the tool store's tables) "
+        "and "
+        "`simulator.json` (the user simulator's phrases), with which `telemetry-bench run --release <this folder>` "
+        "plays "
+        "the episodes, `release.json` (hashes and counts) and `croissant.json` (Croissant metadata, one record set per "
+        "split).",
         "",
-        "| field | meaning |", "|---|---|",
+        "| field | meaning |",
+        "|---|---|",
         *[f"| {name} | {meaning} |" for name, meaning in field_meanings()],
         "",
         "## Splits",
-        "| split | episodes |", "|---|---|",
+        "| split | episodes |",
+        "|---|---|",
         *[f"| {s} | {n} |" for s, n in manifest["splits"].items()],
         "",
         f"Held-out sites (test only): {', '.join(mapping.held_out_sites) or 'none'}.",
         "",
-        "| family | episodes |", "|---|---|", *[f"| {k} | {v} |" for k, v in counts["family"].items()],
+        "| family | episodes |",
+        "|---|---|",
+        *[f"| {k} | {v} |" for k, v in counts["family"].items()],
         "",
-        "| commitment outcome | episodes |", "|---|---|", *[f"| {k} | {v} |" for k, v in counts["commitment_outcome"].items()],
+        "| commitment outcome | episodes |",
+        "|---|---|",
+        *[f"| {k} | {v} |" for k, v in counts["commitment_outcome"].items()],
         "",
         "## Validity checks",
         *_probe_lines(manifest.get("artifact_probe")),
@@ -106,10 +141,12 @@ def dataset_card(mapping: CorpusMapping, manifest: dict) -> str:
         "## Provenance",
         f"Raw data: {mapping.citation or mapping.title}. The raw files and their sha256 are listed in `release.json` "
         "(`raw_inputs`); every stage that produced this release is listed by its configuration hash and the digest of "
-        "its outputs (`stages`), with the tool registry version and library versions. Rebuild and compare with `telemetry-bench verify`.",
+        "its outputs (`stages`), with the tool registry version and library versions. Rebuild and compare with "
+        "`telemetry-bench verify`.",
         "",
         "## License",
-        f"Raw data: {mapping.license}" + (f" ({mapping.license_url})" if mapping.license_url else "")
+        f"Raw data: {mapping.license}"
+        + (f" ({mapping.license_url})" if mapping.license_url else "")
         + ". The episodes are derived from it and carry its terms.",
         "",
         "## Limitations",
@@ -120,4 +157,3 @@ def dataset_card(mapping: CorpusMapping, manifest: dict) -> str:
     ]
     card = DatasetCard(f"---\n{card_data(mapping, manifest).to_yaml()}\n---\n\n" + "\n".join(lines))
     return str(card)
-

@@ -17,7 +17,11 @@ from pipeline import __version__
 from pipeline.core.errors import StageError
 
 SCALARS = {str: mlc.DataType.TEXT, int: mlc.DataType.INTEGER, float: mlc.DataType.FLOAT, bool: mlc.DataType.BOOL}
-FORMATS = {".jsonl": mlc.EncodingFormat.JSON_LINES, ".json": mlc.EncodingFormat.JSON, ".parquet": mlc.EncodingFormat.PARQUET}
+FORMATS = {
+    ".jsonl": mlc.EncodingFormat.JSON_LINES,
+    ".json": mlc.EncodingFormat.JSON,
+    ".parquet": mlc.EncodingFormat.PARQUET,
+}
 EPISODE_LINES = "{split}.jsonl"  # the file each split's record set reads
 
 
@@ -54,21 +58,48 @@ class _Fields:
     def __init__(self, split: str, difficulty_keys: list[str]):
         self.split, self.difficulty_keys, self.untyped = split, difficulty_keys, set()
 
-    def field(self, parent: str, name: str, kind: tuple[Any, bool] | None, description: str, column: str,
-              json_path: str | None = None, sub_fields: list[mlc.Field] | None = None, repeated: bool = False) -> mlc.Field:
+    def field(
+        self,
+        parent: str,
+        name: str,
+        kind: tuple[Any, bool] | None,
+        description: str,
+        column: str,
+        json_path: str | None = None,
+        sub_fields: list[mlc.Field] | None = None,
+        repeated: bool = False,
+    ) -> mlc.Field:
         transforms = [mlc.Transform(json_path=json_path)] if json_path else []
-        source = None if sub_fields else mlc.Source(file_object=EPISODE_LINES.format(split=self.split),
-                                                    extract=mlc.Extract(column=column), transforms=transforms)
-        return mlc.Field(id=f"{parent}/{name}", name=name, description=description, data_types=[kind[0]] if kind else [],
-                         repeated=repeated or bool(kind and kind[1]), source=source, sub_fields=sub_fields or [])
+        source = (
+            None
+            if sub_fields
+            else mlc.Source(
+                file_object=EPISODE_LINES.format(split=self.split),
+                extract=mlc.Extract(column=column),
+                transforms=transforms,
+            )
+        )
+        return mlc.Field(
+            id=f"{parent}/{name}",
+            name=name,
+            description=description,
+            data_types=[kind[0]] if kind else [],
+            repeated=repeated or bool(kind and kind[1]),
+            source=source,
+            sub_fields=sub_fields or [],
+        )
 
     def of_episode(self, name: str, info: Any) -> mlc.Field | None:
         parent, meaning = self.split, info.description or ""
         if kind := _scalar(info.annotation):
             return self.field(parent, name, kind, meaning, name)
         if name == "difficulty":
-            subs = [self.field(f"{parent}/{name}", key, (mlc.DataType.INTEGER, False), f"Difficulty proxy: {key}.", name, key)
-                    for key in self.difficulty_keys]
+            subs = [
+                self.field(
+                    f"{parent}/{name}", key, (mlc.DataType.INTEGER, False), f"Difficulty proxy: {key}.", name, key
+                )
+                for key in self.difficulty_keys
+            ]
             return self.field(parent, name, None, meaning, name, sub_fields=subs)
         if models := _models(info.annotation):
             common = [n for n in models[0].model_fields if all(n in m.model_fields for m in models)]
@@ -91,27 +122,46 @@ def _file_object(name: str, sha256: str) -> mlc.FileObject:
 
 
 def croissant(mapping: CorpusMapping, manifest: dict, difficulty_keys: list[str]) -> dict:
-    """The Croissant JSON-LD of a release; its version is the package's semver with the release digest as build metadata."""
-    files = [_file_object(name, info["sha256"]) for name, info in sorted(manifest["files"].items())
-             if "." + name.rsplit(".", 1)[-1] in FORMATS]
+    """The Croissant JSON-LD of a release; its version is the package's semver with the release digest as build
+    metadata."""
+    files = [
+        _file_object(name, info["sha256"])
+        for name, info in sorted(manifest["files"].items())
+        if "." + name.rsplit(".", 1)[-1] in FORMATS
+    ]
     record_sets = []
     for split in SPLITS:
         fields = _Fields(split, difficulty_keys)
         typed = [f for name, info in Episode.model_fields.items() if (f := fields.of_episode(name, info)) is not None]
         untyped = ", ".join(sorted(fields.untyped))
-        record_sets.append(mlc.RecordSet(
-            id=split, name=split, key=[f"{split}/id"], fields=typed,
-            description=f"The {split} split: one episode per line of {EPISODE_LINES.format(split=split)}. Nested parts "
-                        f"whose keys vary by family are not typed here ({untyped}); they are in the same line, and "
-                        "`datasets.load_dataset('json', ...)` loads them whole."))
+        record_sets.append(
+            mlc.RecordSet(
+                id=split,
+                name=split,
+                key=[f"{split}/id"],
+                fields=typed,
+                description=f"The {split} split: one episode per line of {EPISODE_LINES.format(split=split)}. Nested "
+                f"parts "
+                f"whose keys vary by family are not typed here ({untyped}); they are in the same line, and "
+                "`datasets.load_dataset('json', ...)` loads them whole.",
+            )
+        )
     logger = logging.getLogger("absl")
-    level, logger.level = logger.level, logging.ERROR  # mlcroissant logs its validation warnings; we raise on them below
+    level, logger.level = (
+        logger.level,
+        logging.ERROR,
+    )  # mlcroissant logs its validation warnings; we raise on them below
     try:
         metadata = mlc.Metadata(
-            name=f"telemetry-bench-{mapping.name}", description=f"Multi-turn tool-using agent episodes compiled from {mapping.title}.",
-            cite_as=mapping.citation or mapping.title, license=[mapping.license_url or mapping.license],
-            version=f"{__version__}+{manifest['release_version']}", keywords=["agents", "tool-use", "telemetry", "time-series"],
-            distribution=files, record_sets=record_sets)
+            name=f"telemetry-bench-{mapping.name}",
+            description=f"Multi-turn tool-using agent episodes compiled from {mapping.title}.",
+            cite_as=mapping.citation or mapping.title,
+            license=[mapping.license_url or mapping.license],
+            version=f"{__version__}+{manifest['release_version']}",
+            keywords=["agents", "tool-use", "telemetry", "time-series"],
+            distribution=files,
+            record_sets=record_sets,
+        )
     finally:
         logger.level = level
     if metadata.issues.errors:

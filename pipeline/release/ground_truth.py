@@ -45,7 +45,9 @@ def _referenced(value: Any) -> set[str]:
 
 def _value_text(value: Any) -> str:
     if isinstance(value, str) and (value.startswith("$") or value.startswith("@")):
-        return "an earlier result's " + re.split(r"[.\[]", value, maxsplit=1)[-1] if "." in value else "an earlier result"
+        return (
+            "an earlier result's " + re.split(r"[.\[]", value, maxsplit=1)[-1] if "." in value else "an earlier result"
+        )
     if isinstance(value, list):
         return "[" + ", ".join(_value_text(v) for v in value) + "]"
     return str(value)
@@ -58,7 +60,9 @@ def render_action(action: dict) -> str:
         return "ask the user for the missing detail"
     if kind == "call_tool":
         arguments = action.get("arguments") or {}
-        return f"call {action.get('name')} with " + ", ".join(f"{k} {_value_text(v)}" for k, v in sorted(arguments.items()))
+        return f"call {action.get('name')} with " + ", ".join(
+            f"{k} {_value_text(v)}" for k, v in sorted(arguments.items())
+        )
     if kind == "answer":
         return "answer " + ", ".join(sorted((action.get("fields") or {}).keys()) or ["nothing"])
     if kind == "plan":
@@ -69,8 +73,11 @@ def render_action(action: dict) -> str:
 def _form(episode: Episode) -> str:
     parts = [f"phase {i + 1} ({p.type}): fields {', '.join(p.form.names)}" for i, p in enumerate(episode.phases)]
     parts += [f"{f.kind}: {', '.join(f.form.names)}" for f in episode.follow_ups]
-    return ("A structured answer to every phase and follow-up, numbers within the stated tolerances: "
-            + "; ".join(parts) + ". The commitment is answer, abstain or re_clarify with its reason.")
+    return (
+        "A structured answer to every phase and follow-up, numbers within the stated tolerances: "
+        + "; ".join(parts)
+        + ". The commitment is answer, abstain or re_clarify with its reason."
+    )
 
 
 def _descriptions(episode: Episode) -> list[str]:
@@ -79,7 +86,9 @@ def _descriptions(episode: Episode) -> list[str]:
         label = f"phase {i + 1}" if i < len(episode.phases) else step.kind
         for field in step.form.fields:
             tolerance = field.tolerance
-            within = f" (within max({tolerance.abs:g}, {tolerance.rel:g} x |value|))" if tolerance else f" ({field.type})"
+            within = (
+                f" (within max({tolerance.abs:g}, {tolerance.rel:g} x |value|))" if tolerance else f" ({field.type})"
+            )
             lines.append(f"{label} {field.name} = {step.gold[field.name]}{within}")
     return lines
 
@@ -95,20 +104,45 @@ def execution(episode: Episode) -> dict:
     for phase in episode.phases:
         for call in phase.canonical_calls:
             arguments = _as_gt_reference(call.arguments)
-            steps.append({"name": call.id, "action": call.tool, "agent": SERVER, "arguments": arguments,
-                          "outputs": [call.id], "deterministic": dict(DETERMINISTIC)})
+            steps.append(
+                {
+                    "name": call.id,
+                    "action": call.tool,
+                    "agent": SERVER,
+                    "arguments": arguments,
+                    "outputs": [call.id],
+                    "deterministic": dict(DETERMINISTIC),
+                }
+            )
             links += [{"source": source, "target": call.id} for source in sorted(_referenced(arguments))]
     final = {"phases": [p.gold for p in episode.phases], **{f.kind: f.gold for f in episode.follow_ups}}
     sources = {link["source"] for link in links}
     links += [{"source": s["name"], "target": FINISH} for s in steps if s["name"] not in sources]
-    steps.append({"name": FINISH, "action": "Finish", "agent": SERVER, "arguments": final, "outputs": ["final_answer"],
-                  "deterministic": dict(DETERMINISTIC)})
+    steps.append(
+        {
+            "name": FINISH,
+            "action": "Finish",
+            "agent": SERVER,
+            "arguments": final,
+            "outputs": ["final_answer"],
+            "deterministic": dict(DETERMINISTIC),
+        }
+    )
     return {
-        "id": int(digest(episode.id)[:12], 16), "episode_id": episode.id, "text": episode.hidden_instruction,
-        "type": SERVER, "deterministic": True,
+        "id": int(digest(episode.id)[:12], 16),
+        "episode_id": episode.id,
+        "text": episode.hidden_instruction,
+        "type": SERVER,
+        "deterministic": True,
         "characteristic_form": _form(episode),
-        "planning_steps": [{"agent": SERVER, "instruction": render_action(a.model_dump())} for a in gold_actions(episode)],
-        "execution_steps": steps, "execution_links": links, "final_out": final,
-        "final_out_description": _descriptions(episode), "family": episode.family, "split": episode.split,
+        "planning_steps": [
+            {"agent": SERVER, "instruction": render_action(a.model_dump())} for a in gold_actions(episode)
+        ],
+        "execution_steps": steps,
+        "execution_links": links,
+        "final_out": final,
+        "final_out_description": _descriptions(episode),
+        "family": episode.family,
+        "split": episode.split,
         "interaction_mode": episode.interaction_mode,
     }

@@ -29,7 +29,8 @@ def load(path: Path) -> list[Any]:
 
 
 def _references(value: Any, key: str | None = None) -> list[tuple[str, bool]]:
-    """(variable, explicit) for '@var...' strings, and bare values that repeat their own key ({"date_range": "date_range"})."""
+    """(variable, explicit) for '@var...' strings, and bare values that repeat their own key ({"date_range":
+    "date_range"})."""
     if isinstance(value, str):
         if value.startswith("@"):
             return [(re.split(r"[.\[]", value[1:], maxsplit=1)[0], True)]
@@ -52,7 +53,7 @@ def _cycle(names: list[str], edges: dict[str, set[str]]) -> list[str] | None:
         path.append(node)
         for nxt in sorted(edges.get(node, ())):
             if state.get(nxt) == 1:
-                return path[path.index(nxt):] + [nxt]
+                return path[path.index(nxt) :] + [nxt]
             if state.get(nxt) is None and (found := visit(nxt)):
                 return found
         state[node] = 2
@@ -67,19 +68,30 @@ def _cycle(names: list[str], edges: dict[str, set[str]]) -> list[str] | None:
 
 def check(trajectory: Any, validator: Draft7Validator) -> list[str]:
     """Findings for one trajectory, each naming the step it concerns (empty: clean)."""
-    findings = [f"schema: {'/'.join(map(str, e.path)) or '(top)'}: {e.message}" for e in sorted(validator.iter_errors(trajectory), key=str)]
+    findings = [
+        f"schema: {'/'.join(map(str, e.path)) or '(top)'}: {e.message}"
+        for e in sorted(validator.iter_errors(trajectory), key=str)
+    ]
     if not isinstance(trajectory, dict):
         return findings
     steps = [s for s in trajectory.get("execution_steps") or [] if isinstance(s, dict)]
     links = [link for link in trajectory.get("execution_links") or [] if isinstance(link, dict)]
-    return (findings + _graph_findings(steps, links) + _finish_findings(steps, links) + _step_findings(steps)
-            + _agent_findings(trajectory, steps))
+    return (
+        findings
+        + _graph_findings(steps, links)
+        + _finish_findings(steps, links)
+        + _step_findings(steps)
+        + _agent_findings(trajectory, steps)
+    )
 
 
 def _graph_findings(steps: list[dict], links: list[dict]) -> list[str]:
     """Steps named twice, links whose ends are not steps, and a cycle of links."""
     names = [s.get("name") for s in steps]
-    findings = [f"step {name}: name is not unique ({names.count(name)} steps)" for name in sorted({n for n in names if names.count(n) > 1})]
+    findings = [
+        f"step {name}: name is not unique ({names.count(name)} steps)"
+        for name in sorted({n for n in names if names.count(n) > 1})
+    ]
     edges: dict[str, set[str]] = defaultdict(set)
     for link in links:
         source, target = link.get("source"), link.get("target")
@@ -125,7 +137,9 @@ def _step_findings(steps: list[dict]) -> list[str]:
         if isinstance(flags, dict):
             missing = [f for f in FLAGS if not isinstance(flags.get(f), bool)]
             if missing:
-                findings.append(f"step {step.get('name')}: deterministic flags incomplete (missing {', '.join(missing)})")
+                findings.append(
+                    f"step {step.get('name')}: deterministic flags incomplete (missing {', '.join(missing)})"
+                )
     return findings
 
 
@@ -136,11 +150,14 @@ def _outputs(step: dict) -> list[str]:
 
 def _agent_findings(trajectory: dict, steps: list[dict]) -> list[str]:
     """Whether the trajectory's type says multiagent exactly when more than one agent appears."""
-    agents = {s.get("agent") for s in steps if s.get("agent")} | {p.get("agent") for p in trajectory.get("planning_steps") or []
-                                                                    if isinstance(p, dict) and p.get("agent")}
+    agents = {s.get("agent") for s in steps if s.get("agent")} | {
+        p.get("agent") for p in trajectory.get("planning_steps") or [] if isinstance(p, dict) and p.get("agent")
+    }
     kind = trajectory.get("type")
     if len(agents) > 1 and kind != "multiagent":
-        return [f"trajectory: {len(agents)} agents ({', '.join(sorted(agents))}) but type is {kind!r}, not 'multiagent'"]
+        return [
+            f"trajectory: {len(agents)} agents ({', '.join(sorted(agents))}) but type is {kind!r}, not 'multiagent'"
+        ]
     if len(agents) <= 1 and kind == "multiagent":
         return ["trajectory: type is 'multiagent' but only one agent appears"]
     return []

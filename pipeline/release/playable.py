@@ -45,20 +45,29 @@ class Release:
         self.folder = Path(self.folder).resolve()
         path = self.folder / RELEASE_MANIFEST
         if not path.is_file():
-            raise ReleaseError(f"{self.folder}: no {RELEASE_MANIFEST}; give --release the folder of a release "
-                               "(artifacts/<corpus>/release/ or its copy)")
+            raise ReleaseError(
+                f"{self.folder}: no {RELEASE_MANIFEST}; give --release the folder of a release "
+                "(artifacts/<corpus>/release/ or its copy)"
+            )
         try:
             self.manifest = json.loads(path.read_text(encoding="utf-8"))
             files, corpus, version = self.manifest["files"], self.manifest["corpus"], self.manifest["release_version"]
         except (ValueError, KeyError, TypeError) as exc:
-            raise ReleaseError(f"{path}: not a release manifest ({type(exc).__name__}: {exc}); download the release again") from exc
+            raise ReleaseError(
+                f"{path}: not a release manifest ({type(exc).__name__}: {exc}); download the release again"
+            ) from exc
         if not (isinstance(corpus, str) and NAME.match(corpus) and isinstance(version, str) and NAME.match(version)):
-            raise ReleaseError(f"{path}: corpus {corpus!r} or release_version {version!r} is not a plain name; download the release again")
+            raise ReleaseError(
+                f"{path}: corpus {corpus!r} or release_version {version!r} is not a plain name; download the release "
+                f"again"
+            )
         self._checked: set[str] = set()
         missing = [name for name in files if name.startswith(f"{STORE_TABLES}/") or name == SIMULATOR]
         if len(missing) < len(KEYS) + 1:
-            raise ReleaseError(f"{self.folder}: this release carries no tool store ({STORE_TABLES}/*.parquet, {SIMULATOR}); "
-                               "it was built before releases could be played on their own: rebuild it with `telemetry-bench build`")
+            raise ReleaseError(
+                f"{self.folder}: this release carries no tool store ({STORE_TABLES}/*.parquet, {SIMULATOR}); "
+                "it was built before releases could be played on their own: rebuild it with `telemetry-bench build`"
+            )
         self.cache_dir = Path(self.cache_dir) if self.cache_dir else default_cache_dir()
 
     @property
@@ -73,8 +82,10 @@ class Release:
             if entry is None or not path.is_file():
                 raise ReleaseError(f"{path}: missing from the release; download it again")
             if sha256_file(path) != entry["sha256"]:
-                raise ReleaseError(f"{path}: does not match {RELEASE_MANIFEST} (sha256); the copy is damaged: download the "
-                                   "release again (`telemetry-bench verify --release DIR` lists what differs)")
+                raise ReleaseError(
+                    f"{path}: does not match {RELEASE_MANIFEST} (sha256); the copy is damaged: download the "
+                    "release again (`telemetry-bench verify --release DIR` lists what differs)"
+                )
             self._checked.add(name)
         return path
 
@@ -103,7 +114,9 @@ class Release:
                 try:
                     for table, key in KEYS.items():
                         source = str(self.folder / STORE_TABLES / f"{table}.parquet")
-                        con.execute(f"CREATE TABLE {table} AS SELECT * FROM read_parquet(?) ORDER BY {', '.join(key)}", [source])
+                        con.execute(
+                            f"CREATE TABLE {table} AS SELECT * FROM read_parquet(?) ORDER BY {', '.join(key)}", [source]
+                        )
                     con.execute("CHECKPOINT")
                 finally:
                     con.close()
@@ -112,7 +125,9 @@ class Release:
                 for leftover in (Path(tmp), Path(f"{tmp}.wal")):
                     leftover.unlink(missing_ok=True)
         except OSError as exc:
-            raise ReleaseError(f"{target.parent}: cannot write the store cache ({exc}); give a writable --cache-dir") from exc
+            raise ReleaseError(
+                f"{target.parent}: cannot write the store cache ({exc}); give a writable --cache-dir"
+            ) from exc
         return target
 
     def store(self) -> ToolStore:

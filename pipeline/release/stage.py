@@ -37,7 +37,20 @@ def file_entry(path: Path) -> dict:
 def _gate_summary(name: str, audit: dict) -> dict:
     """One gate as release.json records it: status and the figures it was decided on."""
     gate = gate_of(name, audit)
-    keep = ("status", "rule", "rows", "accuracy", "majority", "margin", "share", "max_share", "won", "excluded", "positive_control", "note")
+    keep = (
+        "status",
+        "rule",
+        "rows",
+        "accuracy",
+        "majority",
+        "margin",
+        "share",
+        "max_share",
+        "won",
+        "excluded",
+        "positive_control",
+        "note",
+    )
     return {k: gate[k] for k in keep if k in gate}
 
 
@@ -45,32 +58,53 @@ STORE_TABLES = "store"  # the tool store's tables as Parquet: a release plays on
 SIMULATOR = "simulator.json"  # what the user simulator needs beside the episodes: the phrases that ask for each slot
 
 
-def build_release(mapping: CorpusMapping, audit_dir: Path, episodes_dir: Path, upstream: dict[str, dict], out: Path,
-                  registry_version: str, libraries: dict[str, str], raw_sha256: dict[str, str], store_dir: Path | None = None,
-                  slot_phrases: dict[str, list[str]] | None = None, metadata_sha256: dict[str, str] | None = None, *,
-                  categories: dict[str, str]) -> StageResult:
+def build_release(
+    mapping: CorpusMapping,
+    audit_dir: Path,
+    episodes_dir: Path,
+    upstream: dict[str, dict],
+    out: Path,
+    registry_version: str,
+    libraries: dict[str, str],
+    raw_sha256: dict[str, str],
+    store_dir: Path | None = None,
+    slot_phrases: dict[str, list[str]] | None = None,
+    metadata_sha256: dict[str, str] | None = None,
+    *,
+    categories: dict[str, str],
+) -> StageResult:
     """Copy the audited episodes into the release with their exports; `categories` (family -> ground-truth category,
     configs/families.toml) labels the trajectories."""
     audit = upstream["audit"]["details"]
     failed = [name for name, status in audit.get("gates", {}).items() if status == "fail"]
     if failed:
-        raise StageError(f"{mapping.name}: the release gates failed ({', '.join(failed)}): see `telemetry-bench audit --corpus "
-                         f"{mapping.name}` and docs/audit.md; nothing was released")
+        raise StageError(
+            f"{mapping.name}: the release gates failed ({', '.join(failed)}): see `telemetry-bench audit --corpus "
+            f"{mapping.name}` and docs/audit.md; nothing was released"
+        )
     for split in SPLITS:
         shutil.copyfile(audit_dir / f"{split}.jsonl", out / f"{split}.jsonl")
-    episodes = [Episode.model_validate_json(line) for split in SPLITS
-                for line in (out / f"{split}.jsonl").read_text(encoding="utf-8").splitlines()]
+    episodes = [
+        Episode.model_validate_json(line)
+        for split in SPLITS
+        for line in (out / f"{split}.jsonl").read_text(encoding="utf-8").splitlines()
+    ]
     released = {e.provenance_ref for e in episodes}
-    provenance = [line for line in (episodes_dir / "provenance.jsonl").read_text(encoding="utf-8").splitlines()
-                  if line and json.loads(line)["id"] in released]
+    provenance = [
+        line
+        for line in (episodes_dir / "provenance.jsonl").read_text(encoding="utf-8").splitlines()
+        if line and json.loads(line)["id"] in released
+    ]
     (out / "provenance.jsonl").write_text("".join(p + "\n" for p in provenance), encoding="utf-8")
     counts = {
         "family": dict(sorted(Counter(e.family for e in episodes).items())),
         "split": {s: sum(e.split == s for e in episodes) for s in SPLITS},
         "interaction_mode": dict(sorted(Counter(e.interaction_mode for e in episodes).items())),
         "commitment_outcome": dict(sorted(Counter(e.commitment_outcome for e in episodes).items())),
-        "family_x_split": {f: {s: sum(e.family == f and e.split == s for e in episodes) for s in SPLITS}
-                           for f in sorted({e.family for e in episodes})},
+        "family_x_split": {
+            f: {s: sum(e.family == f and e.split == s for e in episodes) for s in SPLITS}
+            for f in sorted({e.family for e in episodes})
+        },
     }
     (out / "ground_truth").mkdir()
     for split in SPLITS:
@@ -83,29 +117,46 @@ def build_release(mapping: CorpusMapping, audit_dir: Path, episodes_dir: Path, u
             shutil.copyfile(store_dir / f"{table}.parquet", out / STORE_TABLES / f"{table}.parquet")
             playable.append(f"{STORE_TABLES}/{table}.parquet")
     if slot_phrases is not None:
-        write_json(out / SIMULATOR, {"slots": {slot: sorted(phrases) for slot, phrases in sorted(slot_phrases.items())}})
+        write_json(
+            out / SIMULATOR, {"slots": {slot: sorted(phrases) for slot, phrases in sorted(slot_phrases.items())}}
+        )
         playable.append(SIMULATOR)
-    files = {name: file_entry(out / name) for name in [*(f"{s}.jsonl" for s in SPLITS), "provenance.jsonl",
-                                                        *(f"ground_truth/{s}.jsonl" for s in SPLITS), *playable]}
+    files = {
+        name: file_entry(out / name)
+        for name in [
+            *(f"{s}.jsonl" for s in SPLITS),
+            "provenance.jsonl",
+            *(f"ground_truth/{s}.jsonl" for s in SPLITS),
+            *playable,
+        ]
+    }
     manifest = {
-        "corpus": mapping.name, "title": mapping.title, "license": mapping.license,
-        "splits": counts["split"], "counts": counts, "files": files,
+        "corpus": mapping.name,
+        "title": mapping.title,
+        "license": mapping.license,
+        "splits": counts["split"],
+        "counts": counts,
+        "files": files,
         "thresholds": upstream["store"]["details"].get("thresholds", {}),
         "artifact_probe": audit.get("artifact_probe"),
         "gates": {name: _gate_summary(name, audit) for name in audit.get("gates", {})},
         "raw_inputs": dict(sorted(raw_sha256.items())),
         "metadata_inputs": dict(sorted((metadata_sha256 or {}).items())),  # metadata kept beside the mapping
         "stages": {stage: data_identity(m) for stage, m in sorted(upstream.items())},
-        "tool_registry_version": registry_version, "libraries": libraries,
+        "tool_registry_version": registry_version,
+        "libraries": libraries,
     }
     manifest["release_version"] = digest_value([files[n]["xxh3"] for n in sorted(files)])[:16]
     (out / "README.md").write_text(dataset_card(mapping, manifest), encoding="utf-8")
-    (out / "croissant.json").write_text(pretty_json(croissant(mapping, manifest, sorted({k for e in episodes for k in e.difficulty}))), encoding="utf-8")
+    (out / "croissant.json").write_text(
+        pretty_json(croissant(mapping, manifest, sorted({k for e in episodes for k in e.difficulty}))), encoding="utf-8"
+    )
     for extra in ("README.md", "croissant.json"):
         manifest["files"][extra] = file_entry(out / extra)
     manifest["manifest_xxh3"] = digest_value(manifest)  # of everything above: verify detects an edit of any claim
     write_json(out / RELEASE_MANIFEST, manifest)
     return StageResult(
-        outputs=[*manifest["files"], RELEASE_MANIFEST], row_counts=counts["split"],
+        outputs=[*manifest["files"], RELEASE_MANIFEST],
+        row_counts=counts["split"],
         details={"release_version": manifest["release_version"], "counts": counts},
     )

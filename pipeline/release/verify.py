@@ -26,11 +26,25 @@ from pipeline.release.stage import RELEASE_MANIFEST, STORE_TABLES
 
 IGNORED = {"store.duckdb"}  # never byte-identical between builds; its tables are compared by logical digest
 ENVIRONMENTS = (
-    {"TELEMETRY_BENCH_THREADS": "1", "PYTHONHASHSEED": "0", "TZ": "UTC", "LC_ALL": "C", "POLARS_MAX_THREADS": "1",
-     "TELEMETRY_BENCH_PARTITIONS": "1", "TELEMETRY_BENCH_WORKERS": "1"},
+    {
+        "TELEMETRY_BENCH_THREADS": "1",
+        "PYTHONHASHSEED": "0",
+        "TZ": "UTC",
+        "LC_ALL": "C",
+        "POLARS_MAX_THREADS": "1",
+        "TELEMETRY_BENCH_PARTITIONS": "1",
+        "TELEMETRY_BENCH_WORKERS": "1",
+    },
     # Another split of the work too: three hash partitions on two spawned workers.
-    {"TELEMETRY_BENCH_THREADS": "2", "PYTHONHASHSEED": "4242", "TZ": "Pacific/Auckland", "LC_ALL": "C.UTF-8", "POLARS_MAX_THREADS": "2",
-     "TELEMETRY_BENCH_PARTITIONS": "3", "TELEMETRY_BENCH_WORKERS": "2"},
+    {
+        "TELEMETRY_BENCH_THREADS": "2",
+        "PYTHONHASHSEED": "4242",
+        "TZ": "Pacific/Auckland",
+        "LC_ALL": "C.UTF-8",
+        "POLARS_MAX_THREADS": "2",
+        "TELEMETRY_BENCH_PARTITIONS": "3",
+        "TELEMETRY_BENCH_WORKERS": "2",
+    },
 )
 
 
@@ -51,7 +65,9 @@ RESTORE = "restore it from the release (or rebuild it: `telemetry-bench build`)"
 def _safe_name(name: str) -> bool:
     """A file name of release.json that stays inside the folder: relative, forward slashes, no `..` or empty part."""
     parts = name.split("/")
-    return bool(name) and "\\" not in name and ":" not in parts[0] and all(part not in ("", ".", "..") for part in parts)
+    return (
+        bool(name) and "\\" not in name and ":" not in parts[0] and all(part not in ("", ".", "..") for part in parts)
+    )
 
 
 def _load_manifest(path: Path, data: bytes) -> tuple[dict | None, list[str]]:
@@ -67,9 +83,13 @@ def _load_manifest(path: Path, data: bytes) -> tuple[dict | None, list[str]]:
     wrong = [f"{key} ({kind.__name__})" for key, kind in REQUIRED.items() if not isinstance(manifest.get(key), kind)]
     if wrong:
         return None, [f"{path}: no {', '.join(wrong)} key; {RESTORE}"]
-    bad = sorted(name for name, entry in manifest["files"].items() if not isinstance(entry, dict) or not _safe_name(name))
+    bad = sorted(
+        name for name, entry in manifest["files"].items() if not isinstance(entry, dict) or not _safe_name(name)
+    )
     if bad:
-        return None, [f"{path}: files holds {bad[0]!r}, not a file entry of a relative path inside the folder; {RESTORE}"]
+        return None, [
+            f"{path}: files holds {bad[0]!r}, not a file entry of a relative path inside the folder; {RESTORE}"
+        ]
     return manifest, []
 
 
@@ -79,7 +99,9 @@ def _self_digest(path: Path, manifest: dict, data: bytes) -> list[str]:
     rest = {k: v for k, v in manifest.items() if k != "manifest_xxh3"}
     try:
         if digest_value(rest) != manifest["manifest_xxh3"]:
-            return [f"{path}: its content differs from its own digest (manifest_xxh3): edited after the build; {RESTORE}"]
+            return [
+                f"{path}: its content differs from its own digest (manifest_xxh3): edited after the build; {RESTORE}"
+            ]
         if data != pretty_json(manifest).encode("utf-8"):
             return [f"{path}: not as the build writes it (spacing, key order or escapes changed); {RESTORE}"]
     except ValueError as exc:  # a float the canonical writer refuses (NaN, Infinity)
@@ -110,7 +132,9 @@ def _check_file(path: Path, name: str, entry: dict, read: tuple[bytes, str] | No
         rows, expected_rows = _rows(data), entry.get("row_xxh3")
         if len(rows) != entry.get("rows"):
             problems.append(f"{path}: {len(rows)} rows, {RELEASE_MANIFEST} says {entry.get('rows')}")
-        for number, (row, expected) in enumerate(zip(rows, expected_rows if isinstance(expected_rows, list) else [], strict=False), start=1):
+        for number, (row, expected) in enumerate(
+            zip(rows, expected_rows if isinstance(expected_rows, list) else [], strict=False), start=1
+        ):
             if digest(row) != expected:
                 problems.append(f"{path}: row {number}{_row_id(row)} differs from {RELEASE_MANIFEST}")
                 break
@@ -121,7 +145,11 @@ def _check_file(path: Path, name: str, entry: dict, read: tuple[bytes, str] | No
                 except ValidationError as exc:
                     problems.append(f"{path}: row {number}: not a valid episode ({exc.errors()[0]['msg']})")
                     break
-    changed = xxh3 != entry.get("xxh3") or len(data) != entry.get("bytes") or hashlib.sha256(data).hexdigest() != entry.get("sha256")
+    changed = (
+        xxh3 != entry.get("xxh3")
+        or len(data) != entry.get("bytes")
+        or hashlib.sha256(data).hexdigest() != entry.get("sha256")
+    )
     if changed and not problems:
         problems.append(f"{path}: content differs from {RELEASE_MANIFEST} (sha256, xxh3 and size)")
     return problems
@@ -151,38 +179,67 @@ def _recount(folder: Path, manifest: dict, read: dict[str, tuple[bytes, str]]) -
         "split": {s: sum(e.get("split") == s for e in episodes) for s in SPLITS},
         "interaction_mode": tally("interaction_mode"),
         "commitment_outcome": tally("commitment_outcome"),
-        "family_x_split": {f: {s: sum(str(e.get("family")) == f and e.get("split") == s for e in episodes) for s in SPLITS} for f in families},
+        "family_x_split": {
+            f: {s: sum(str(e.get("family")) == f and e.get("split") == s for e in episodes) for s in SPLITS}
+            for f in families
+        },
     }
     claimed = manifest["counts"]
-    problems = [f"{folder / RELEASE_MANIFEST}: counts.{key} {claimed.get(key)} disagree with the split files {value}"
-                for key, value in counts.items() if claimed.get(key) != value]
-    problems += [f"{folder / RELEASE_MANIFEST}: counts.{key} is claimed but cannot be recomputed: not written by a build"
-                 for key in sorted(set(claimed) - set(counts))]
+    problems = [
+        f"{folder / RELEASE_MANIFEST}: counts.{key} {claimed.get(key)} disagree with the split files {value}"
+        for key, value in counts.items()
+        if claimed.get(key) != value
+    ]
+    problems += [
+        f"{folder / RELEASE_MANIFEST}: counts.{key} is claimed but cannot be recomputed: not written by a build"
+        for key in sorted(set(claimed) - set(counts))
+    ]
     if manifest["splits"] != counts["split"]:
-        problems.append(f"{folder / RELEASE_MANIFEST}: splits {manifest['splits']} disagree with the split files {counts['split']}")
+        problems.append(
+            f"{folder / RELEASE_MANIFEST}: splits {manifest['splits']} disagree with the split files {counts['split']}"
+        )
     return problems
 
 
 def _stage_claims(stage: dict, manifest: dict) -> list[str]:
     """What manifest.json claims beside its outputs, recomputed: its cache key from the identity fields it records, the
     inputs, counts, libraries and version that release.json (self-digested) also states."""
-    identity = {k: stage.get(k) for k in ("corpus", "stage", "code_version", "contract_hash", "config_hash", "libraries", "inputs")}
+    identity = {
+        k: stage.get(k)
+        for k in ("corpus", "stage", "code_version", "contract_hash", "config_hash", "libraries", "inputs")
+    }
     if stage.get("scheme_version") != HASH_SCHEME_VERSION:
         return [f"scheme_version {stage.get('scheme_version')!r}, not this tool's {HASH_SCHEME_VERSION}"]
-    wrong = [] if StageIdentity(**identity).cache_key == stage.get("cache_key") else ["cache_key (not the digest of its identity)"]
+    wrong = (
+        []
+        if StageIdentity(**identity).cache_key == stage.get("cache_key")
+        else ["cache_key (not the digest of its identity)"]
+    )
     inputs = stage["inputs"] if isinstance(stage.get("inputs"), dict) else {}
     files = manifest["files"]
     expected = {
-        "corpus": (identity["corpus"], manifest.get("corpus")), "stage": (identity["stage"], "release"),
-        "libraries": (identity["libraries"], manifest.get("libraries")), "row_counts": (stage.get("row_counts"), manifest["splits"]),
-        "details": (stage.get("details"), {"counts": manifest["counts"], "release_version": manifest.get("release_version")}),
+        "corpus": (identity["corpus"], manifest.get("corpus")),
+        "stage": (identity["stage"], "release"),
+        "libraries": (identity["libraries"], manifest.get("libraries")),
+        "row_counts": (stage.get("row_counts"), manifest["splits"]),
+        "details": (
+            stage.get("details"),
+            {"counts": manifest["counts"], "release_version": manifest.get("release_version")},
+        ),
         "logical_digests": (stage.get("logical_digests"), {}),
         "inputs.tool_registry": (inputs.get("tool_registry"), manifest.get("tool_registry_version")),
-        **{f"inputs.{name}/{key}": (inputs.get(f"{name}/{key}"), entry.get(key) if isinstance(entry, dict) else entry)
-           for name, entry in (manifest["stages"].items() if isinstance(manifest.get("stages"), dict) else [])
-           for key in ("config_hash", "outputs")},
-        **{f"inputs.{key}": (inputs.get(key), files.get(name, {}).get("xxh3")) for key, name in
-           [*((f"audit/{s}.jsonl", f"{s}.jsonl") for s in SPLITS), *((k, k) for k in inputs if k.startswith(f"{STORE_TABLES}/") and k.endswith(".parquet"))]},
+        **{
+            f"inputs.{name}/{key}": (inputs.get(f"{name}/{key}"), entry.get(key) if isinstance(entry, dict) else entry)
+            for name, entry in (manifest["stages"].items() if isinstance(manifest.get("stages"), dict) else [])
+            for key in ("config_hash", "outputs")
+        },
+        **{
+            f"inputs.{key}": (inputs.get(key), files.get(name, {}).get("xxh3"))
+            for key, name in [
+                *((f"audit/{s}.jsonl", f"{s}.jsonl") for s in SPLITS),
+                *((k, k) for k in inputs if k.startswith(f"{STORE_TABLES}/") and k.endswith(".parquet")),
+            ]
+        },
     }
     return wrong + [name for name, (claimed, actual) in expected.items() if claimed != actual]
 
@@ -203,15 +260,24 @@ def _stage_manifest(folder: Path, manifest: dict, read: dict[str, tuple[bytes, s
         return unreadable
     if not all(isinstance(name, str) and _safe_name(name) for name, _, _ in named):
         return unreadable
-    problems = [f"{folder / name}: differs from {STAGE_MANIFEST} (xxh3 or size)" for name, xxh3, size in named
-                if name not in read or read[name][1] != xxh3 or len(read[name][0]) != size]
+    problems = [
+        f"{folder / name}: differs from {STAGE_MANIFEST} (xxh3 or size)"
+        for name, xxh3, size in named
+        if name not in read or read[name][1] != xxh3 or len(read[name][0]) != size
+    ]
     if set(stage["outputs"]) != {*manifest["files"], RELEASE_MANIFEST}:
         problems.append(f"{path}: its outputs are not the files of {RELEASE_MANIFEST}; restore it from the release")
     if claims:
-        problems.append(f"{path}: {', '.join(claims)} disagree with {RELEASE_MANIFEST}: edited after the build; restore it from the release")
+        problems.append(
+            f"{path}: {', '.join(claims)} disagree with {RELEASE_MANIFEST}: edited after the build; restore it from "
+            f"the release"
+        )
     try:
         if data != pretty_json(stage).encode("utf-8"):
-            problems.append(f"{path}: not as the build writes it (spacing, key order or escapes changed); restore it from the release")
+            problems.append(
+                f"{path}: not as the build writes it (spacing, key order or escapes changed); restore it from the "
+                f"release"
+            )
     except ValueError as exc:
         problems.append(f"{path}: holds a value no build writes ({exc}); restore it from the release")
     return problems
@@ -230,14 +296,21 @@ def _thresholds(folder: Path, manifest: dict) -> list[str]:
         return [f"{path}: not a readable Parquet file ({type(exc).__name__}); restore it from the release"]
     stored = {row["name"]: row["value"] for row in table if "name" in row and "value" in row}
     wrong = sorted(k for k, v in claimed.items() if stored.get(k) != v)
-    return [f"{folder / RELEASE_MANIFEST}: thresholds {', '.join(wrong)} disagree with {STORE_TABLES}/thresholds.parquet"] if wrong else []
+    return (
+        [f"{folder / RELEASE_MANIFEST}: thresholds {', '.join(wrong)} disagree with {STORE_TABLES}/thresholds.parquet"]
+        if wrong
+        else []
+    )
 
 
 def _unknown_files(folder: Path, manifest: dict) -> list[str]:
     known = {*manifest["files"], RELEASE_MANIFEST, STAGE_MANIFEST}
     found = sorted(p.relative_to(folder).as_posix() for p in folder.rglob("*") if p.is_file() or p.is_symlink())
-    return [f"{folder / name}: not part of the release (release.json does not list it); remove it"
-            for name in found if name not in known and not any(name == h or name.startswith(h) for h in HUB_EXTRAS)]
+    return [
+        f"{folder / name}: not part of the release (release.json does not list it); remove it"
+        for name in found
+        if name not in known and not any(name == h or name.startswith(h) for h in HUB_EXTRAS)
+    ]
 
 
 def verify_release(folder: Path) -> list[str]:
@@ -255,8 +328,13 @@ def verify_release(folder: Path) -> list[str]:
     read = {**_read(folder, sorted(manifest["files"])), RELEASE_MANIFEST: (own, digest(own))}  # each file read once
     for name, entry in sorted(manifest["files"].items()):
         problems += _check_file(folder / name, name, entry, read.get(name))
-    return (problems + _recount(folder, manifest, read) + _thresholds(folder, manifest) + _stage_manifest(folder, manifest, read)
-            + _unknown_files(folder, manifest))
+    return (
+        problems
+        + _recount(folder, manifest, read)
+        + _thresholds(folder, manifest)
+        + _stage_manifest(folder, manifest, read)
+        + _unknown_files(folder, manifest)
+    )
 
 
 def first_difference(a: Path, b: Path) -> str:
@@ -314,16 +392,34 @@ def _files(folder: Path) -> set[str]:
 def compare_folders(a: Path, b: Path) -> list[str]:
     """Every file (subfolders included) that differs between two output folders, with where it first differs."""
     names = sorted(_files(a) | _files(b))
-    return [f"{n}: {first_difference(a / n, b / n) if (a / n).exists() else 'missing in the first run'}" for n in names
-            if Path(n).name not in IGNORED and (not (a / n).exists() or not (b / n).exists() or (a / n).read_bytes() != (b / n).read_bytes())]
+    return [
+        f"{n}: {first_difference(a / n, b / n) if (a / n).exists() else 'missing in the first run'}"
+        for n in names
+        if Path(n).name not in IGNORED
+        and (not (a / n).exists() or not (b / n).exists() or (a / n).read_bytes() != (b / n).read_bytes())
+    ]
 
 
 def _build(ws: Workspace, artifacts: Path, corpora: list[str], env: dict[str, str]) -> list[dict]:
-    command = [sys.executable, "-m", "pipeline.cli", "--root", str(ws.root), "--artifacts", str(artifacts), "build", "--json",
-               *[arg for c in corpora for arg in ("--corpus", c)]]
-    done = subprocess.run(command, capture_output=True, text=True, env={**os.environ, **env, "TELEMETRY_BENCH_QUIET": "1"})
+    command = [
+        sys.executable,
+        "-m",
+        "pipeline.cli",
+        "--root",
+        str(ws.root),
+        "--artifacts",
+        str(artifacts),
+        "build",
+        "--json",
+        *[arg for c in corpora for arg in ("--corpus", c)],
+    ]
+    done = subprocess.run(
+        command, capture_output=True, text=True, env={**os.environ, **env, "TELEMETRY_BENCH_QUIET": "1"}
+    )
     if done.returncode != 0:
-        raise StageError(f"rebuild failed ({' '.join(f'{k}={v}' for k, v in env.items())}): {done.stderr.strip()[-2000:]}")
+        raise StageError(
+            f"rebuild failed ({' '.join(f'{k}={v}' for k, v in env.items())}): {done.stderr.strip()[-2000:]}"
+        )
     return json.loads(done.stdout)
 
 
@@ -336,8 +432,15 @@ def replay(ws: Workspace, corpora: list[str]) -> dict:
         for first, second in zip(outcomes[0], outcomes[1], strict=True):
             corpus, stage = first["corpus"], first["stage"]
             differences = compare_folders(runs[0] / corpus / stage, runs[1] / corpus / stage)
-            rows.append({"corpus": corpus, "stage": stage, "status": [first["status"], second["status"]],
-                         "matched": not differences and first["status"] == second["status"] == "built", "differences": differences})
+            rows.append(
+                {
+                    "corpus": corpus,
+                    "stage": stage,
+                    "status": [first["status"], second["status"]],
+                    "matched": not differences and first["status"] == second["status"] == "built",
+                    "differences": differences,
+                }
+            )
         committed = {}
         for corpus in sorted({row["corpus"] for row in rows}):  # corpora skipped for want of raw data are not compared
             differences = compare_folders(runs[0] / corpus / "release", ws.artifacts_dir / corpus / "release")

@@ -34,7 +34,14 @@ from pipeline.tasks.inspect import tasks_summary
 from pipeline.tools.access import ToolStore
 
 PARTS = ("final", "evidence", "phase", "temporal", "protocol")  # the five part scores (task = the first four together)
-NEEDED_STAGES = ("ingest", "store", "tasks", "episodes", "audit", "release")  # every stage whose output the report reads
+NEEDED_STAGES = (
+    "ingest",
+    "store",
+    "tasks",
+    "episodes",
+    "audit",
+    "release",
+)  # every stage whose output the report reads
 
 
 @dataclass
@@ -82,13 +89,17 @@ def built_corpora(ws: Workspace, requested: list[str] | tuple[str, ...]) -> list
     if not requested:
         built = [n for n in names if missing_stage(n) is None]
         if not built:
-            raise ReportError(f"{ws.artifacts_dir}: no corpus is built; run `make build` (or `telemetry-bench build`) first")
+            raise ReportError(
+                f"{ws.artifacts_dir}: no corpus is built; run `make build` (or `telemetry-bench build`) first"
+            )
         return built
     for name in names:
         stage = missing_stage(name)
         if stage is not None:
-            raise ReportError(f"{ws.stage_dir(name, stage)}: corpus {name} has no {stage} stage; "
-                              f"run `telemetry-bench build --corpus {name}` first")
+            raise ReportError(
+                f"{ws.stage_dir(name, stage)}: corpus {name} has no {stage} stage; "
+                f"run `telemetry-bench build --corpus {name}` first"
+            )
     return names
 
 
@@ -100,7 +111,9 @@ def _month_range(first_us: int, last_us: int) -> list[str]:
     """Every calendar month from the first to the last, gaps included, so that the heatmap's time axis is linear."""
     first = datetime.fromtimestamp(first_us / 1_000_000, tz=UTC)
     last = datetime.fromtimestamp(last_us / 1_000_000, tz=UTC)
-    return [f"{m // 12:04d}-{m % 12 + 1:02d}" for m in range(first.year * 12 + first.month - 1, last.year * 12 + last.month)]
+    return [
+        f"{m // 12:04d}-{m % 12 + 1:02d}" for m in range(first.year * 12 + first.month - 1, last.year * 12 + last.month)
+    ]
 
 
 def corpus_overview(ws: Workspace, corpus: str) -> dict[str, Any]:
@@ -108,7 +121,8 @@ def corpus_overview(ws: Workspace, corpus: str) -> dict[str, Any]:
     con = open_store(ws.stage_dir(corpus, "store") / STORE_FILE)
     try:
         sites = con.execute(
-            "SELECT s.site_id, s.label, s.held_out, count(t.stream_id), coalesce(sum(t.n_obs), 0), min(t.first_ts), max(t.last_ts) "
+            "SELECT s.site_id, s.label, s.held_out, count(t.stream_id), coalesce(sum(t.n_obs), 0), min(t.first_ts), "
+            "max(t.last_ts) "
             "FROM sites s LEFT JOIN streams t USING (site_id) GROUP BY ALL ORDER BY s.site_id"
         ).fetchall()
         classes = con.execute(
@@ -116,7 +130,8 @@ def corpus_overview(ws: Workspace, corpus: str) -> dict[str, Any]:
         ).fetchall()
         # Coverage of a site in a month: the mean over the site's streams of their month coverage (no data = 0).
         cells = con.execute(
-            "SELECT t.site_id, a.window_start, sum(least(a.coverage, 1.0)) FROM aggregates a JOIN streams t USING (stream_id) "
+            "SELECT t.site_id, a.window_start, sum(least(a.coverage, 1.0)) FROM aggregates a JOIN streams t USING "
+            "(stream_id) "
             "WHERE a.period = 'month' GROUP BY ALL ORDER BY 1, 2"
         ).fetchall()
     finally:
@@ -132,9 +147,18 @@ def corpus_overview(ws: Workspace, corpus: str) -> dict[str, Any]:
     return {
         "counts": {k: summary[k] for k in ("sites", "streams", "observations", "rejects", "raw_value_cells")},
         "rejects_by_reason": dict(sorted(summary["rejects_by_reason"].items(), key=lambda kv: (-kv[1], kv[0]))),
-        "sites": [{"site_id": s, "label": label, "held_out": bool(held), "streams": n, "observations": int(obs),
-                   "first": _month(first) if first is not None else "-", "last": _month(last) if last is not None else "-"}
-                  for s, label, held, n, obs, first, last in sites],
+        "sites": [
+            {
+                "site_id": s,
+                "label": label,
+                "held_out": bool(held),
+                "streams": n,
+                "observations": int(obs),
+                "first": _month(first) if first is not None else "-",
+                "last": _month(last) if last is not None else "-",
+            }
+            for s, label, held, n, obs, first, last in sites
+        ],
         "point_classes": dict(classes),
         "coverage": {"sites": site_ids, "months": months, "matrix": matrix},
         "quality": summary["quality"],
@@ -157,9 +181,17 @@ def benchmark_overview(ws: Workspace, corpus: str) -> dict[str, Any]:
         "family_split": {f: released["family_x_split"].get(f, {}) for f in families},
         "tasks_family_split": {f: tasks["counts"][f] for f in families},
         "released_split": released["split"],
-        "pools": [{"family": f, "pool": tasks["pools"][f], "predicates": tasks["predicates"][f], "eligible": tasks["eligible"][f],
-                   "selected": sum(tasks["counts"][f].values()),
-                   "streams_left_out": {k: v for k, v in tasks["streams_left_out"][f].items() if v}} for f in families],
+        "pools": [
+            {
+                "family": f,
+                "pool": tasks["pools"][f],
+                "predicates": tasks["predicates"][f],
+                "eligible": tasks["eligible"][f],
+                "selected": sum(tasks["counts"][f].values()),
+                "streams_left_out": {k: v for k, v in tasks["streams_left_out"][f].items() if v},
+            }
+            for f in families
+        ],
         "streams_in_no_family": tasks["streams_in_no_family"],
         "missing_families": tasks["missing_families"],
         "interaction_modes": dict(sorted(released["interaction_mode"].items(), key=lambda kv: (-kv[1], kv[0]))),
@@ -173,8 +205,15 @@ def benchmark_overview(ws: Workspace, corpus: str) -> dict[str, Any]:
         "policies": audit["policies"],
         "controls": audit["controls"],
         "artifact_probe": audit.get("artifact_probe"),
-        "gates": [{"name": name, "status": status, "figures": figures(gate_of(name, audit)), "rule": gate_of(name, audit)["rule"]}
-                  for name, status in audit.get("gates", {}).items()],
+        "gates": [
+            {
+                "name": name,
+                "status": status,
+                "figures": figures(gate_of(name, audit)),
+                "rule": gate_of(name, audit)["rule"],
+            }
+            for name, status in audit.get("gates", {}).items()
+        ],
     }
 
 
@@ -189,24 +228,37 @@ def _label(header: TraceHeader, path: Path, taken: set[str]) -> str:
     return label
 
 
-def trace_result(path: Path, label: str, header: TraceHeader, played: list[Played], store: ToolStore,
-                 keywords: Lexicon) -> TraceResult:
+def trace_result(
+    path: Path, label: str, header: TraceHeader, played: list[Played], store: ToolStore, keywords: Lexicon
+) -> TraceResult:
     summary = summarize(p.score for p in played)
     modes_of = {(p.episode.id, p.run): failure_modes_of(p.episode, p.turns, store, keywords) for p in played}
     modes = Counter(m for found in modes_of.values() for m in found)
     k = next((int(key.removeprefix("pass^")) for key in summary if key.startswith("pass^")), 0)
-    return TraceResult(path=path, label=label, header=header, summary=summary,
-                       failure_modes=dict(sorted(modes.items(), key=lambda kv: (-kv[1], kv[0]))), k=k, played=played,
-                       modes_of=modes_of)
+    return TraceResult(
+        path=path,
+        label=label,
+        header=header,
+        summary=summary,
+        failure_modes=dict(sorted(modes.items(), key=lambda kv: (-kv[1], kv[0]))),
+        k=k,
+        played=played,
+        modes_of=modes_of,
+    )
 
 
-def read_traces(ws: Workspace, paths: list[Path], corpora: list[str]) -> dict[str, list[tuple[Path, TraceHeader, list[Played]]]]:
-    """Traces grouped by corpus; a trace of a corpus not in the report is an error naming it (checked before scoring)."""
+def read_traces(
+    ws: Workspace, paths: list[Path], corpora: list[str]
+) -> dict[str, list[tuple[Path, TraceHeader, list[Played]]]]:
+    """Traces grouped by corpus; a trace of a corpus not in the report is an error naming it (checked before
+    scoring)."""
     for path in paths:
         corpus = trace_header(path).corpus
         if corpus not in corpora:
-            raise ReportError(f"{path}: a trace of corpus {corpus}, which this report does not cover "
-                              f"(it covers {', '.join(corpora) or 'no corpus'}); add --corpus {corpus}")
+            raise ReportError(
+                f"{path}: a trace of corpus {corpus}, which this report does not cover "
+                f"(it covers {', '.join(corpora) or 'no corpus'}); add --corpus {corpus}"
+            )
     grouped: dict[str, list] = defaultdict(list)
     for path in paths:
         header, played = played_episodes(ws, path)
@@ -220,17 +272,28 @@ def corpus_report(ws: Workspace, corpus: str, traces: list[tuple[Path, TraceHead
     store = ToolStore.for_corpus(ws, corpus)
     try:
         taken: set[str] = set()
-        results = [trace_result(path, _label(header, path, taken), header, played, store, keywords)
-                   for path, header, played in traces]
+        results = [
+            trace_result(path, _label(header, path, taken), header, played, store, keywords)
+            for path, header, played in traces
+        ]
         first_runs = [(r, {p.episode.id: p for p in r.played if p.run == 0}) for r in results]
         entries = []
         for episode in load_episodes(release_test):
             gold = gold_records(episode, store, keywords)
-            agents = [played_conversation(result.label, p, gold, keywords, result.modes_of[(episode.id, 0)])
-                      for result, run0 in first_runs if (p := run0.get(episode.id)) is not None]
+            agents = [
+                played_conversation(result.label, p, gold, keywords, result.modes_of[(episode.id, 0)])
+                for result, run0 in first_runs
+                if (p := run0.get(episode.id)) is not None
+            ]
             entries.append(EpisodeEntry(episode, gold_conversation(episode, gold), agents))
     finally:
         store.close()
     mapping = load_mapping(ws.corpus_config(corpus))
-    return CorpusReport(name=corpus, title=mapping.title, overview=corpus_overview(ws, corpus),
-                        benchmark=benchmark_overview(ws, corpus), traces=results, episodes=entries)
+    return CorpusReport(
+        name=corpus,
+        title=mapping.title,
+        overview=corpus_overview(ws, corpus),
+        benchmark=benchmark_overview(ws, corpus),
+        traces=results,
+        episodes=entries,
+    )

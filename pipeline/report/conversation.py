@@ -1,4 +1,5 @@
-"""Episodes as conversations: the gold path and an agent's played turns, turn by turn, with where the agent left the gold path.
+"""Episodes as conversations: the gold path and an agent's played turns, turn by turn, with where the agent left the
+gold path.
 
 One structure feeds both renderers (the HTML episode browser and `inspect episode` in the terminal).
 """
@@ -21,8 +22,22 @@ from pipeline.tasks.grading import passes
 from pipeline.tools.access import ToolStore
 
 # Result fields shown in one line; the whole result is shown folded (HTML) or not at all (terminal).
-SHOWN = ("error", "message", "stream_id", "match_count", "value", "mean", "observed_timestamp", "offset_seconds",
-         "winning_stream_id", "quality_band", "coverage", "gap_ratio", "step_seconds", "code")
+SHOWN = (
+    "error",
+    "message",
+    "stream_id",
+    "match_count",
+    "value",
+    "mean",
+    "observed_timestamp",
+    "offset_seconds",
+    "winning_stream_id",
+    "quality_band",
+    "coverage",
+    "gap_ratio",
+    "step_seconds",
+    "code",
+)
 FULL_RESULT_CHARS = 4000
 
 
@@ -100,12 +115,19 @@ def turns_of(records: list[TurnRecord]) -> list[Turn]:
     out = []
     for record in records:
         kind, text = describe(record.action, record.raw)
-        out.append(Turn(
-            number=record.turn + 1, kind=kind, text=text, call_id=record.call_id,
-            result_short=short_result(record.tool_result) if kind == "call_tool" else None,
-            result_full=_full_result(record.tool_result) if kind == "call_tool" else None,
-            reply=record.reply, event=record.event, issues=tuple(record.issues),
-        ))
+        out.append(
+            Turn(
+                number=record.turn + 1,
+                kind=kind,
+                text=text,
+                call_id=record.call_id,
+                result_short=short_result(record.tool_result) if kind == "call_tool" else None,
+                result_full=_full_result(record.tool_result) if kind == "call_tool" else None,
+                reply=record.reply,
+                event=record.event,
+                issues=tuple(record.issues),
+            )
+        )
     return out
 
 
@@ -116,7 +138,8 @@ def gold_records(episode: Episode, store: ToolStore, keywords: Lexicon) -> list[
 
 @dataclass(frozen=True)
 class Departure:
-    """Where an agent left the gold path: the turn's index (len(turns): it stopped early) and what the gold path does there."""
+    """Where an agent left the gold path: the turn's index (len(turns): it stopped early) and what the gold path does
+    there."""
 
     index: int
     expected: str
@@ -160,7 +183,10 @@ class _GoldPath:
         if self.answered < len(self.episode.phases):
             for call in self.episode.phases[self.answered].canonical_calls:
                 if resolved_signature(call.tool, call.arguments, self.gold_outputs) not in self.made:
-                    return render_action(self.gold_calls.get(call.id) or {"kind": "call_tool", "name": call.tool, "arguments": call.arguments})
+                    return render_action(
+                        self.gold_calls.get(call.id)
+                        or {"kind": "call_tool", "name": call.tool, "arguments": call.arguments}
+                    )
         if self.answered < len(self.steps):
             return render_action({"kind": "answer", "fields": self.steps[self.answered].gold})
         return "stop"
@@ -190,8 +216,11 @@ class _GoldPath:
         if self.pending or self.answered >= len(self.episode.phases):
             return False
         phase = self.episode.phases[self.answered]
-        allowed = {resolved_signature(c.tool, c.arguments, self.gold_outputs)
-                   for variant in (phase.canonical_calls, *phase.acceptable_calls) for c in variant}
+        allowed = {
+            resolved_signature(c.tool, c.arguments, self.gold_outputs)
+            for variant in (phase.canonical_calls, *phase.acceptable_calls)
+            for c in variant
+        }
         signature = resolved_signature(action.get("name", ""), action.get("arguments") or {}, self.outputs)
         if signature not in allowed:
             return False
@@ -214,16 +243,32 @@ def gold_conversation(episode: Episode, gold: list[TurnRecord]) -> Conversation:
     return Conversation(who="gold path", opening=opening_message(episode), turns=turns_of(gold), accomplished=True)
 
 
-def agent_conversation(episode: Episode, who: str, records: list[TurnRecord], gold: list[TurnRecord],
-                       keywords: Lexicon, accomplished: bool | None, issues: tuple[str, ...] = (),
-                       failure_modes: tuple[str, ...] = (), note: str | None = None) -> Conversation:
+def agent_conversation(
+    episode: Episode,
+    who: str,
+    records: list[TurnRecord],
+    gold: list[TurnRecord],
+    keywords: Lexicon,
+    accomplished: bool | None,
+    issues: tuple[str, ...] = (),
+    failure_modes: tuple[str, ...] = (),
+    note: str | None = None,
+) -> Conversation:
     turns = turns_of(records)
     left = departure(episode, records, gold, keywords)
     if left is not None and left.index < len(turns):
         turns[left.index] = replace(turns[left.index], off_path=f"the gold path would {left.expected}")
-    return Conversation(who=who, opening=opening_message(episode), turns=turns, accomplished=accomplished, issues=issues,
-                        failure_modes=failure_modes, left_at=left.index if left else None,
-                        stopped_early=f"the gold path would {left.expected}" if left and left.index == len(turns) else None, note=note)
+    return Conversation(
+        who=who,
+        opening=opening_message(episode),
+        turns=turns,
+        accomplished=accomplished,
+        issues=issues,
+        failure_modes=failure_modes,
+        left_at=left.index if left else None,
+        stopped_early=f"the gold path would {left.expected}" if left and left.index == len(turns) else None,
+        note=note,
+    )
 
 
 def failure_modes_of(episode: Episode, turns: list[TurnRecord], store: ToolStore, keywords: Lexicon) -> tuple[str, ...]:
@@ -231,8 +276,18 @@ def failure_modes_of(episode: Episode, turns: list[TurnRecord], store: ToolStore
     return tuple(evaluate_row(execution(episode), episode, turns, store, keywords)["failure_modes"])
 
 
-def played_conversation(who: str, played: Played, gold: list[TurnRecord], keywords: Lexicon,
-                        failure_modes: tuple[str, ...]) -> Conversation:
+def played_conversation(
+    who: str, played: Played, gold: list[TurnRecord], keywords: Lexicon, failure_modes: tuple[str, ...]
+) -> Conversation:
     """A scored run of a trace as a conversation (a controller run names the policy that played it)."""
-    return agent_conversation(played.episode, who, played.turns, gold, keywords, played.score.accomplished,
-                              tuple(played.score.issues), failure_modes, note=f"policy {played.player}" if played.player else None)
+    return agent_conversation(
+        played.episode,
+        who,
+        played.turns,
+        gold,
+        keywords,
+        played.score.accomplished,
+        tuple(played.score.issues),
+        failure_modes,
+        note=f"policy {played.player}" if played.player else None,
+    )

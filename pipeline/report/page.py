@@ -1,4 +1,5 @@
-"""`telemetry-bench report`: one self-contained static HTML file (plots inline as SVG, no network) over corpora and traces."""
+"""`telemetry-bench report`: one self-contained static HTML file (plots inline as SVG, no network) over corpora and
+traces."""
 
 from __future__ import annotations
 
@@ -42,29 +43,87 @@ def corpus_plots(report: CorpusReport) -> dict[str, list[Plot]]:
     """Plots per section of one corpus."""
     c, o, b = report.name, report.overview, report.benchmark
     overview = [
-        _plot(f"{c}-point-classes", "Streams per point class",
-              plots.barh, "Streams per point class", o["point_classes"], "streams"),
-        _plot(f"{c}-rejects", "Rejected raw cells by reason",
-              plots.barh, "Rejected cells by reason", o["rejects_by_reason"] or {"(none)": 0}, "cells",
-              log=True, color=plots.PALETTE[3]),
-        _plot(f"{c}-coverage", "Coverage over time per site: mean month coverage of the site's streams (no data = 0)",
-              plots.heatmap, "Coverage per site and month", o["coverage"]["sites"], o["coverage"]["months"],
-              o["coverage"]["matrix"], "coverage"),
-        _plot(f"{c}-quality", "Quality bands of streams and of day, week and month windows (shares)",
-              plots.stacked, "Quality distribution", o["quality"], BAND_ORDER, "share", plots.BAND_COLORS, share=True),
+        _plot(
+            f"{c}-point-classes",
+            "Streams per point class",
+            plots.barh,
+            "Streams per point class",
+            o["point_classes"],
+            "streams",
+        ),
+        _plot(
+            f"{c}-rejects",
+            "Rejected raw cells by reason",
+            plots.barh,
+            "Rejected cells by reason",
+            o["rejects_by_reason"] or {"(none)": 0},
+            "cells",
+            log=True,
+            color=plots.PALETTE[3],
+        ),
+        _plot(
+            f"{c}-coverage",
+            "Coverage over time per site: mean month coverage of the site's streams (no data = 0)",
+            plots.heatmap,
+            "Coverage per site and month",
+            o["coverage"]["sites"],
+            o["coverage"]["months"],
+            o["coverage"]["matrix"],
+            "coverage",
+        ),
+        _plot(
+            f"{c}-quality",
+            "Quality bands of streams and of day, week and month windows (shares)",
+            plots.stacked,
+            "Quality distribution",
+            o["quality"],
+            BAND_ORDER,
+            "share",
+            plots.BAND_COLORS,
+            share=True,
+        ),
     ]
     benchmark = [
-        _plot(f"{c}-family-split", "Released episodes per family and split",
-              plots.stacked, "Released episodes per family and split", b["family_split"], ["train", "dev", "test"], "episodes"),
-        _plot(f"{c}-interaction-modes", "Released episodes per interaction mode (all splits)",
-              plots.barh, "Interaction modes", b["interaction_modes"], "episodes"),
-        _plot(f"{c}-commitment", "Commitment outcomes: candidates (episodes stage) and released (after the audit)",
-              plots.stacked, "Commitment mix", {"candidates": b["commitment_outcomes"], "released": b["commitment_released"]},
-              OUTCOMES, "share", share=True),
-        _plot(f"{c}-policies", "Shortcut policies: candidates each accomplishes, and how many it excluded",
-              plots.grouped, "Shortcut policies on the candidates", list(b["policies"]),
-              {"accomplished": [b["completions_on_candidates"][p] for p in b["policies"]],
-               "excluded": [b["excluded_by_policy"][p] for p in b["policies"]]}, "episodes", ymax=None),
+        _plot(
+            f"{c}-family-split",
+            "Released episodes per family and split",
+            plots.stacked,
+            "Released episodes per family and split",
+            b["family_split"],
+            ["train", "dev", "test"],
+            "episodes",
+        ),
+        _plot(
+            f"{c}-interaction-modes",
+            "Released episodes per interaction mode (all splits)",
+            plots.barh,
+            "Interaction modes",
+            b["interaction_modes"],
+            "episodes",
+        ),
+        _plot(
+            f"{c}-commitment",
+            "Commitment outcomes: candidates (episodes stage) and released (after the audit)",
+            plots.stacked,
+            "Commitment mix",
+            {"candidates": b["commitment_outcomes"], "released": b["commitment_released"]},
+            OUTCOMES,
+            "share",
+            share=True,
+        ),
+        _plot(
+            f"{c}-policies",
+            "Shortcut policies: candidates each accomplishes, and how many it excluded",
+            plots.grouped,
+            "Shortcut policies on the candidates",
+            list(b["policies"]),
+            {
+                "accomplished": [b["completions_on_candidates"][p] for p in b["policies"]],
+                "excluded": [b["excluded_by_policy"][p] for p in b["policies"]],
+            },
+            "episodes",
+            ymax=None,
+        ),
     ]
     results = []
     scored = [t for t in report.traces if t.summary["runs"]]  # a trace of an empty split has nothing to plot
@@ -72,14 +131,33 @@ def corpus_plots(report: CorpusReport) -> dict[str, list[Plot]]:
         families = sorted({f for t in scored for f in t.summary["per_family"]})
         splits = sorted({s for t in scored for s in t.summary["per_split"]})
         results = [
-            _plot(f"{c}-accomplishment-family", "Accomplishment rate per family",
-                  plots.grouped, "Accomplished per family", families,
-                  {t.label: [t.summary["per_family"].get(f, 0.0) for f in families] for t in scored}, "accomplished rate"),
-            _plot(f"{c}-accomplishment-split", "Accomplishment rate per split",
-                  plots.grouped, "Accomplished per split", splits,
-                  {t.label: [t.summary["per_split"].get(s, 0.0) for s in splits] for t in scored}, "accomplished rate"),
-            _plot(f"{c}-part-scores", "The five part scores (task = final, evidence, phase and temporal together)",
-                  plots.grouped, "Part scores", list(PARTS), {t.label: [t.summary[p] for p in PARTS] for t in scored}, "rate"),
+            _plot(
+                f"{c}-accomplishment-family",
+                "Accomplishment rate per family",
+                plots.grouped,
+                "Accomplished per family",
+                families,
+                {t.label: [t.summary["per_family"].get(f, 0.0) for f in families] for t in scored},
+                "accomplished rate",
+            ),
+            _plot(
+                f"{c}-accomplishment-split",
+                "Accomplishment rate per split",
+                plots.grouped,
+                "Accomplished per split",
+                splits,
+                {t.label: [t.summary["per_split"].get(s, 0.0) for s in splits] for t in scored},
+                "accomplished rate",
+            ),
+            _plot(
+                f"{c}-part-scores",
+                "The five part scores (task = final, evidence, phase and temporal together)",
+                plots.grouped,
+                "Part scores",
+                list(PARTS),
+                {t.label: [t.summary[p] for p in PARTS] for t in scored},
+                "rate",
+            ),
         ]
     return {"corpus-overview": overview, "benchmark-overview": benchmark, "results": results}
 
@@ -94,8 +172,14 @@ def most_common(counts: list[dict[str, int]], limit: int = TOP) -> list[str]:
 
 
 def _environment() -> Environment:
-    env = Environment(loader=PackageLoader("pipeline.report", "templates"), autoescape=True, undefined=StrictUndefined,
-                      trim_blocks=True, lstrip_blocks=True, keep_trailing_newline=True)
+    env = Environment(
+        loader=PackageLoader("pipeline.report", "templates"),
+        autoescape=True,
+        undefined=StrictUndefined,
+        trim_blocks=True,
+        lstrip_blocks=True,
+        keep_trailing_newline=True,
+    )
     env.filters["num"] = lambda v: f"{v:,}" if isinstance(v, int) else (f"{v:.4g}" if isinstance(v, float) else v)
     env.filters["pct"] = lambda v: f"{100 * v:.1f}%"
     return env
@@ -106,11 +190,18 @@ def render(reports: list[CorpusReport], missing: list[str]) -> str:
     env = _environment()
     script = env.loader.get_source(env, "browser.js")[0]
     return env.get_template("report.html.j2").render(
-        script=Markup(script), script_hash=base64.b64encode(hashlib.sha256(script.encode("utf-8")).digest()).decode("ascii"),
-        reports=reports, plots={r.name: corpus_plots(r) for r in reports}, parts=PARTS, sections=SECTIONS, top=TOP,
+        script=Markup(script),
+        script_hash=base64.b64encode(hashlib.sha256(script.encode("utf-8")).digest()).decode("ascii"),
+        reports=reports,
+        plots={r.name: corpus_plots(r) for r in reports},
+        parts=PARTS,
+        sections=SECTIONS,
+        top=TOP,
         issues={r.name: most_common([t.summary["issues"] for t in r.traces]) for r in reports},
         modes={r.name: most_common([t.failure_modes for t in r.traces]) for r in reports},
-        families=families, missing=missing, version=metadata.version("telemetry-bench"),
+        families=families,
+        missing=missing,
+        version=metadata.version("telemetry-bench"),
         episode_count=sum(len(r.episodes) for r in reports),
     )
 
@@ -128,7 +219,11 @@ def build_report(ws: Workspace, corpora: list[str], traces: list[Path], out: Pat
     except OSError as exc:
         raise ReportError(f"{out}: cannot write the report ({exc.strerror or exc}); choose another --out") from exc
     return {
-        "out": str(out), "bytes": len(data), "corpora": names, "not_built": missing,
-        "traces": [str(p) for p in traces], "episodes": sum(len(r.episodes) for r in reports),
+        "out": str(out),
+        "bytes": len(data),
+        "corpora": names,
+        "not_built": missing,
+        "traces": [str(p) for p in traces],
+        "episodes": sum(len(r.episodes) for r in reports),
         "plots": text.count('<figure class="plot"'),
     }

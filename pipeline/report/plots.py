@@ -20,8 +20,16 @@ from matplotlib.ticker import FuncFormatter, NullFormatter  # noqa: E402
 
 STYLE = {
     "text.parse_math": False,  # labels carry user text (agent names, site labels): a "$" is a dollar, never TeX
-    "svg.fonttype": "none", "font.family": "sans-serif", "font.size": 9, "axes.spines.top": False, "axes.spines.right": False,
-    "axes.titlesize": 10, "axes.titleweight": "bold", "axes.grid": True, "grid.alpha": 0.3, "axes.axisbelow": True,
+    "svg.fonttype": "none",
+    "font.family": "sans-serif",
+    "font.size": 9,
+    "axes.spines.top": False,
+    "axes.spines.right": False,
+    "axes.titlesize": 10,
+    "axes.titleweight": "bold",
+    "axes.grid": True,
+    "grid.alpha": 0.3,
+    "axes.axisbelow": True,
 }
 PALETTE = ["#4e79a7", "#f28e2b", "#59a14f", "#e15759", "#76b7b2", "#edc948", "#b07aa1", "#ff9da7", "#9c755f", "#bab0ac"]
 BAND_COLORS = {"healthy": "#59a14f", "marginal": "#edc948", "low_coverage": "#f28e2b", "long_gap": "#e15759"}
@@ -40,13 +48,20 @@ def _svg(fig: plt.Figure, plot_id: str) -> str:
         fig.savefig(buffer, format="svg", metadata={"Date": None, "Creator": None}, bbox_inches="tight", pad_inches=0.2)
     plt.close(fig)
     text = buffer.getvalue()
-    svg = METADATA.sub("", text[text.index("<svg"):])
-    # matplotlib numbers its ids per figure (figure_1, patch_1, ...): prefix them so that the SVGs of one page never clash.
+    svg = METADATA.sub("", text[text.index("<svg") :])
+    # matplotlib numbers its ids per figure (figure_1, patch_1, ...): prefix them so that the SVGs of one page never
+    # clash.
     svg = ID.sub(lambda m: f'{m[1]}="{plot_id}-{m[2]}"', svg)
     svg = REF.sub(lambda m: f"{m[1]}#{plot_id}-{m[2]}", svg)
     # Fixed pixel sizes would overflow narrow screens: scale with the page instead.
-    return SIZE.sub(lambda m: f'<svg{m[1]} width="{m[2]}pt" height="{m[3]}pt" style="max-width:100%;height:auto" role="img" '
-                              f'aria-labelledby="plot-{plot_id}-caption"', svg, count=1)
+    return SIZE.sub(
+        lambda m: (
+            f'<svg{m[1]} width="{m[2]}pt" height="{m[3]}pt" style="max-width:100%;height:auto" role="img" '
+            f'aria-labelledby="plot-{plot_id}-caption"'
+        ),
+        svg,
+        count=1,
+    )
 
 
 def _plain_numbers(axis: matplotlib.axis.Axis) -> None:
@@ -62,14 +77,18 @@ def _figure(height: float) -> tuple[plt.Figure, plt.Axes]:
     return fig, ax
 
 
-def barh(plot_id: str, title: str, counts: dict[str, float], xlabel: str, log: bool = False, color: str = PALETTE[0]) -> str:
+def barh(
+    plot_id: str, title: str, counts: dict[str, float], xlabel: str, log: bool = False, color: str = PALETTE[0]
+) -> str:
     """Horizontal bars, one per key, largest on top, with the value printed at the bar's end."""
     with plt.rc_context(STYLE):
         labels = list(counts)[::-1]
         values = [counts[k] for k in labels]
         fig, ax = _figure(0.6 + 0.28 * max(1, len(labels)))
         bars = ax.barh(labels, values, color=color)
-        ax.bar_label(bars, labels=[f"{v:,.0f}" if float(v).is_integer() else f"{v:.2f}" for v in values], padding=3, fontsize=8)
+        ax.bar_label(
+            bars, labels=[f"{v:,.0f}" if float(v).is_integer() else f"{v:.2f}" for v in values], padding=3, fontsize=8
+        )
         positive = [v for v in values if v > 0]
         if log and positive and max(positive) > 100 * min(positive):  # log only where counts span orders of magnitude
             ax.set_xscale("log")
@@ -82,8 +101,15 @@ def barh(plot_id: str, title: str, counts: dict[str, float], xlabel: str, log: b
         return _svg(fig, plot_id)
 
 
-def stacked(plot_id: str, title: str, rows: dict[str, dict[str, float]], order: list[str], xlabel: str,
-            colors: dict[str, str] | None = None, share: bool = False) -> str:
+def stacked(
+    plot_id: str,
+    title: str,
+    rows: dict[str, dict[str, float]],
+    order: list[str],
+    xlabel: str,
+    colors: dict[str, str] | None = None,
+    share: bool = False,
+) -> str:
     """One horizontal bar per row, stacked by `order`; as shares of the row total when `share`."""
     with plt.rc_context(STYLE):
         labels = list(rows)[::-1]
@@ -100,12 +126,19 @@ def stacked(plot_id: str, title: str, rows: dict[str, dict[str, float]], order: 
         ax.set_xlabel(xlabel)
         ax.set_title(title, loc="left")
         ax.grid(axis="y", visible=False)
-        ax.legend(ncols=min(4, len(order)), fontsize=8, loc="upper left", bbox_to_anchor=(0, -0.18 - 0.5 / max(1, len(labels))),
-                  frameon=False)
+        ax.legend(
+            ncols=min(4, len(order)),
+            fontsize=8,
+            loc="upper left",
+            bbox_to_anchor=(0, -0.18 - 0.5 / max(1, len(labels))),
+            frameon=False,
+        )
         return _svg(fig, plot_id)
 
 
-def grouped(plot_id: str, title: str, groups: list[str], series: dict[str, list[float]], ylabel: str, ymax: float | None = 1.0) -> str:
+def grouped(
+    plot_id: str, title: str, groups: list[str], series: dict[str, list[float]], ylabel: str, ymax: float | None = 1.0
+) -> str:
     """Vertical bars: one group per entry of `groups`, one bar per series (e.g. per agent) inside a group."""
     with plt.rc_context(STYLE):
         fig, ax = _figure(3.0)
@@ -113,10 +146,14 @@ def grouped(plot_id: str, title: str, groups: list[str], series: dict[str, list[
         width = 0.8 / n
         x = np.arange(len(groups))
         for index, (name, values) in enumerate(series.items()):
-            bars = ax.bar(x - 0.4 + width * (index + 0.5), values, width, label=name, color=PALETTE[index % len(PALETTE)])
+            bars = ax.bar(
+                x - 0.4 + width * (index + 0.5), values, width, label=name, color=PALETTE[index % len(PALETTE)]
+            )
             if len(groups) * n <= 15:
                 counts = all(float(v).is_integer() for values_ in series.values() for v in values_) and ymax is None
-                ax.bar_label(bars, labels=[f"{v:,.0f}" if counts else f"{v:.2f}" for v in values], padding=2, fontsize=7)
+                ax.bar_label(
+                    bars, labels=[f"{v:,.0f}" if counts else f"{v:.2f}" for v in values], padding=2, fontsize=7
+                )
         ax.set_xticks(x, groups, rotation=30 if max((len(g) for g in groups), default=0) > 8 else 0, ha="right")
         if ymax is not None:
             ax.set_ylim(0, ymax * 1.12)
@@ -128,7 +165,9 @@ def grouped(plot_id: str, title: str, groups: list[str], series: dict[str, list[
         return _svg(fig, plot_id)
 
 
-def heatmap(plot_id: str, title: str, rows: list[str], columns: list[str], matrix: list[list[float]], label: str) -> str:
+def heatmap(
+    plot_id: str, title: str, rows: list[str], columns: list[str], matrix: list[list[float]], label: str
+) -> str:
     """Rows x columns of values in [0, 1] as coloured cells (vector rectangles), with a colour bar."""
     with plt.rc_context(STYLE):
         fig, ax = _figure(0.9 + 0.32 * max(1, len(rows)))

@@ -30,7 +30,9 @@ from pipeline.runtime.simulator import slot_keywords
 from pipeline.tools.access import ToolStore
 
 
-def episode_conversations(ws: Workspace, corpus: str, episode_id: str, trace: Path | None = None) -> tuple[Episode, list[Conversation]]:
+def episode_conversations(
+    ws: Workspace, corpus: str, episode_id: str, trace: Path | None = None
+) -> tuple[Episode, list[Conversation]]:
     """The episode's gold path and, given a trace, run 0 of that trace on the episode."""
     episode = find_episode(ws, corpus, episode_id)
     played = None
@@ -40,8 +42,10 @@ def episode_conversations(ws: Workspace, corpus: str, episode_id: str, trace: Pa
             raise RunError(f"{trace}: a trace of corpus {header.corpus}, not {corpus}; pass --corpus {header.corpus}")
         played = next((p for p in runs if p.episode.id == episode_id and p.run == 0), None)
         if played is None:
-            raise RunError(f"{trace}: episode {episode_id} was not played in this trace (split {header.split}); "
-                           "pick an episode of that split")
+            raise RunError(
+                f"{trace}: episode {episode_id} was not played in this trace (split {header.split}); "
+                "pick an episode of that split"
+            )
     keywords = slot_keywords(load_episodes_config(ws))
     store = ToolStore.for_corpus(ws, corpus)
     try:
@@ -60,7 +64,10 @@ def _conversation(c: Conversation) -> Group:
     if c.note:
         title.append(f" ({c.note})", style="dim")
     if c.accomplished is not None:
-        title.append("  accomplished" if c.accomplished else "  not accomplished", style="green" if c.accomplished else "bold red")
+        title.append(
+            "  accomplished" if c.accomplished else "  not accomplished",
+            style="green" if c.accomplished else "bold red",
+        )
     parts: list = [Rule(title, align="left")]
     if c.issues:
         parts.append(Text(f"protocol issues: {', '.join(c.issues)}", style="yellow"))
@@ -73,24 +80,35 @@ def _conversation(c: Conversation) -> Group:
     for turn in c.turns:
         grid.add_row(Text(f"AGENT {turn.number}", style="bold red" if turn.off_path else "bold blue"), Text(turn.text))
         if turn.off_path:
-            grid.add_row(Text("✗", style="bold red"), Text(f"left the gold path here: {turn.off_path}", style="bold red"))
+            grid.add_row(
+                Text("✗", style="bold red"), Text(f"left the gold path here: {turn.off_path}", style="bold red")
+            )
         if turn.issues:
             grid.add_row("", Text(f"issues: {', '.join(turn.issues)}", style="yellow"))
         if turn.result_short is not None:
             grid.add_row("", Text(f"-> {turn.result_short}", style="dim"))
         if turn.reply is not None:
-            grid.add_row(Text("USER", style="bold cyan"), Text.assemble(turn.reply, (f"  [{turn.event}]" if turn.event else "", "dim")))
+            grid.add_row(
+                Text("USER", style="bold cyan"),
+                Text.assemble(turn.reply, (f"  [{turn.event}]" if turn.event else "", "dim")),
+            )
     if c.stopped_early:
-        grid.add_row(Text("✗", style="bold red"), Text(f"stopped before the gold path ended: {c.stopped_early}", style="bold red"))
+        grid.add_row(
+            Text("✗", style="bold red"),
+            Text(f"stopped before the gold path ended: {c.stopped_early}", style="bold red"),
+        )
     parts.append(grid)
     return Group(*parts)
 
 
 def print_episode(console: Console, episode: Episode, conversations: list[Conversation]) -> None:
     header = Text.assemble(
-        (episode.id, "bold"), f"\nsplit {episode.split} · family {episode.family} · {episode.interaction_mode}\n",
-        f"commitment {episode.commitment_outcome} · turn budget {episode.turn_budget} · evidence {', '.join(episode.evidence_stream_ids)}\n",
-        ("hidden instruction: ", "dim"), episode.hidden_instruction,
+        (episode.id, "bold"),
+        f"\nsplit {episode.split} · family {episode.family} · {episode.interaction_mode}\n",
+        f"commitment {episode.commitment_outcome} · turn budget {episode.turn_budget} · evidence "
+        f"{', '.join(episode.evidence_stream_ids)}\n",
+        ("hidden instruction: ", "dim"),
+        episode.hidden_instruction,
     )
     console.print(Panel(header, title="episode", title_align="left"))
     for conversation in conversations:
@@ -128,9 +146,20 @@ def print_agent_views(console: Console, views: list[AgentObservation]) -> None:
                 if message.answer_form is not None:
                     _form_rows(grid, message.answer_form)
             elif message.role == "agent":
-                grid.add_row(Text("AGENT", style="bold blue"), Text(json.dumps(message.action, ensure_ascii=False, sort_keys=True)))
+                grid.add_row(
+                    Text("AGENT", style="bold blue"),
+                    Text(json.dumps(message.action, ensure_ascii=False, sort_keys=True)),
+                )
             else:
-                grid.add_row(Text(f"TOOL {message.call_id}", style="dim"), Text(json.dumps(message.result, ensure_ascii=False, sort_keys=True)))
+                grid.add_row(
+                    Text(f"TOOL {message.call_id}", style="dim"),
+                    Text(json.dumps(message.result, ensure_ascii=False, sort_keys=True)),
+                )
         seen = len(view.messages)
-        console.print(Rule(Text(f"turn {view.turn + 1}/{view.budget}: what the agent receives (new messages)", style="bold"), align="left"))
+        console.print(
+            Rule(
+                Text(f"turn {view.turn + 1}/{view.budget}: what the agent receives (new messages)", style="bold"),
+                align="left",
+            )
+        )
         console.print(grid)

@@ -1,4 +1,5 @@
-"""Agents behind one small interface: see the conversation, return one action (or several, which is a protocol issue)."""
+"""Agents behind one small interface: see the conversation, return one action (or several, which is a protocol
+issue)."""
 
 from __future__ import annotations
 
@@ -30,8 +31,13 @@ class Observation:
     answer_form: AnswerForm | None = None
 
     def view(self) -> AgentObservation:
-        return AgentObservation(episode_id=self.episode_id, turn=self.turn, budget=self.budget,
-                                messages=[ViewMessage(**m) for m in self.messages], answer_form=self.answer_form)
+        return AgentObservation(
+            episode_id=self.episode_id,
+            turn=self.turn,
+            budget=self.budget,
+            messages=[ViewMessage(**m) for m in self.messages],
+            answer_form=self.answer_form,
+        )
 
 
 class InfraFailure(AgentFailure):
@@ -42,7 +48,8 @@ class InfraFailure(AgentFailure):
 
 class Agent(ABC):
     """The runner's interface. `start` receives the episode (agents that play fair ignore all but its id, and agents
-    brought by users go through pipeline.runtime.plugins, which gives them the agent view only); `act` returns an action."""
+    brought by users go through pipeline.runtime.plugins, which gives them the agent view only); `act` returns an
+    action."""
 
     name = "agent"
 
@@ -82,7 +89,7 @@ class NoopAgent:
 
 def form_text(form: AnswerForm) -> str:
     """An answer form for a person: each field with its type, unit, codes and their meanings."""
-    lines = ["  answer form (answer {\"field\": value, ...}):"]
+    lines = ['  answer form (answer {"field": value, ...}):']
     for f in form.fields:
         unit = f" in {f.unit_label}" if f.unit else ""
         lines.append(f"    {f.name}: {f.type}{unit}. {f.description}")
@@ -103,9 +110,11 @@ class HumanAgent:
         self._shown = 0
 
     def act(self, observation: AgentObservation) -> Any:
-        for message in observation.messages[self._shown:]:
+        for message in observation.messages[self._shown :]:
             if message.role != "agent":
-                self.stdout.write(f"[{message.role}] {message.text or json.dumps(message.result, ensure_ascii=False)}\n")
+                self.stdout.write(
+                    f"[{message.role}] {message.text or json.dumps(message.result, ensure_ascii=False)}\n"
+                )
             if message.answer_form:
                 self.stdout.write(form_text(message.answer_form))
         self._shown = len(observation.messages)

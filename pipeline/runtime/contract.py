@@ -74,7 +74,9 @@ class RandomFillAgent(OracleAgent):
         if action.get("kind") != "answer":
             return action
         form = observation.answer_form
-        self.shown.append((form, json.dumps([_visible(m) for m in observation.messages], ensure_ascii=False, default=str)))
+        self.shown.append(
+            (form, json.dumps([_visible(m) for m in observation.messages], ensure_ascii=False, default=str))
+        )
         if form is None:
             return action
         gold = action.get("fields") or {}
@@ -116,11 +118,20 @@ def contract_failures(episode: Episode, store: ToolStore, keywords: Lexicon) -> 
             continue
         for field in form.fields:
             value = step.gold[field.name]
-            if field.type == "code" and value not in field.codes or field.type in ("stream_id", "stream_ids") and any(json.dumps(s)[1:-1] not in seen for s in _strings(value)):
+            if (
+                field.type == "code"
+                and value not in field.codes
+                or field.type in ("stream_id", "stream_ids")
+                and any(json.dumps(s)[1:-1] not in seen for s in _strings(value))
+            ):
                 failed.add("answer_contract_visible")
             elif field.type == "timestamp":
                 shifted = _in_offset(value)
-                if not shifted or shifted == value or not passes(AnswerForm(fields=[field]), {field.name: value}, {field.name: shifted}):
+                if (
+                    not shifted
+                    or shifted == value
+                    or not passes(AnswerForm(fields=[field]), {field.name: value}, {field.name: shifted})
+                ):
                     failed.add("timestamps_as_instants")
     if score_episode(episode, turns, keywords).accomplished:
         failed.add("random_fill_fails")

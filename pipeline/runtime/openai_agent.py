@@ -52,20 +52,31 @@ def _protocol_schema(model: type) -> dict:
 
 def _answer_schema(form: AnswerForm) -> dict:
     """The answer function's parameters for the question now open: its answer form as `fields`, and a short text."""
-    return {"type": "object", "properties": {
-        "fields": {**form.json_schema(), "description": "The answer form of the current request: " + form.sentence()},
-        "text": {"type": "string", "description": "A short answer in words (not graded)."},
-    }, "required": ["fields"]}
+    return {
+        "type": "object",
+        "properties": {
+            "fields": {
+                **form.json_schema(),
+                "description": "The answer form of the current request: " + form.sentence(),
+            },
+            "text": {"type": "string", "description": "A short answer in words (not graded)."},
+        },
+        "required": ["fields"],
+    }
 
 
 def function_specs(form: AnswerForm | None = None) -> list[dict]:
     """Every function offered to the model: the telemetry tools, then ask_user, answer, plan. With the open
     question's answer form, `answer` takes exactly its fields (names, types, units, codes with their meanings)."""
-    specs = [{"type": "function", "function": {"name": t.name, "description": t.description, "parameters": t.input_schema()}}
-             for t in registry.TOOLS]
+    specs = [
+        {"type": "function", "function": {"name": t.name, "description": t.description, "parameters": t.input_schema()}}
+        for t in registry.TOOLS
+    ]
     for name, (description, model) in PROTOCOL.items():
         parameters = _answer_schema(form) if name == "answer" and form is not None else _protocol_schema(model)
-        specs.append({"type": "function", "function": {"name": name, "description": description, "parameters": parameters}})
+        specs.append(
+            {"type": "function", "function": {"name": name, "description": description, "parameters": parameters}}
+        )
     return specs
 
 
@@ -80,13 +91,19 @@ class OpenAISettings:
     timeout: float = 120.0
 
     @classmethod
-    def resolve(cls, base_url: str | None = None, model: str | None = None, api_key_env: str | None = None,
-                **options: Any) -> OpenAISettings:
-        """Flags first, then OPENAI_BASE_URL and OPENAI_MODEL, then defaults; a missing endpoint or model is an error."""
+    def resolve(
+        cls, base_url: str | None = None, model: str | None = None, api_key_env: str | None = None, **options: Any
+    ) -> OpenAISettings:
+        """Flags first, then OPENAI_BASE_URL and OPENAI_MODEL, then defaults; a missing endpoint or model is an
+        error."""
         base_url = base_url or os.environ.get("OPENAI_BASE_URL")
         model = model or os.environ.get("OPENAI_MODEL")
         if not base_url or not model:
-            missing = " and ".join(n for n, v in (("--base-url (or OPENAI_BASE_URL)", base_url), ("--model (or OPENAI_MODEL)", model)) if not v)
+            missing = " and ".join(
+                n
+                for n, v in (("--base-url (or OPENAI_BASE_URL)", base_url), ("--model (or OPENAI_MODEL)", model))
+                if not v
+            )
             raise OpenAIAgentError(f"the openai agent needs {missing}")
         given = {k: v for k, v in options.items() if v is not None}
         return cls(base_url=base_url, model=model, api_key_env=api_key_env or "OPENAI_API_KEY", **given)
@@ -109,10 +126,13 @@ class OpenAIAgent:
     def __init__(self, settings: OpenAISettings) -> None:
         import openai
 
-        key = os.environ.get(settings.api_key_env) or "no-key"  # keyless local servers (vLLM, Ollama, llama.cpp) ignore it
+        key = (
+            os.environ.get(settings.api_key_env) or "no-key"
+        )  # keyless local servers (vLLM, Ollama, llama.cpp) ignore it
         self.settings = settings
-        self.client = openai.OpenAI(base_url=settings.base_url, api_key=key, max_retries=settings.max_retries,
-                                    timeout=settings.timeout)
+        self.client = openai.OpenAI(
+            base_url=settings.base_url, api_key=key, max_retries=settings.max_retries, timeout=settings.timeout
+        )
 
     def start(self, episode: Any = None) -> None:  # an EpisodeStart: a new conversation begins
         self.messages: list[dict] = [{"role": "system", "content": SYSTEM}]
@@ -123,13 +143,16 @@ class OpenAIAgent:
 
     def _absorb(self, observation: AgentObservation) -> None:
         """New conversation turns become chat messages; every pending tool call gets its response."""
-        new = observation.messages[self.seen:]
+        new = observation.messages[self.seen :]
         self.seen = len(observation.messages)
         if not self.pending:
             self.messages += [{"role": "user", "content": m.text} for m in new if m.role == "user"]
             return
-        results = [json.dumps(m.result, ensure_ascii=False) if m.role == "tool" else m.text
-                   for m in new if m.role in ("tool", "user")]
+        results = [
+            json.dumps(m.result, ensure_ascii=False) if m.role == "tool" else m.text
+            for m in new
+            if m.role in ("tool", "user")
+        ]
         for index, call_id in enumerate(self.pending):
             content = (results[0] if results else "ok") if index == 0 else "not executed: one function call per turn"
             self.messages.append({"role": "tool", "tool_call_id": call_id, "content": content})
@@ -155,8 +178,11 @@ class OpenAIAgent:
         """The endpoint's response to the conversation and its message; failures raised as the runner's error kinds."""
         import openai
 
-        options: dict[str, Any] = {"model": self.settings.model, "messages": self.messages,
-                                   "tools": function_specs(observation.answer_form)}
+        options: dict[str, Any] = {
+            "model": self.settings.model,
+            "messages": self.messages,
+            "tools": function_specs(observation.answer_form),
+        }
         if self.settings.temperature is not None:
             options["temperature"] = self.settings.temperature
         if self.settings.seed is not None:
@@ -168,8 +194,10 @@ class OpenAIAgent:
             # after the client's retries: the endpoint failed, not the model (connection, timeout, 5xx, rate limit)
             raise InfraFailure(f"{type(exc).__name__}: {str(exc)[:300]} ({self.settings.base_url})") from exc
         except (openai.AuthenticationError, openai.PermissionDeniedError, openai.NotFoundError) as exc:
-            raise FatalAgentError(f"{self.settings.base_url} refused the request ({type(exc).__name__}: {str(exc)[:200]}): "
-                                  "check --api-key-env, --model and --base-url") from exc
+            raise FatalAgentError(
+                f"{self.settings.base_url} refused the request ({type(exc).__name__}: {str(exc)[:200]}): "
+                "check --api-key-env, --model and --base-url"
+            ) from exc
         except openai.APIStatusError as exc:
             if exc.status_code >= 500:
                 raise InfraFailure(f"{type(exc).__name__}: {str(exc)[:300]} ({self.settings.base_url})") from exc
@@ -178,14 +206,16 @@ class OpenAIAgent:
         except openai.APIError as exc:  # a reply that is not a completion (APIResponseValidationError, ...)
             raise InfraFailure(f"{type(exc).__name__}: {str(exc)[:300]} ({self.settings.base_url})") from exc
         except (AttributeError, IndexError, TypeError, ValueError) as exc:  # a 200 whose body is not a completion
-            raise InfraFailure(f"the endpoint's reply is not a chat completion ({type(exc).__name__}: {str(exc)[:200]})") from exc
+            raise InfraFailure(
+                f"the endpoint's reply is not a chat completion ({type(exc).__name__}: {str(exc)[:200]})"
+            ) from exc
 
     def _named_calls(self, message: Any) -> list[Any]:
         """The message's tool calls, each with an id unique in the conversation and its arguments as JSON text."""
         calls = list(message.tool_calls or [])
         for index, call in enumerate(calls):
             if not getattr(call, "id", None) or call.id in self.ids:  # none, or one given before (some servers number
-                call.id = f"call_{self.turn}_{index}"                 # per reply): a fresh one, said back in the conversation
+                call.id = f"call_{self.turn}_{index}"  # per reply): a fresh one, said back in the conversation
             self.ids.add(call.id)
             if isinstance(call.function.arguments, dict):  # some give an object: taken, and said back as JSON text
                 call.function.arguments = json.dumps(call.function.arguments)

@@ -43,9 +43,14 @@ ACTION_KINDS = ["ask_user", "call_tool", "answer", "plan"]
 
 def episode_start(episode: Episode) -> EpisodeStart:
     """What an agent is told when an episode begins: its id, corpus, split, budget and the tools; no golds."""
-    return EpisodeStart(episode_id=episode.id, corpus=episode.corpus, split=episode.split, budget=episode.turn_budget,
-                        tools=[ToolSpec(name=t.name, description=t.description, input_schema=t.input_schema()) for t in registry.TOOLS],
-                        actions=ACTION_KINDS)
+    return EpisodeStart(
+        episode_id=episode.id,
+        corpus=episode.corpus,
+        split=episode.split,
+        budget=episode.turn_budget,
+        tools=[ToolSpec(name=t.name, description=t.description, input_schema=t.input_schema()) for t in registry.TOOLS],
+        actions=ACTION_KINDS,
+    )
 
 
 def _finish(end: Any) -> EpisodeFinish:
@@ -88,13 +93,17 @@ def load_python_agent(spec: str, options: dict[str, Any] | None = None) -> Pytho
     module is imported from the current folder or the environment."""
     module_name, _, factory_name = spec.partition(":")
     if not module_name or not factory_name:
-        raise PluginError(f"--agent {spec!r}: give a Python agent as module:factory (e.g. examples.agents.replay:ReplayAgent)")
+        raise PluginError(
+            f"--agent {spec!r}: give a Python agent as module:factory (e.g. examples.agents.replay:ReplayAgent)"
+        )
     if os.getcwd() not in sys.path:
         sys.path.insert(0, os.getcwd())
     try:
         module = importlib.import_module(module_name)
     except ImportError as exc:
-        raise PluginError(f"--agent {spec!r}: cannot import {module_name!r} from the current folder or the environment ({exc})") from exc
+        raise PluginError(
+            f"--agent {spec!r}: cannot import {module_name!r} from the current folder or the environment ({exc})"
+        ) from exc
     except Exception as exc:  # the user's module itself fails to load (SyntaxError, an error at import time)
         raise PluginError(f"--agent {spec!r}: importing {module_name!r} failed: {type(exc).__name__}: {exc}") from exc
     factory = getattr(module, factory_name, None)
@@ -103,7 +112,10 @@ def load_python_agent(spec: str, options: dict[str, Any] | None = None) -> Pytho
     try:
         inspect.signature(factory).bind(**(options or {}))
     except TypeError as exc:
-        raise PluginError(f"--agent {spec!r}: {factory_name}() does not take the options given ({exc}); pass them as --agent-option KEY=VALUE") from exc
+        raise PluginError(
+            f"--agent {spec!r}: {factory_name}() does not take the options given ({exc}); pass them as --agent-option "
+            f"KEY=VALUE"
+        ) from exc
     except ValueError:
         pass  # no signature to check (a builtin): the call says
     try:
@@ -111,7 +123,9 @@ def load_python_agent(spec: str, options: dict[str, Any] | None = None) -> Pytho
     except Exception as exc:
         raise PluginError(f"--agent {spec!r}: {factory_name}() failed: {type(exc).__name__}: {exc}") from exc
     if not callable(getattr(plugin, "act", None)):
-        raise PluginError(f"--agent {spec!r}: {factory_name}() returned {type(plugin).__name__}, which has no act(observation) method")
+        raise PluginError(
+            f"--agent {spec!r}: {factory_name}() returned {type(plugin).__name__}, which has no act(observation) method"
+        )
     return PythonAgent(plugin, spec)
 
 
@@ -130,9 +144,13 @@ class CommandAgent(Agent):
         except ValueError as exc:
             raise PluginError(f"--agent-cmd {command!r}: cannot split it into words ({exc}); check its quotes") from exc
         if not self.argv:
-            raise PluginError("--agent-cmd is empty: give the command that starts the agent, e.g. --agent-cmd 'python my_agent.py'")
+            raise PluginError(
+                "--agent-cmd is empty: give the command that starts the agent, e.g. --agent-cmd 'python my_agent.py'"
+            )
         if shutil.which(self.argv[0]) is None:
-            raise PluginError(f"--agent-cmd {command!r}: cannot start it ({self.argv[0]!r} is not an executable on PATH or a path)")
+            raise PluginError(
+                f"--agent-cmd {command!r}: cannot start it ({self.argv[0]!r} is not an executable on PATH or a path)"
+            )
         self.process: subprocess.Popen | None = None
         self.lines: queue.Queue = queue.Queue()
         self.stderr: deque[str] = deque(maxlen=stderr_lines)
@@ -140,9 +158,17 @@ class CommandAgent(Agent):
     # ------------------------------------------------------------------ process
     def _spawn(self) -> None:
         try:
-            self.process = subprocess.Popen(self.argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                                            text=True, encoding="utf-8", errors="replace", bufsize=1,
-                                            start_new_session=True)  # its own process group: wrappers' children go too
+            self.process = subprocess.Popen(
+                self.argv,
+                stdin=subprocess.PIPE,
+                stdout=subprocess.PIPE,
+                stderr=subprocess.PIPE,
+                text=True,
+                encoding="utf-8",
+                errors="replace",
+                bufsize=1,
+                start_new_session=True,
+            )  # its own process group: wrappers' children go too
         except OSError as exc:
             raise PluginError(f"--agent-cmd {self.command!r}: cannot start it ({exc})") from exc
         self.lines = queue.Queue()
@@ -250,4 +276,3 @@ class CommandAgent(Agent):
             except (OSError, subprocess.TimeoutExpired):
                 pass
         self._stop()
-

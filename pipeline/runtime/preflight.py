@@ -24,13 +24,28 @@ from pipeline.tools.functions import window_band
 
 REVISIONS = ("revise_window", "revise_target", "probe_nearest", "prefer", "commit")
 CHECKS = (
-    "phase_count", "final_phase_is_commitment", "commit_options_identical", "required_fields_present",
-    "gold_passes_own_checks", "golds_rederived", "timestamp_golds_via_exact_and_nearest", "quality_golds_vs_thresholds",
-    "evidence_ids_exist", "withheld_slot_not_in_first_message", *contract.CHECKS, "same_question_different_gold",
+    "phase_count",
+    "final_phase_is_commitment",
+    "commit_options_identical",
+    "required_fields_present",
+    "gold_passes_own_checks",
+    "golds_rederived",
+    "timestamp_golds_via_exact_and_nearest",
+    "quality_golds_vs_thresholds",
+    "evidence_ids_exist",
+    "withheld_slot_not_in_first_message",
+    *contract.CHECKS,
+    "same_question_different_gold",
 )
 
 
-DECLARED_GOLD = ("lookup", "aggregate", "compare", "rank", "timestamp_value")  # phase types whose gold the family declares
+DECLARED_GOLD = (
+    "lookup",
+    "aggregate",
+    "compare",
+    "rank",
+    "timestamp_value",
+)  # phase types whose gold the family declares
 
 
 def rederive(phase: Any, outputs: dict, thresholds: dict, acceptable: float, family: Family) -> dict:
@@ -45,13 +60,18 @@ def rederive(phase: Any, outputs: dict, thresholds: dict, acceptable: float, fam
     if kind == "quality_decision":
         return quality_decision_answer(last)
     if kind == "preference":  # calls ..q<window><side>: the sides of the first window, then of the second
-        return {"preferred": preferred_window(*([outputs[c.id] for c in phase.canonical_calls if c.id[-2] == w] for w in "12"))}
+        return {
+            "preferred": preferred_window(
+                *([outputs[c.id] for c in phase.canonical_calls if c.id[-2] == w] for w in "12")
+            )
+        }
     first = outputs[phase.canonical_calls[0].id]
     if "quality_band" in first:
         decision, reason = BAND_OUTCOME[first["quality_band"]]
     else:
-        decision, reason = timestamp_commitment(first["offset_seconds"], last["step_seconds"], acceptable,
-                                                thresholds["gap_ratio_abstain_window"])
+        decision, reason = timestamp_commitment(
+            first["offset_seconds"], last["step_seconds"], acceptable, thresholds["gap_ratio_abstain_window"]
+        )
     return {"decision": decision, "reason": reason}
 
 
@@ -81,8 +101,11 @@ def _phase_failures(phase: Any, outputs: dict, store: ToolStore, cfg: EpisodesCo
         failed.append("golds_rederived")
     if phase.type in ("timestamp_value", "nearest_timestamp"):
         stream = phase.evidence_stream_ids[0]
-        exact = registry.call(store, "lookup_observation", {"stream_id": stream, "timestamp": phase.gold["observed_timestamp"],
-                                                            "mode": "exact"})
+        exact = registry.call(
+            store,
+            "lookup_observation",
+            {"stream_id": stream, "timestamp": phase.gold["observed_timestamp"], "mode": "exact"},
+        )
         if not exact.get("exact_match_found") or exact.get("value") != phase.gold["value"]:
             failed.append("timestamp_golds_via_exact_and_nearest")
     if phase.type == "quality_decision":
@@ -130,15 +153,19 @@ def preflight(episodes: list[Episode], store: ToolStore, cfg: EpisodesConfig, fa
     by_check, by_family, by_split, rows = Counter(), Counter(), Counter(), {}
     ambiguous = ambiguous_questions(episodes)
     for episode in episodes:
-        failed = check_episode(episode, store, cfg, families) + (["same_question_different_gold"] if episode.id in ambiguous else [])
+        failed = check_episode(episode, store, cfg, families) + (
+            ["same_question_different_gold"] if episode.id in ambiguous else []
+        )
         if failed:
             rows[episode.id] = failed
             by_family[episode.family] += len(failed)
             by_split[episode.split] += len(failed)
             by_check.update(failed)
     return {
-        "episodes": len(episodes), "issue_count": sum(by_check.values()),
+        "episodes": len(episodes),
+        "issue_count": sum(by_check.values()),
         "by_check": {check: by_check.get(check, 0) for check in CHECKS},
-        "by_family": dict(sorted(by_family.items())), "by_split": dict(sorted(by_split.items())),
+        "by_family": dict(sorted(by_family.items())),
+        "by_split": dict(sorted(by_split.items())),
         "failing_episodes": dict(sorted(rows.items())[:50]),
     }

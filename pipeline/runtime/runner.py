@@ -46,18 +46,26 @@ def _parse(raw: Any) -> tuple[Action | None, list[str]]:
 
 class EpisodeSession:
     """One episode in play, a turn at a time: the simulator, the read-only tools and the observation the agent sees.
-    `run_episode` drives it with an Agent; the gym API (pipeline.harness.gym) lets a caller drive it action by action."""
+    `run_episode` drives it with an Agent; the gym API (pipeline.harness.gym) lets a caller drive it action by
+    action."""
 
-    def __init__(self, episode: Episode, store: ToolStore, keywords: Lexicon, run: int = 0, player: str | None = None) -> None:
+    def __init__(
+        self, episode: Episode, store: ToolStore, keywords: Lexicon, run: int = 0, player: str | None = None
+    ) -> None:
         self.episode, self.store, self.run, self.player = episode, store, run, player
         self.sim = UserSimulator(episode, keywords)
-        self.observation = Observation(episode_id=episode.id, messages=[{"role": "user", "text": self.sim.opening(),
-                                                                         "answer_form": self.sim.form}],
-                                       budget=episode.turn_budget, answer_form=self.sim.form)
+        self.observation = Observation(
+            episode_id=episode.id,
+            messages=[{"role": "user", "text": self.sim.opening(), "answer_form": self.sim.form}],
+            budget=episode.turn_budget,
+            answer_form=self.sim.form,
+        )
         self.outputs: dict[str, Any] = {}
         self.turn = 0
         self.failed = False  # the agent itself failed (a crashed or silent process): the episode ends there
-        self.infra_error: str | None = None  # what the agent stands on failed (a model endpoint): the episode does not count
+        self.infra_error: str | None = (
+            None  # what the agent stands on failed (a model endpoint): the episode does not count
+        )
 
     @property
     def done(self) -> bool:
@@ -77,8 +85,15 @@ class EpisodeSession:
             action, issues, raw = None, [raw.kind], {raw.kind: raw.message}
         else:
             action, issues = _parse(raw)
-        record: dict[str, Any] = {"episode_id": self.episode.id, "run": self.run, "player": self.player, "turn": self.turn,
-                                  "issues": issues, "elapsed_ms": round(elapsed_ms, 3), "usage": usage}
+        record: dict[str, Any] = {
+            "episode_id": self.episode.id,
+            "run": self.run,
+            "player": self.player,
+            "turn": self.turn,
+            "issues": issues,
+            "elapsed_ms": round(elapsed_ms, 3),
+            "usage": usage,
+        }
         observation = self.observation
         if action is None:
             record.update(action=None, raw=raw)
@@ -108,12 +123,19 @@ class EpisodeSession:
         return TurnRecord(**record)
 
     def end(self) -> EpisodeEnd:
-        return EpisodeEnd(episode_id=self.episode.id, run=self.run, player=self.player, turns=self.turn, stopped=self.sim.done,
-                          infra_error=self.infra_error)
+        return EpisodeEnd(
+            episode_id=self.episode.id,
+            run=self.run,
+            player=self.player,
+            turns=self.turn,
+            stopped=self.sim.done,
+            infra_error=self.infra_error,
+        )
 
 
-def run_episode(agent: Agent | Any, episode: Episode, store: ToolStore, keywords: Lexicon, run: int = 0,
-                player: str | None = None) -> Iterator[TurnRecord | EpisodeEnd]:
+def run_episode(
+    agent: Agent | Any, episode: Episode, store: ToolStore, keywords: Lexicon, run: int = 0, player: str | None = None
+) -> Iterator[TurnRecord | EpisodeEnd]:
     """Yield one record per agent turn, then the end record; stops on STOP, at the turn budget, or when the agent
     itself fails (AgentFailure: a crashed or silent process), which is recorded as agent_error."""
     if not isinstance(agent, Agent):  # an agent of the documented protocol: it is given the agent view only
@@ -121,7 +143,9 @@ def run_episode(agent: Agent | Any, episode: Episode, store: ToolStore, keywords
     session = EpisodeSession(episode, store, keywords, run, player)
     started = time.perf_counter()
     fault = _guarded(agent.start, episode)
-    if isinstance(fault, Fault):  # the agent could not begin the episode (its process would not start, its start() raised)
+    if isinstance(
+        fault, Fault
+    ):  # the agent could not begin the episode (its process would not start, its start() raised)
         yield session.step(fault, (time.perf_counter() - started) * 1000)
     while not session.done:
         session.observation.turn = session.turn

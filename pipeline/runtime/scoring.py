@@ -37,7 +37,7 @@ def score_episode(episode: Episode, turns: list[TurnRecord], keywords: Lexicon, 
     played = _replay(episode, turns, keywords)
     issues = played.issues + _missing_answers(episode, played.answers) + ([] if played.stopped else ["not_terminated"])
     rejections, passed = _graded(episode, played.answers)
-    phase_results = passed[:len(episode.phases)]
+    phase_results = passed[: len(episode.phases)]
     follow_ok = _follow_up_results(episode, passed)
     final, evidence = phase_results[-1], follow_ok["evidence"]
     phase_ok = all(phase_results) and follow_ok["rationale"]
@@ -45,15 +45,28 @@ def score_episode(episode: Episode, turns: list[TurnRecord], keywords: Lexicon, 
     task = final and evidence and phase_ok and temporal
     protocol = not issues
     return EpisodeScore(
-        episode_id=episode.id, run=run, family=episode.family, split=episode.split, interaction_mode=episode.interaction_mode,
-        final=final, evidence=evidence, phase=phase_ok, temporal=temporal, task=task, protocol=protocol,
-        accomplished=task and protocol, phase_results=phase_results, issues=sorted(set(issues)), rejections=rejections,
+        episode_id=episode.id,
+        run=run,
+        family=episode.family,
+        split=episode.split,
+        interaction_mode=episode.interaction_mode,
+        final=final,
+        evidence=evidence,
+        phase=phase_ok,
+        temporal=temporal,
+        task=task,
+        protocol=protocol,
+        accomplished=task and protocol,
+        phase_results=phase_results,
+        issues=sorted(set(issues)),
+        rejections=rejections,
     )
 
 
 @dataclass
 class _Played:
-    """What the turns did: the protocol issues seen along the way, the answers, the tool calls, and whether it stopped."""
+    """What the turns did: the protocol issues seen along the way, the answers, the tool calls, and whether it
+    stopped."""
 
     issues: list[str] = field(default_factory=list)
     answers: list[dict] = field(default_factory=list)
@@ -108,13 +121,18 @@ def _missing_answers(episode: Episode, answers: list[dict]) -> list[str]:
     """An issue for the phases left unanswered, and one per follow-up left unanswered."""
     n_phases = len(episode.phases)
     issues = ["missing_phase_answer"] if len(answers) < n_phases else []
-    return issues + [f"missing_{spec.kind}" for offset, spec in enumerate(episode.follow_ups) if n_phases + offset >= len(answers)]
+    return issues + [
+        f"missing_{spec.kind}" for offset, spec in enumerate(episode.follow_ups) if n_phases + offset >= len(answers)
+    ]
 
 
 def _graded(episode: Episode, answers: list[dict]) -> tuple[list, list[bool]]:
-    """The rejections of every answer against its step's gold, and per step (phases, then follow-ups) whether it passed."""
+    """The rejections of every answer against its step's gold, and per step (phases, then follow-ups) whether it
+    passed."""
     steps = [*episode.phases, *episode.follow_ups]
-    rejections = [r for i, step in enumerate(steps) if i < len(answers) for r in grade(step.form, step.gold, answers[i], step=i)]
+    rejections = [
+        r for i, step in enumerate(steps) if i < len(answers) for r in grade(step.form, step.gold, answers[i], step=i)
+    ]
     failed = {r.step for r in rejections}
     return rejections, [i < len(answers) and i not in failed for i in range(len(steps))]
 

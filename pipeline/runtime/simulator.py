@@ -42,7 +42,7 @@ def asked_slots(text: str, keywords: Lexicon) -> set[str]:
         for phrase in phrases:
             n = len(phrase)
             if n not in grams:
-                grams[n] = {tuple(tokens[i:i + n]) for i in range(len(tokens) - n + 1)}
+                grams[n] = {tuple(tokens[i : i + n]) for i in range(len(tokens) - n + 1)}
             if phrase in grams[n]:
                 found.add(slot)
                 break
@@ -119,14 +119,18 @@ class UserSimulator:
         if isinstance(action, AskUser):
             asked = asked_slots(action.text, self.keywords)
             replies = []
-            for index, slot in enumerate(self.episode.withheld):  # one question may ask for several: each is told, a line each
+            for index, slot in enumerate(
+                self.episode.withheld
+            ):  # one question may ask for several: each is told, a line each
                 if not self.released[index] and slot.slot in asked:
                     self.released[index] = True
                     replies.append(slot.reply)
             if replies:
                 return Reply("\n".join(replies), "release")
-            return Reply(self.episode.nudge_reply if self.pending_slots else self.episode.idle_reply,
-                         "nudge" if self.pending_slots else "idle")
+            return Reply(
+                self.episode.nudge_reply if self.pending_slots else self.episode.idle_reply,
+                "nudge" if self.pending_slots else "idle",
+            )
         if isinstance(action, Answer):
             self.position += 1
             if self.position >= self.steps:

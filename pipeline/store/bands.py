@@ -8,7 +8,9 @@ from typing import Any
 from contracts.tools import QUALITY_BANDS
 
 
-def conditions(coverage: Any, gap_ratio: Any, gap_unknown: Any, clean: Any, limits: dict[str, float], gap_limit: str) -> tuple:
+def conditions(
+    coverage: Any, gap_ratio: Any, gap_unknown: Any, clean: Any, limits: dict[str, float], gap_limit: str
+) -> tuple:
     """The condition of each band of QUALITY_BANDS but the last (which holds otherwise), in that order. Written with
     comparison and bitwise operators only, it takes Python numbers and bools or polars expressions alike."""
     return (

@@ -35,18 +35,31 @@ def thresholds(aggregates: pl.DataFrame, quality: pl.DataFrame, cfg: StoreConfig
     into its declared floor and ceiling (configs/build.toml) so that no corpus makes a band absurd."""
     weekly = aggregates.filter(pl.col("period") == "week")
     q, bounds = cfg.thresholds, cfg.threshold_bounds
-    populations = {"coverage_abstain": (weekly["coverage"], "weekly windows"), "coverage_answer": (weekly["coverage"], "weekly windows"),
-                   "gap_ratio_answer": (weekly["gap_ratio"], "weekly windows"),
-                   "gap_ratio_abstain_window": (weekly["gap_ratio"], "weekly windows"),
-                   "gap_ratio_abstain_stream": (quality["gap_ratio"], "streams")}
+    populations = {
+        "coverage_abstain": (weekly["coverage"], "weekly windows"),
+        "coverage_answer": (weekly["coverage"], "weekly windows"),
+        "gap_ratio_answer": (weekly["gap_ratio"], "weekly windows"),
+        "gap_ratio_abstain_window": (weekly["gap_ratio"], "weekly windows"),
+        "gap_ratio_abstain_stream": (quality["gap_ratio"], "streams"),
+    }
     rows = []
     for name, (values, population) in populations.items():
         quantile, bound = getattr(q, name), getattr(bounds, name)
         corpus = _quantile(values, quantile)
         rows.append((name, bound.clamp(corpus), quantile, population, corpus, bound.floor, bound.ceiling))
-    return pl.DataFrame(rows, schema={"name": pl.String, "value": pl.Float64, "quantile": pl.Float64, "population": pl.String,
-                                      "corpus_value": pl.Float64, "floor": pl.Float64, "ceiling": pl.Float64},
-                        orient="row").sort("name")
+    return pl.DataFrame(
+        rows,
+        schema={
+            "name": pl.String,
+            "value": pl.Float64,
+            "quantile": pl.Float64,
+            "population": pl.String,
+            "corpus_value": pl.Float64,
+            "floor": pl.Float64,
+            "ceiling": pl.Float64,
+        },
+        orient="row",
+    ).sort("name")
 
 
 def rounded(values: np.ndarray, digits: int = VALUE_DP) -> np.ndarray:
@@ -55,7 +68,7 @@ def rounded(values: np.ndarray, digits: int = VALUE_DP) -> np.ndarray:
     k = rint(x * 10**digits) is Python's last digit unless x * 10**digits lies within rounding error of a half
     (or is too large for rint to be exact), where Python's round itself decides; k / 10**digits is then the double
     nearest to k / 10**digits, as Python's result is, since IEEE division of exact operands is correctly rounded."""
-    scale = 10.0 ** digits
+    scale = 10.0**digits
     with np.errstate(invalid="ignore", over="ignore"):
         scaled = values * scale
         out = np.rint(scaled) / scale + 0.0  # NaN and infinities stay as they are, as with round
@@ -68,6 +81,7 @@ def rounded(values: np.ndarray, digits: int = VALUE_DP) -> np.ndarray:
 
 def shown(column: str) -> pl.Expr:
     """A value as the tools show it (Python's round to VALUE_DP decimals): decisions use what an agent can see."""
+
     def batch(series: pl.Series) -> pl.Series:
         values = pl.Series(series.name, rounded(series.fill_null(0.0).cast(pl.Float64).to_numpy()), dtype=pl.Float64)
         return values.scatter(series.is_null().arg_true(), None) if series.null_count() else values
@@ -89,9 +103,14 @@ def quality_band(limits: dict[str, float], gap_limit: str, clean: pl.Expr) -> pl
 BYTES_PER_ROW = 400
 PARTS = ".parts"
 MIN_SHARED_ROWS = 4_000_000  # below this, one process is faster than starting workers
-OBSERVATIONS_SCHEMA = pa.schema([
-    ("stream_id", pa.dictionary(pa.int32(), pa.string())), ("ts", pa.int64()), ("value", pa.float64()), ("step_us", pa.int64()),
-])
+OBSERVATIONS_SCHEMA = pa.schema(
+    [
+        ("stream_id", pa.dictionary(pa.int32(), pa.string())),
+        ("ts", pa.int64()),
+        ("value", pa.float64()),
+        ("step_us", pa.int64()),
+    ]
+)
 PER_STREAM = ("aggregates", "profiles", "previews", "quality_parts")
 
 
@@ -159,7 +178,8 @@ def store_unit(unit: StoreUnit) -> dict[str, int]:
     timed_rejects = (
         pl.scan_parquet(ingest_dir / "rejects.parquet")
         .filter(pl.col("stream_id").is_between(pl.lit(ids[0]), pl.lit(ids[-1])) & pl.col("ts").is_not_null())
-        .select("stream_id", "ts", "reason").collect()
+        .select("stream_id", "ts", "reason")
+        .collect()
         .with_columns(stream_id=pl.col("stream_id").replace_strict(code_of, default=None, return_dtype=pl.Int32))
         .drop_nulls("stream_id")  # streams without observations (every cell rejected) have no windows
     )
@@ -178,7 +198,9 @@ def store_unit(unit: StoreUnit) -> dict[str, int]:
     return {name: frame.height for name, frame in tables.items()}
 
 
-def _limits_and_bands(aggregates: pl.DataFrame, quality: pl.DataFrame, cfg: StoreConfig) -> tuple[pl.DataFrame, pl.DataFrame, pl.DataFrame]:
+def _limits_and_bands(
+    aggregates: pl.DataFrame, quality: pl.DataFrame, cfg: StoreConfig
+) -> tuple[pl.DataFrame, pl.DataFrame, pl.DataFrame]:
     """The corpus-wide step: thresholds from every stream's windows, then the quality bands they decide."""
     limits_frame = thresholds(aggregates, quality, cfg)
     limits = dict(limits_frame.select("name", "value").iter_rows())
@@ -191,8 +213,9 @@ def _limits_and_bands(aggregates: pl.DataFrame, quality: pl.DataFrame, cfg: Stor
     )
 
 
-def derive_tables(ingest_dir: Path, out: Path, cfg: StoreConfig, resources: Resources,
-                  con: duckdb.DuckDBPyConnection) -> tuple[dict[str, pa.Table], int, str]:
+def derive_tables(
+    ingest_dir: Path, out: Path, cfg: StoreConfig, resources: Resources, con: duckdb.DuckDBPyConnection
+) -> tuple[dict[str, pa.Table], int, str]:
     """Every store table except the stream index, sorted by its full key. Observations go to
     out/observations.parquet and to the `observations` table of `con` unit by unit, while later
     units are still being computed (returned: row count and logical digest); the rest come back as Arrow."""
@@ -209,6 +232,7 @@ def derive_tables(ingest_dir: Path, out: Path, cfg: StoreConfig, resources: Reso
     writer = RowGroupWriter(out / "observations.parquet", OBSERVATIONS_SCHEMA, on_group=digest.update)
     ids = pa.array([sid for unit in units for sid, _ in unit.streams], type=pa.string())
     code = 0
+
     def append(piece: pa.Table) -> None:  # on the inserter's thread, which owns `con` until it is closed
         con.register("incoming", piece)
         con.execute("INSERT INTO observations SELECT stream_id::VARCHAR, ts, value, step_us FROM incoming")
@@ -223,7 +247,9 @@ def derive_tables(ingest_dir: Path, out: Path, cfg: StoreConfig, resources: Reso
             for batch in iter_part(Path(unit.out) / "observations.arrow"):
                 stream = pa.DictionaryArray.from_arrays(pa.array(codes[offset : offset + batch.num_rows]), ids)
                 offset += batch.num_rows
-                piece = pa.table({"stream_id": stream, "ts": batch["ts"], "value": batch["value"], "step_us": batch["step_us"]})
+                piece = pa.table(
+                    {"stream_id": stream, "ts": batch["ts"], "value": batch["value"], "step_us": batch["step_us"]}
+                )
                 inserter.put(piece)
                 writer.write(piece)
         observations = writer.close()
@@ -232,17 +258,27 @@ def derive_tables(ingest_dir: Path, out: Path, cfg: StoreConfig, resources: Reso
         writer.abort()
         inserter.close(check=False)
         raise
-    parts = {name: [pl.from_arrow(read_part(Path(unit.out) / f"{name}.arrow")) for unit in units] for name in PER_STREAM}
+    parts = {
+        name: [pl.from_arrow(read_part(Path(unit.out) / f"{name}.arrow")) for unit in units] for name in PER_STREAM
+    }
     joined = {name: pl.concat(frames) if frames else None for name, frames in parts.items()}
     if joined["aggregates"] is None:  # no observations at all
-        empty = compute.with_steps(pl.DataFrame(schema={"stream_id": pl.String, "ts": pl.Int64, "value": pl.Float64}), cfg.step_window)
-        joined = {"aggregates": compute.aggregates(empty, cfg.std_ddof), "profiles": compute.profiles(empty, cfg.std_ddof),
-                  "previews": compute.previews(empty, cfg.preview_points), "quality_parts": compute.quality_parts(empty)}
+        empty = compute.with_steps(
+            pl.DataFrame(schema={"stream_id": pl.String, "ts": pl.Int64, "value": pl.Float64}), cfg.step_window
+        )
+        joined = {
+            "aggregates": compute.aggregates(empty, cfg.std_ddof),
+            "profiles": compute.profiles(empty, cfg.std_ddof),
+            "previews": compute.previews(empty, cfg.preview_points),
+            "quality_parts": compute.quality_parts(empty),
+        }
     quality = compute.quality_table(streams, joined["quality_parts"], rejects)
     limits_frame, quality, aggregates = _limits_and_bands(joined["aggregates"], quality, cfg)
     timed_rejects = rejects.filter(pl.col("stream_id").is_not_null() & pl.col("ts").is_not_null())
     tables = {
-        "sites": read("sites"), "entities": read("entities"), "relations": read("relations"),
+        "sites": read("sites"),
+        "entities": read("entities"),
+        "relations": read("relations"),
         "streams_in": streams,
         "quality": quality,
         "aggregates": aggregates,
@@ -250,7 +286,9 @@ def derive_tables(ingest_dir: Path, out: Path, cfg: StoreConfig, resources: Reso
         "previews": joined["previews"],
         "thresholds": limits_frame,
         # The build settings the tools must share with the store: a custom window's std takes the store's ddof.
-        "settings": pl.DataFrame({"name": ["std_ddof"], "value": [cfg.std_ddof]}, schema={"name": pl.String, "value": pl.Int64}),
+        "settings": pl.DataFrame(
+            {"name": ["std_ddof"], "value": [cfg.std_ddof]}, schema={"name": pl.String, "value": pl.Int64}
+        ),
         # Rejected cells that have a stream and a time: tools report defect fractions per window.
         "rejects": timed_rejects.select("stream_id", "ts", "reason", "raw").sort("stream_id", "ts", "reason", "raw"),
     }
@@ -258,19 +296,29 @@ def derive_tables(ingest_dir: Path, out: Path, cfg: StoreConfig, resources: Reso
 
 
 def _require_observations(ingest_dir: Path) -> None:
-    """A corpus whose every cell was rejected has nothing to ask about: say why in one line (the rejects stay in ingest)."""
+    """A corpus whose every cell was rejected has nothing to ask about: say why in one line (the rejects stay in
+    ingest)."""
     report = read_report(ingest_dir)
     if report.observations:
         return
     if not report.raw_value_cells:
-        raise StageError(f"corpus {report.corpus}: the raw files hold no value cell ({len(report.files)} files read, headers "
-                         "and no data rows?); restore the data, or fix values.files in the mapping")
-    reasons = ", ".join(f"{reason} {n:,}" for reason, n in sorted(report.rejects_by_reason.items(), key=lambda kv: -kv[1]))
-    hint = (" (values such as 12,5 need values.decimal = \",\"; other missing-value texts go in cleaning.missing_tokens)"
-            if "unparseable" in report.rejects_by_reason else "")
-    raise StageError(f"corpus {report.corpus}: ingest kept no observation: all {report.raw_value_cells:,} raw value cells were "
-                     f"rejected ({reasons}); `telemetry-bench inspect ingest --corpus {report.corpus}` "
-                     f"and artifacts/{report.corpus}/ingest/rejects.parquet give each cell's reason; fix the mapping{hint}")
+        raise StageError(
+            f"corpus {report.corpus}: the raw files hold no value cell ({len(report.files)} files read, headers "
+            "and no data rows?); restore the data, or fix values.files in the mapping"
+        )
+    reasons = ", ".join(
+        f"{reason} {n:,}" for reason, n in sorted(report.rejects_by_reason.items(), key=lambda kv: -kv[1])
+    )
+    hint = (
+        ' (values such as 12,5 need values.decimal = ","; other missing-value texts go in cleaning.missing_tokens)'
+        if "unparseable" in report.rejects_by_reason
+        else ""
+    )
+    raise StageError(
+        f"corpus {report.corpus}: ingest kept no observation: all {report.raw_value_cells:,} raw value cells were "
+        f"rejected ({reasons}); `telemetry-bench inspect ingest --corpus {report.corpus}` "
+        f"and artifacts/{report.corpus}/ingest/rejects.parquet give each cell's reason; fix the mapping{hint}"
+    )
 
 
 def build_store(ingest_dir: Path, out: Path, cfg: StoreConfig, resources: Resources | None = None) -> StageResult:
@@ -280,11 +328,14 @@ def build_store(ingest_dir: Path, out: Path, cfg: StoreConfig, resources: Resour
     tune_allocator()
     path = out / STORE_FILE
     try:
-        con = duckdb.connect(str(path), config={
-            "memory_limit": f"{max(256 << 20, resources.memory_budget // 4) >> 20}MB",
-            "temp_directory": str(out / PARTS / "duckdb"),
-            **({"threads": int(resources.threads)} if resources.threads else {}),
-        })
+        con = duckdb.connect(
+            str(path),
+            config={
+                "memory_limit": f"{max(256 << 20, resources.memory_budget // 4) >> 20}MB",
+                "temp_directory": str(out / PARTS / "duckdb"),
+                **({"threads": int(resources.threads)} if resources.threads else {}),
+            },
+        )
         try:
             tables, observations, observations_digest = derive_tables(ingest_dir, out, cfg, resources, con)
             for name, table in tables.items():
@@ -312,7 +363,9 @@ def build_store(ingest_dir: Path, out: Path, cfg: StoreConfig, resources: Resour
         if name != "observations":
             write_table(tables[name], out / f"{name}.parquet")
     limits = {row["name"]: row["value"] for row in tables["thresholds"].to_pylist()}
-    digests = {name: reader_digest(tables[name].to_batches(), tables[name].schema) for name in KEYS if name != "observations"}
+    digests = {
+        name: reader_digest(tables[name].to_batches(), tables[name].schema) for name in KEYS if name != "observations"
+    }
     return StageResult(
         outputs=[f"{name}.parquet" for name in KEYS],
         row_counts={name: observations if name == "observations" else tables[name].num_rows for name in KEYS},

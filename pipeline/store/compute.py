@@ -18,9 +18,12 @@ MONDAY = 4 * DAY  # 1970-01-05, the first Monday after the epoch (a Thursday)
 def with_steps(obs: pl.DataFrame, step_window: int) -> pl.DataFrame:
     """Add gap_us (to the previous observation) and step_us (median of the nearby gaps)."""
     return obs.with_columns(gap_us=pl.col("ts").diff().over("stream_id")).with_columns(
-        step_us=pl.col("gap_us").cast(pl.Float64)
+        step_us=pl.col("gap_us")
+        .cast(pl.Float64)
         .rolling_median(2 * step_window + 1, center=True, min_samples=1)
-        .over("stream_id").round(0).cast(pl.Int64)
+        .over("stream_id")
+        .round(0)
+        .cast(pl.Int64)
     )
 
 
@@ -43,8 +46,11 @@ def _moments(values: np.ndarray, starts: np.ndarray, ddof: int) -> dict[str, np.
     with np.errstate(invalid="ignore", divide="ignore"):
         std = np.where(counts > ddof, np.sqrt(ss / np.maximum(counts - ddof, 1)), np.nan)
     return {
-        "count": counts.astype(np.int64), "mean": mean, "std": std,
-        "min": np.minimum.reduceat(values, starts), "max": np.maximum.reduceat(values, starts),
+        "count": counts.astype(np.int64),
+        "mean": mean,
+        "std": std,
+        "min": np.minimum.reduceat(values, starts),
+        "max": np.maximum.reduceat(values, starts),
     }
 
 
@@ -83,7 +89,9 @@ def window_segments(codes: np.ndarray, ts: np.ndarray) -> dict[str, np.ndarray]:
         return {"day": day, "week": day, "month": day}
     first_day, stream = days[day], codes[day]
     origin = int(first_day.min())
-    months = np.arange(origin, int(first_day.max()) + 1).astype("datetime64[D]").astype("datetime64[M]").astype(np.int64)
+    months = (
+        np.arange(origin, int(first_day.max()) + 1).astype("datetime64[D]").astype("datetime64[M]").astype(np.int64)
+    )
     out = {"day": day}
     for period, key in (("week", np.floor_divide(first_day - MONDAY // DAY, 7)), ("month", months[first_day - origin])):
         change = np.ones(len(day), dtype=bool)
@@ -94,18 +102,30 @@ def window_segments(codes: np.ndarray, ts: np.ndarray) -> dict[str, np.ndarray]:
 
 def _reject_counts(rejects: pl.DataFrame | None, period: str, key: pl.DataType) -> pl.DataFrame:
     """Rejected cells per stream x window: all of them, duplicates, non-finite values (stream key of type `key`)."""
-    schema = {"stream_id": key, "window_start": pl.Int64, "rejected": pl.Int64, "duplicates": pl.Int64, "non_finite": pl.Int64}
+    schema = {
+        "stream_id": key,
+        "window_start": pl.Int64,
+        "rejected": pl.Int64,
+        "duplicates": pl.Int64,
+        "non_finite": pl.Int64,
+    }
     if rejects is None or rejects.height == 0:
         return pl.DataFrame(schema=schema)
     starts, _ = window_bounds(rejects["ts"].to_numpy(), period)
-    return rejects.with_columns(window_start=pl.Series(starts)).group_by("stream_id", "window_start").agg(
-        rejected=pl.len().cast(pl.Int64),
-        duplicates=(pl.col("reason") == "duplicate_timestamp").sum().cast(pl.Int64),
-        non_finite=(pl.col("reason") == "non_finite").sum().cast(pl.Int64),
+    return (
+        rejects.with_columns(window_start=pl.Series(starts))
+        .group_by("stream_id", "window_start")
+        .agg(
+            rejected=pl.len().cast(pl.Int64),
+            duplicates=(pl.col("reason") == "duplicate_timestamp").sum().cast(pl.Int64),
+            non_finite=(pl.col("reason") == "non_finite").sum().cast(pl.Int64),
+        )
     )
 
 
-def aggregates(obs: pl.DataFrame, ddof: int, codes: np.ndarray | None = None, rejects: pl.DataFrame | None = None) -> pl.DataFrame:
+def aggregates(
+    obs: pl.DataFrame, ddof: int, codes: np.ndarray | None = None, rejects: pl.DataFrame | None = None
+) -> pl.DataFrame:
     """count, mean, std, min, max, local step, longest gap, coverage, gap ratio and rejected cells per stream x window.
 
     `rejects` (stream_id, ts, reason): rejected cells with a stream and a time."""
@@ -123,26 +143,36 @@ def aggregates(obs: pl.DataFrame, ddof: int, codes: np.ndarray | None = None, re
         cut[seg] = np.minimum(gap[seg], ts[seg] - start)
         inner = np.maximum.reduceat(cut, seg) if len(seg) else cut[:0]
         longest = np.maximum(inner, end - ts[ends])
-        frame = pl.DataFrame({
-            "stream_id": obs["stream_id"].gather(seg),
-            "period": pl.Series([period] * len(seg), dtype=pl.String),
-            "window_start": start, "window_end": end,
-            **_moments(values, seg, ddof),
-            "first_ts": ts[seg], "last_ts": ts[ends], "longest_gap_us": longest,
-        })
+        frame = pl.DataFrame(
+            {
+                "stream_id": obs["stream_id"].gather(seg),
+                "period": pl.Series([period] * len(seg), dtype=pl.String),
+                "window_start": start,
+                "window_end": end,
+                **_moments(values, seg, ddof),
+                "first_ts": ts[seg],
+                "last_ts": ts[ends],
+                "longest_gap_us": longest,
+            }
+        )
         steps = (
             obs.select(pl.col("step_us"))
             .with_columns(_seg=pl.Series(np.repeat(np.arange(len(seg)), np.diff(np.append(seg, len(ts))))).set_sorted())
-            .group_by("_seg", maintain_order=True).agg(pl.col("step_us").median().round(0).cast(pl.Int64))
+            .group_by("_seg", maintain_order=True)
+            .agg(pl.col("step_us").median().round(0).cast(pl.Int64))
         )
         counts = _reject_counts(rejects, period, obs.schema["stream_id"])
-        frame = frame.with_columns(step_us=steps["step_us"]).join(counts, on=["stream_id", "window_start"], how="left", maintain_order="left")
+        frame = frame.with_columns(step_us=steps["step_us"]).join(
+            counts, on=["stream_id", "window_start"], how="left", maintain_order="left"
+        )
         frames.append(frame.with_columns(pl.col("rejected", "duplicates", "non_finite").fill_null(0)))
     out = pl.concat(frames)
     length = (pl.col("window_end") - pl.col("window_start")).cast(pl.Float64)
     step = pl.col("step_us").cast(pl.Float64)
     return out.with_columns(
-        coverage=pl.when(step > 0).then(pl.min_horizontal(pl.lit(1.0), pl.col("count") / (length / step))).otherwise(0.0),
+        coverage=pl.when(step > 0)
+        .then(pl.min_horizontal(pl.lit(1.0), pl.col("count") / (length / step)))
+        .otherwise(0.0),
         gap_ratio=pl.when(step > 0).then(pl.col("longest_gap_us") / step).otherwise(None),
         std=pl.col("std").fill_nan(None),
     ).sort("stream_id", "period", "window_start")
@@ -157,10 +187,14 @@ def profiles(obs: pl.DataFrame, ddof: int, codes: np.ndarray | None = None) -> p
     order = np.argsort(codes * 168 + slot, kind="stable")
     key, values = (codes * 168 + slot)[order], obs["value"].to_numpy()[order]
     seg = _segments([key])
-    return pl.DataFrame({
-        "stream_id": obs["stream_id"].gather(order[seg]), "dow": slot[order[seg]] // 24, "hour": slot[order[seg]] % 24,
-        **_moments(values, seg, ddof),
-    }).with_columns(std=pl.col("std").fill_nan(None))
+    return pl.DataFrame(
+        {
+            "stream_id": obs["stream_id"].gather(order[seg]),
+            "dow": slot[order[seg]] // 24,
+            "hour": slot[order[seg]] % 24,
+            **_moments(values, seg, ddof),
+        }
+    ).with_columns(std=pl.col("std").fill_nan(None))
 
 
 def previews(obs: pl.DataFrame, points: int) -> pl.DataFrame:
@@ -172,14 +206,19 @@ def previews(obs: pl.DataFrame, points: int) -> pl.DataFrame:
         picks.append(offset + np.unique(np.rint(np.arange(points) * (n - 1) / (points - 1)).astype(np.int64)))
         offset += n
     chosen = obs.select("stream_id", "ts", "value")[np.concatenate(picks) if picks else []]
-    return chosen.with_columns(idx=pl.int_range(pl.len()).over("stream_id").cast(pl.Int64)).select("stream_id", "idx", "ts", "value")
+    return chosen.with_columns(idx=pl.int_range(pl.len()).over("stream_id").cast(pl.Int64)).select(
+        "stream_id", "idx", "ts", "value"
+    )
 
 
 def quality_parts(obs: pl.DataFrame) -> pl.DataFrame:
     """The per-stream half of the quality table (needs only that stream's rows): counts, times, gaps, expected count."""
     per = obs.group_by("stream_id", maintain_order=True).agg(
-        n=pl.len(), first_ts=pl.col("ts").first(), last_ts=pl.col("ts").last(),
-        step_us=pl.col("gap_us").median().round(0).cast(pl.Int64), longest_gap_us=pl.col("gap_us").max(),
+        n=pl.len(),
+        first_ts=pl.col("ts").first(),
+        last_ts=pl.col("ts").last(),
+        step_us=pl.col("gap_us").median().round(0).cast(pl.Int64),
+        longest_gap_us=pl.col("gap_us").max(),
         zero_fraction=(pl.col("value") == 0).mean(),
         constant_fraction=(pl.col("value") == pl.col("value").shift(1)).drop_nulls().mean(),
         distinct_values=pl.col("value").n_unique().cast(pl.Int64),
@@ -191,25 +230,37 @@ def quality_parts(obs: pl.DataFrame) -> pl.DataFrame:
     local = obs["step_us"].cast(pl.Float64).fill_null(0.0).to_numpy()
     with np.errstate(divide="ignore", invalid="ignore"):
         ratio = np.where(local > 0, gap / local, 0.0)
-    return per.with_columns(expected=pl.Series(
-        (1.0 + np.add.reduceat(ratio, seg)) if len(seg) else np.array([], dtype=np.float64), dtype=pl.Float64,
-    ))
+    return per.with_columns(
+        expected=pl.Series(
+            (1.0 + np.add.reduceat(ratio, seg)) if len(seg) else np.array([], dtype=np.float64),
+            dtype=pl.Float64,
+        )
+    )
 
 
 def quality_table(streams: pl.DataFrame, parts: pl.DataFrame, rejects: pl.DataFrame) -> pl.DataFrame:
     """Whole-stream quality (step, longest gap, coverage, gap ratio and the defect fractions) from the per-stream parts
     of every stream and all rejects (a stream without rows gets zeros)."""
-    bad = rejects.filter(pl.col("stream_id").is_not_null()).group_by("stream_id").agg(
-        rejected=pl.len(), duplicates=(pl.col("reason") == "duplicate_timestamp").sum(),
-        non_finite=(pl.col("reason") == "non_finite").sum(),
+    bad = (
+        rejects.filter(pl.col("stream_id").is_not_null())
+        .group_by("stream_id")
+        .agg(
+            rejected=pl.len(),
+            duplicates=(pl.col("reason") == "duplicate_timestamp").sum(),
+            non_finite=(pl.col("reason") == "non_finite").sum(),
+        )
     )
     table = streams.select("stream_id").join(parts, on="stream_id", how="left").join(bad, on="stream_id", how="left")
     total = (pl.col("n").fill_null(0) + pl.col("rejected").fill_null(0)).clip(lower_bound=1).cast(pl.Float64)
     step = pl.col("step_us").cast(pl.Float64)
     expected = pl.col("expected")
     return table.select(
-        "stream_id", n=pl.col("n").fill_null(0).cast(pl.Int64), first_ts="first_ts", last_ts="last_ts",
-        step_us="step_us", longest_gap_us="longest_gap_us",
+        "stream_id",
+        n=pl.col("n").fill_null(0).cast(pl.Int64),
+        first_ts="first_ts",
+        last_ts="last_ts",
+        step_us="step_us",
+        longest_gap_us="longest_gap_us",
         coverage=pl.when(step > 0).then(pl.min_horizontal(pl.lit(1.0), pl.col("n") / expected)).otherwise(0.0),
         expected_count=expected,
         gap_ratio=pl.when(step > 0).then(pl.col("longest_gap_us") / step).otherwise(None),
@@ -242,8 +293,13 @@ def window_stats(ts: np.ndarray, values: np.ndarray, steps: np.ndarray, start: i
     length = float(end - start)
     coverage = min(1.0, moments["count"] / (length / float(step_us))) if step_us and step_us > 0 else 0.0
     return {
-        **moments, "std": None if np.isnan(moments["std"]) else float(moments["std"]),
-        "count": int(moments["count"]), "first_ts": int(inside[0]), "last_ts": int(inside[-1]),
-        "longest_gap_us": longest, "step_us": step_us, "coverage": coverage,
+        **moments,
+        "std": None if np.isnan(moments["std"]) else float(moments["std"]),
+        "count": int(moments["count"]),
+        "first_ts": int(inside[0]),
+        "last_ts": int(inside[-1]),
+        "longest_gap_us": longest,
+        "step_us": step_us,
+        "coverage": coverage,
         "gap_ratio": longest / float(step_us) if step_us and step_us > 0 else None,
     }

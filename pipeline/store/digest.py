@@ -14,9 +14,15 @@ from pipeline.core.canonical import HASH_SCHEME_VERSION
 
 def _column_bytes(column: pa.ChunkedArray) -> list[bytes | memoryview]:
     array = column.combine_chunks() if column.num_chunks != 1 else column.chunk(0)
-    if array.null_count == 0 and (pa.types.is_integer(array.type) or pa.types.is_floating(array.type)) and sys.byteorder == "little":
+    if (
+        array.null_count == 0
+        and (pa.types.is_integer(array.type) or pa.types.is_floating(array.type))
+        and sys.byteorder == "little"
+    ):
         # Fast path, same bytes: every value valid, and the values buffer is already the little-endian numbers.
-        numbers = np.frombuffer(array.buffers()[1], dtype=array.type.to_pandas_dtype())[array.offset : array.offset + len(array)]
+        numbers = np.frombuffer(array.buffers()[1], dtype=array.type.to_pandas_dtype())[
+            array.offset : array.offset + len(array)
+        ]
         return [np.ones(len(array), dtype=np.uint8).tobytes(), memoryview(np.ascontiguousarray(numbers)).cast("B")]
     valid = np.asarray(pc.is_valid(array).to_numpy(zero_copy_only=False), dtype=np.uint8).tobytes()
     if pa.types.is_string(array.type) or pa.types.is_large_string(array.type) or pa.types.is_string_view(array.type):
@@ -42,11 +48,21 @@ def table_digest(table: pa.Table) -> str:
     hasher = xxhash.xxh3_128()
     hasher.update(f"v{HASH_SCHEME_VERSION}|{table.num_rows}|".encode())
     for field, column in zip(table.schema, table.columns, strict=True):
-        value_type = field.type.value_type if pa.types.is_dictionary(field.type) else field.type  # a dictionary is its values
-        kind = "string" if pa.types.is_string(value_type) or pa.types.is_large_string(value_type) or pa.types.is_string_view(value_type) else str(value_type)
+        value_type = (
+            field.type.value_type if pa.types.is_dictionary(field.type) else field.type
+        )  # a dictionary is its values
+        kind = (
+            "string"
+            if pa.types.is_string(value_type)
+            or pa.types.is_large_string(value_type)
+            or pa.types.is_string_view(value_type)
+            else str(value_type)
+        )
         hasher.update(f"{field.name}:{kind}|".encode())
         for part in _column_bytes(column):
-            hasher.update(part.nbytes.to_bytes(8, "little") if isinstance(part, memoryview) else len(part).to_bytes(8, "little"))
+            hasher.update(
+                part.nbytes.to_bytes(8, "little") if isinstance(part, memoryview) else len(part).to_bytes(8, "little")
+            )
             hasher.update(part)
     return hasher.hexdigest()
 

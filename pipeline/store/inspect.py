@@ -21,7 +21,9 @@ def store_summary(ws: Workspace, corpus: str) -> dict:
         }
         for period in ("day", "week", "month"):
             quality[f"{period} windows"] = dict(
-                con.execute("SELECT quality_band, count(*) FROM aggregates WHERE period = ? GROUP BY 1 ORDER BY 1", [period]).fetchall()
+                con.execute(
+                    "SELECT quality_band, count(*) FROM aggregates WHERE period = ? GROUP BY 1 ORDER BY 1", [period]
+                ).fetchall()
             )
         coverage = con.execute(
             "SELECT quantile_cont(coverage, [0.1, 0.5, 0.9]) FROM aggregates WHERE period = 'week'"

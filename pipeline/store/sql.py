@@ -13,10 +13,11 @@ WITH counts AS (
 SELECT s.*,
        CASE WHEN starts_with(s.equipment, s.site_id || '.') THEN substr(s.equipment, length(s.site_id) + 2)
             ELSE s.equipment END AS equipment_role,
-       {_norm('s.site_id')} AS site_key, {_norm('s.point_class')} AS class_key,
-       {_norm('s.equipment')} AS equipment_key, {_norm('s.equipment_type')} AS equipment_type_key,
-       {_norm('s.location')} AS location_key, {_norm('s.label')} AS label_key,
-       -- the streams resolve_point(site, class, equipment) finds: without equipment, every stream of the class at the site
+       {_norm("s.site_id")} AS site_key, {_norm("s.point_class")} AS class_key,
+       {_norm("s.equipment")} AS equipment_key, {_norm("s.equipment_type")} AS equipment_type_key,
+       {_norm("s.location")} AS location_key, {_norm("s.label")} AS label_key,
+       -- the streams resolve_point(site, class, equipment) finds: without equipment, every stream of the class at the
+       -- site
        CASE WHEN s.equipment IS NULL THEN count(*) OVER (PARTITION BY s.site_id, s.point_class)
             ELSE count(*) OVER (PARTITION BY s.site_id, s.point_class, s.equipment, coalesce(s.location, '')) END
            AS ambiguity_count,

@@ -42,8 +42,14 @@ class Pool:
         return next((name for name, n in self.passed if n == 0), None)
 
 
-def evaluate(con: duckdb.DuckDBPyConnection, name: str, family: Family, thresholds: dict[str, float], held_out: list[str],
-             grid_minutes: list[int]) -> Pool:
+def evaluate(
+    con: duckdb.DuckDBPyConnection,
+    name: str,
+    family: Family,
+    thresholds: dict[str, float],
+    held_out: list[str],
+    grid_minutes: list[int],
+) -> Pool:
     values = {k: repr(float(v)) for k, v in thresholds.items()} | {"held_out": _sql_list(held_out)}
     values["grid_us"] = "[" + ", ".join(str(m * 60_000_000) for m in grid_minutes) + "]::BIGINT[]"
     base = f"WITH pool AS ({fill(family.candidates, values)})"
@@ -55,7 +61,8 @@ def evaluate(con: duckdb.DuckDBPyConnection, name: str, family: Family, threshol
         f"count(*) FILTER (WHERE {' AND '.join(f'({c})' for c in conditions[: i + 1])})" for i in range(len(conditions))
     )
     stream_counts = ", ".join(
-        f"count(DISTINCT _stream) FILTER (WHERE {' AND '.join(f'({c})' for c in conditions[: i + 1])})" for i in range(len(conditions))
+        f"count(DISTINCT _stream) FILTER (WHERE {' AND '.join(f'({c})' for c in conditions[: i + 1])})"
+        for i in range(len(conditions))
     )
     try:
         size, *passed = con.execute(f"{base} SELECT count(*){', ' + counts if counts else ''} FROM pool").fetchone()
@@ -65,16 +72,22 @@ def evaluate(con: duckdb.DuckDBPyConnection, name: str, family: Family, threshol
         rows = [dict(zip(names, row, strict=True)) for row in result.fetchall()]
         total = con.execute("SELECT count(*) FROM streams").fetchone()[0]
         exploded = f"{base}, exploded AS (SELECT *, unnest({family.streams_column}) AS _stream FROM pool)"
-        alive = con.execute(f"{exploded} SELECT count(DISTINCT _stream){', ' + stream_counts if stream_counts else ''} "
-                            "FROM exploded").fetchone()
+        alive = con.execute(
+            f"{exploded} SELECT count(DISTINCT _stream){', ' + stream_counts if stream_counts else ''} FROM exploded"
+        ).fetchone()
     except duckdb.Error as exc:
         raise StageError(f"configs/families.toml: family {name}: candidate SQL failed: {exc}") from exc
     steps = [POOL_QUERY, *(p.name for p in family.predicates)]
     before = [total, *alive]
     left_out = {step: before[i] - before[i + 1] for i, step in enumerate(steps)}
     eligible = {s for row in rows for s in row[family.streams_column]}
-    return Pool(size=size, passed=list(zip([p.name for p in family.predicates], passed, strict=True)), rows=rows,
-                left_out=left_out, eligible_streams=eligible)
+    return Pool(
+        size=size,
+        passed=list(zip([p.name for p in family.predicates], passed, strict=True)),
+        rows=rows,
+        left_out=left_out,
+        eligible_streams=eligible,
+    )
 
 
 def identity(row: dict, key: list[str]) -> str:

@@ -28,15 +28,23 @@ class FamilyReport:
     skipped: Counter = field(default_factory=Counter)
     dropped_by_split_rule: Counter = field(default_factory=Counter)
     emptied_by: str | None = None
-    streams_left_out: dict[str, int] = field(default_factory=dict)  # by the step that drops them (candidates.POOL_QUERY first)
+    streams_left_out: dict[str, int] = field(
+        default_factory=dict
+    )  # by the step that drops them (candidates.POOL_QUERY first)
     eligible_streams: set[str] = field(default_factory=set)
 
     def as_dict(self) -> dict:
         return {
-            "pool": self.pool, "predicates": self.predicates, "eligible": self.eligible, "selected": self.selected,
-            "streams_left_out": self.streams_left_out, "eligible_streams": len(self.eligible_streams),
-            "available_per_split": self.available, "skipped": dict(sorted(self.skipped.items())),
-            "dropped_by_split_rule": dict(sorted(self.dropped_by_split_rule.items())), "emptied_by": self.emptied_by,
+            "pool": self.pool,
+            "predicates": self.predicates,
+            "eligible": self.eligible,
+            "selected": self.selected,
+            "streams_left_out": self.streams_left_out,
+            "eligible_streams": len(self.eligible_streams),
+            "available_per_split": self.available,
+            "skipped": dict(sorted(self.skipped.items())),
+            "dropped_by_split_rule": dict(sorted(self.dropped_by_split_rule.items())),
+            "emptied_by": self.emptied_by,
             "empty_splits": [s for s in SPLITS if not self.selected[s]],
         }
 
@@ -49,18 +57,34 @@ def _provenance(row: dict, family: Family, streams: dict[str, dict], raw_sha: di
 
 def _used_slots(family: Family) -> set[str]:
     """Slots the query texts and call templates read: only these are stored (never pool statistics)."""
-    text = json.dumps([family.templates, [c.model_dump() for cs in (family.canonical, *family.alternatives) for c in cs.calls]])
+    text = json.dumps(
+        [family.templates, [c.model_dump() for cs in (family.canonical, *family.alternatives) for c in cs.calls]]
+    )
     names = {m.group(1).split(".")[0] for m in render.ANY.finditer(text)}
-    return {n for n in names if n != "item"} | {c.for_each for cs in (family.canonical, *family.alternatives) for c in cs.calls if c.for_each}
+    return {n for n in names if n != "item"} | {
+        c.for_each for cs in (family.canonical, *family.alternatives) for c in cs.calls if c.for_each
+    }
 
 
-def build_task(store: ToolStore, corpus: str, name: str, family: Family, split: str, key: str, row: dict,
-               raw_sha: dict[str, str], answers: AnswersConfig, block: Block) -> Task:
+def build_task(
+    store: ToolStore,
+    corpus: str,
+    name: str,
+    family: Family,
+    split: str,
+    key: str,
+    row: dict,
+    raw_sha: dict[str, str],
+    answers: AnswersConfig,
+    block: Block,
+) -> Task:
     slots = render.derive(row, store.streams, store.sites)
     canonical = render.calls(family.canonical, slots)
     outputs = gold.execute(store, canonical)
     answer = gold.extract(family.canonical.gold, outputs)
-    verifier = forms.form(family.answer_fields, answers, forms.field_units(store, family.canonical.gold, outputs), family.tolerances)
+    verifier = forms.form(
+        family.answer_fields, answers, forms.field_units(store, family.canonical.gold, outputs), family.tolerances
+    )
     alternatives = []
     for alternative in family.alternatives:
         alt_calls = render.calls(alternative, slots)
@@ -74,21 +98,41 @@ def build_task(store: ToolStore, corpus: str, name: str, family: Family, split: 
             raise gold.GoldError(f"not distinct: the distinct_from call set gives {other} as well")
     template = int(key[:8], 16) % len(family.templates)
     touched = sorted(row[family.streams_column])
-    ambiguity = max(store.ready_per_class[store.streams[t]["site_id"], store.streams[t]["point_class"]] for t in touched)
+    ambiguity = max(
+        store.ready_per_class[store.streams[t]["site_id"], store.streams[t]["point_class"]] for t in touched
+    )
     return Task(
-        task_id=f"{corpus}.{name}.{key[:16]}", corpus=corpus, family=name, split=split,
-        query=render.query(family.templates, template, slots), template=template,
+        task_id=f"{corpus}.{name}.{key[:16]}",
+        corpus=corpus,
+        family=name,
+        split=split,
+        query=render.query(family.templates, template, slots),
+        template=template,
         slots={k: slots[k] for k in sorted(_used_slots(family) | set(family.key)) if k in slots},
-        canonical_calls=canonical, alternative_calls=alternatives, gold=answer, verifier=verifier,
-        evidence_stream_ids=touched, site_ids=sorted(row[family.sites_column]),
+        canonical_calls=canonical,
+        alternative_calls=alternatives,
+        gold=answer,
+        verifier=verifier,
+        evidence_stream_ids=touched,
+        site_ids=sorted(row[family.sites_column]),
         difficulty={"tool_calls": len(canonical), "ambiguity_candidates": ambiguity, **family.difficulty},
-        provenance=_provenance(row, family, store.streams, raw_sha, slots), selection_key=key,
+        provenance=_provenance(row, family, store.streams, raw_sha, slots),
+        selection_key=key,
         time_block=[block.start, block.end],
     )
 
 
-def select_family(store: ToolStore, con, corpus: str, name: str, family: Family, cfg: FamiliesConfig,
-                  splits: SplitPlan, raw_sha: dict[str, str], answers: AnswersConfig) -> tuple[list[Task], FamilyReport]:
+def select_family(
+    store: ToolStore,
+    con,
+    corpus: str,
+    name: str,
+    family: Family,
+    cfg: FamiliesConfig,
+    splits: SplitPlan,
+    raw_sha: dict[str, str],
+    answers: AnswersConfig,
+) -> tuple[list[Task], FamilyReport]:
     report = FamilyReport()
     pool = candidates.evaluate(con, name, family, store.thresholds, sorted(splits.held_out), cfg.grid_minutes)
     report.pool, report.eligible = pool.size, len(pool.rows)
@@ -111,7 +155,11 @@ def select_family(store: ToolStore, con, corpus: str, name: str, family: Family,
         for key, row, block in by_split[split]:
             if report.selected[split] >= target:
                 break
-            over = [c for c, share in family.share_caps.items() if row[c] and flagged[c] + 1 > share * (report.selected[split] + 1)]
+            over = [
+                c
+                for c, share in family.share_caps.items()
+                if row[c] and flagged[c] + 1 > share * (report.selected[split] + 1)
+            ]
             if over:
                 report.skipped[f"cap_share_{over[0]}"] += 1
                 continue
@@ -141,12 +189,24 @@ ORPHANS_NAMED = 40  # streams in no family named in the build output (inspect ta
 def _exclusion_notes(reports: dict[str, dict], orphans: list[str], corpus: str) -> list[str]:
     """The build output's lines: streams each family's steps left out (by step), and the streams in no family."""
     left = {name: {step: n for step, n in r["streams_left_out"].items() if n} for name, r in sorted(reports.items())}
-    notes = ["streams left out: " + "; ".join(f"{name} ({', '.join(f'{s} {n}' for s, n in steps.items())})"
-                                              for name, steps in left.items() if steps)] if any(left.values()) else []
+    notes = (
+        [
+            "streams left out: "
+            + "; ".join(
+                f"{name} ({', '.join(f'{s} {n}' for s, n in steps.items())})" for name, steps in left.items() if steps
+            )
+        ]
+        if any(left.values())
+        else []
+    )
     if orphans:
-        named = ", ".join(orphans[:ORPHANS_NAMED]) + (f" and {len(orphans) - ORPHANS_NAMED} more" if len(orphans) > ORPHANS_NAMED else "")
-        notes.append(f"{len(orphans)} streams in no family: {named}; `telemetry-bench inspect tasks --corpus {corpus}` shows "
-                     "which predicate left them out of each family")
+        named = ", ".join(orphans[:ORPHANS_NAMED]) + (
+            f" and {len(orphans) - ORPHANS_NAMED} more" if len(orphans) > ORPHANS_NAMED else ""
+        )
+        notes.append(
+            f"{len(orphans)} streams in no family: {named}; `telemetry-bench inspect tasks --corpus {corpus}` shows "
+            "which predicate left them out of each family"
+        )
     return notes
 
 
@@ -156,12 +216,25 @@ def _why_empty(reports: dict[str, dict], orphans: list[str], every_stream: list[
     for report in reports.values():
         totals.update({step: n for step, n in report["streams_left_out"].items() if n})
     steps = ", ".join(f"{step} {n}" for step, n in totals.most_common(4))
-    return (f"{len(orphans)} of {len(every_stream)} streams are in no family (streams left out, summed over families: "
-            f"{steps}; the mapping's metadata may lack what those predicates need); ") if orphans else ""
+    return (
+        (
+            f"{len(orphans)} of {len(every_stream)} streams are in no family (streams left out, summed over families: "
+            f"{steps}; the mapping's metadata may lack what those predicates need); "
+        )
+        if orphans
+        else ""
+    )
 
 
-def compile_tasks(store_dir: Path, ingest_dir: Path, cfg: FamiliesConfig, answers: AnswersConfig, corpus: str, held_out: list[str],
-                  out: Path) -> StageResult:
+def compile_tasks(
+    store_dir: Path,
+    ingest_dir: Path,
+    cfg: FamiliesConfig,
+    answers: AnswersConfig,
+    corpus: str,
+    held_out: list[str],
+    out: Path,
+) -> StageResult:
     """Write {train,dev,test}.jsonl (canonical JSON) and report every family's pool, predicates and selection."""
     store = ToolStore(store_dir / STORE_FILE, remember_results=True)
     con = open_store(store_dir / STORE_FILE)
@@ -181,13 +254,26 @@ def compile_tasks(store_dir: Path, ingest_dir: Path, cfg: FamiliesConfig, answer
     orphans = [s for s in every_stream if s not in eligible]
     empty = [s for s in SPLITS if not any(t.split == s for t in tasks)]
     if empty:
-        raise StageError(f"corpus {corpus}: no task in the {', '.join(empty)} split; {_why_empty(reports, orphans, every_stream)}"
-                         f"its time blocks: {splits.as_dict()['blocks']}; change [splits] shares in configs/families.toml, or "
-                         f"held_out_sites in configs/corpora/{corpus}.toml so that held-out sites have data in the test block")
+        raise StageError(
+            f"corpus {corpus}: no task in the {', '.join(empty)} split; {_why_empty(reports, orphans, every_stream)}"
+            f"its time blocks: {splits.as_dict()['blocks']}; change [splits] shares in configs/families.toml, or "
+            f"held_out_sites in configs/corpora/{corpus}.toml so that held-out sites have data in the test block"
+        )
     counts = write_splits(out, tasks, sort_key=lambda t: (t.family, t.selection_key))
-    missing = {n: r["emptied_by"] or "no candidate survived selection" for n, r in reports.items() if sum(r["selected"].values()) == 0}
+    missing = {
+        n: r["emptied_by"] or "no candidate survived selection"
+        for n, r in reports.items()
+        if sum(r["selected"].values()) == 0
+    }
     return StageResult(
-        outputs=[f"{s}.jsonl" for s in SPLITS], row_counts=counts,
-        details={"families": reports, "missing_families": missing, "seed": cfg.seed, "split_rule": splits.as_dict(),
-                 "streams_in_no_family": orphans, "notes": _exclusion_notes(reports, orphans, corpus)},
+        outputs=[f"{s}.jsonl" for s in SPLITS],
+        row_counts=counts,
+        details={
+            "families": reports,
+            "missing_families": missing,
+            "seed": cfg.seed,
+            "split_rule": splits.as_dict(),
+            "streams_in_no_family": orphans,
+            "notes": _exclusion_notes(reports, orphans, corpus),
+        },
     )

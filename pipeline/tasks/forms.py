@@ -27,12 +27,19 @@ def _tolerance_text(tolerance: Tolerance, unit: str | None) -> str:
     unit_words = f" {unit}" if unit else ""
     if tolerance.rel == 0:
         return f"Graded: passes within {tolerance.abs:g}{unit_words} of the true value."
-    return (f"Graded: passes within max({tolerance.abs:g}{unit_words}, {tolerance.rel * 100:g}% of the true value); "
-            "a value rounded to 4 significant digits passes.")
+    return (
+        f"Graded: passes within max({tolerance.abs:g}{unit_words}, {tolerance.rel * 100:g}% of the true value); "
+        "a value rounded to 4 significant digits passes."
+    )
 
 
-def form(names: list[str], answers: AnswersConfig, units: dict[str, str | None] | None = None,
-         tolerances: dict[str, Tolerance] | None = None, params: dict[str, Any] | None = None) -> AnswerForm:
+def form(
+    names: list[str],
+    answers: AnswersConfig,
+    units: dict[str, str | None] | None = None,
+    tolerances: dict[str, Tolerance] | None = None,
+    params: dict[str, Any] | None = None,
+) -> AnswerForm:
     """The form of a question asking for `names`. `units`: field -> unit code of the stream it is about (for
     fields whose catalogue unit is 'stream'); `tolerances`: a family's own, which override the catalogue's;
     `params` fill the {names} written in code meanings (e.g. acceptable_offset_seconds)."""
@@ -45,12 +52,26 @@ def form(names: list[str], answers: AnswersConfig, units: dict[str, str | None] 
             tolerance = (tolerances or {}).get(name) or spec.tolerance or answers.default_tolerance
             symbols = declared.symbols if declared else []
             label = (symbols[0] if symbols else unit) if unit else None
-            fields.append(FormField(
-                name=name, type="number", description=f"{spec.description} {_tolerance_text(tolerance, label)}",
-                unit=unit, unit_symbols=symbols, pint_unit=declared.pint if declared else None, tolerance=tolerance))
+            fields.append(
+                FormField(
+                    name=name,
+                    type="number",
+                    description=f"{spec.description} {_tolerance_text(tolerance, label)}",
+                    unit=unit,
+                    unit_symbols=symbols,
+                    pint_unit=declared.pint if declared else None,
+                    tolerance=tolerance,
+                )
+            )
             continue
-        codes = {c: m.format_map(_Keep(params or {})) for c, m in sorted(answers.codes[spec.codes].items())} if spec.codes else {}
-        fields.append(FormField(name=name, type=spec.type, description=f"{spec.description} {GRADING[spec.type]}", codes=codes))
+        codes = (
+            {c: m.format_map(_Keep(params or {})) for c, m in sorted(answers.codes[spec.codes].items())}
+            if spec.codes
+            else {}
+        )
+        fields.append(
+            FormField(name=name, type=spec.type, description=f"{spec.description} {GRADING[spec.type]}", codes=codes)
+        )
     return AnswerForm(fields=fields)
 
 

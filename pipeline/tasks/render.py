@@ -59,8 +59,11 @@ def window_slots(start: int, end: int | None) -> dict[str, Any]:
     """Slots of a window: its bounds and how texts name it (day, week_start, month_name, ISO bounds)."""
     moment = _date(start)
     slots = {
-        "window_start": start, "day": moment.strftime("%Y-%m-%d"), "week_start": moment.strftime("%Y-%m-%d"),
-        "month_name": moment.strftime("%B %Y"), "window_start_iso": format_us(start),
+        "window_start": start,
+        "day": moment.strftime("%Y-%m-%d"),
+        "week_start": moment.strftime("%Y-%m-%d"),
+        "month_name": moment.strftime("%B %Y"),
+        "window_start_iso": format_us(start),
     }
     if end is not None:
         slots.update(window_end=end, window_end_iso=format_us(end))
@@ -138,7 +141,9 @@ def calls(callset: CallSet, slots: dict) -> list[dict]:
             items = _lookup(slots, call.for_each, None)
             counts[call.id] = len(items)
             for i, item in enumerate(items, start=1):
-                out.append({"id": f"{call.id}{i}", "tool": call.tool, "arguments": fill_value(call.arguments, slots, item)})
+                out.append(
+                    {"id": f"{call.id}{i}", "tool": call.tool, "arguments": fill_value(call.arguments, slots, item)}
+                )
         else:
             out.append({"id": call.id, "tool": call.tool, "arguments": fill_value(call.arguments, slots, None, counts)})
     return out
@@ -150,11 +155,19 @@ def query(templates: list[str], index: int, slots: dict) -> str:
 
 # ---------------------------------------------------------------- how dates and instants are said
 # One style per episode, drawn by hash (never from the gold): an ISO date or words, UTC or the corpus's local time.
-DATE_STYLES = ("%Y-%m-%d", "%d %B %Y", "%B %d, %Y", "%A %d %B %Y")  # as strptime reads them; written without leading zeros
+DATE_STYLES = (
+    "%Y-%m-%d",
+    "%d %B %Y",
+    "%B %d, %Y",
+    "%A %d %B %Y",
+)  # as strptime reads them; written without leading zeros
 INSTANT_STYLES = ("iso_utc", "iso_local", "words_utc", "words_local")
 DATE_SLOTS = ("day", "week_start")
 INSTANT_SLOTS = ("timestamp_iso", "anchor_iso", "probe_iso")
-WORDS = re.compile(r"^(?P<date>.+?),? (?:at )?(?P<time>\d{1,2}:\d{2}(?::\d{2})?)(?: local time)? ?(?:UTC|\(UTC(?P<offset>[+-]\d{2}:\d{2})\))$")
+WORDS = re.compile(
+    r"^(?P<date>.+?),? (?:at )?(?P<time>\d{1,2}:\d{2}(?::\d{2})?)(?: local time)? "
+    r"?(?:UTC|\(UTC(?P<offset>[+-]\d{2}:\d{2})\))$"
+)
 
 
 def say_instant(us: int, style: str, zone: str) -> str:
@@ -163,8 +176,11 @@ def say_instant(us: int, style: str, zone: str) -> str:
     if style.endswith("local") and zone != "UTC":
         moment = moment.astimezone(ZoneInfo(zone))
     if style.startswith("iso"):
-        return format_us(us) if moment.utcoffset().total_seconds() == 0 and style == "iso_utc" else moment.isoformat(
-            timespec="seconds" if moment.microsecond == 0 else "microseconds")
+        return (
+            format_us(us)
+            if moment.utcoffset().total_seconds() == 0 and style == "iso_utc"
+            else moment.isoformat(timespec="seconds" if moment.microsecond == 0 else "microseconds")
+        )
     clock = moment.strftime("%H:%M:%S" if moment.second or moment.microsecond else "%H:%M")
     offset = moment.strftime("%z")
     where = "UTC" if offset in ("+0000", "") else f"(UTC{offset[:3]}:{offset[3:]})"
@@ -216,5 +232,7 @@ def read_back(found: dict[str, str]) -> dict[str, str] | None:
             except ValueError:
                 return None
             hours = clock.split(":")
-            out[key] = format_us(parse_us(f"{day}T{int(hours[0]):02d}:{hours[1]}:{hours[2]}{match['offset'] or '+00:00'}"))
+            out[key] = format_us(
+                parse_us(f"{day}T{int(hours[0]):02d}:{hours[1]}:{hours[2]}{match['offset'] or '+00:00'}")
+            )
     return out

@@ -69,14 +69,21 @@ class SplitPlan:
         return found.split, found
 
     def as_dict(self) -> dict:
-        return {"by": self.by, "blocks": [b.as_dict() for b in sorted(self.blocks.values(), key=lambda b: b.start)],
-                "shares": dict(self.rule.shares), "buffer_days": self.rule.buffer_days, "reach_days": self.rule.reach_days,
-                "held_out_sites": sorted(self.held_out)}
+        return {
+            "by": self.by,
+            "blocks": [b.as_dict() for b in sorted(self.blocks.values(), key=lambda b: b.start)],
+            "shares": dict(self.rule.shares),
+            "buffer_days": self.rule.buffer_days,
+            "reach_days": self.rule.reach_days,
+            "held_out_sites": sorted(self.held_out),
+        }
 
 
 def plan(con: duckdb.DuckDBPyConnection, rule: SplitRule, held_out: list[str], corpus: str) -> SplitPlan:
     """Cut the corpus's time into the rule's blocks by its stream-weeks."""
-    counted = dict(con.execute("SELECT window_start, count(*) FROM aggregates WHERE period = 'week' GROUP BY 1").fetchall())
+    counted = dict(
+        con.execute("SELECT window_start, count(*) FROM aggregates WHERE period = 'week' GROUP BY 1").fetchall()
+    )
     sites = con.execute("SELECT count(DISTINCT site_id) FROM streams").fetchone()[0]
     buffer_weeks = -(-rule.buffer_days // 7)
     if not counted:
@@ -84,9 +91,11 @@ def plan(con: duckdb.DuckDBPyConnection, rule: SplitRule, held_out: list[str], c
     first, last = min(counted), max(counted) + WEEK
     calendar = list(range(first, last, WEEK))  # every Monday, weeks without data included: buffers are time
     if len(calendar) < 3 + 2 * buffer_weeks:
-        raise StageError(f"corpus {corpus}: its data spans {len(calendar)} weeks, too few for time-blocked splits "
-                         f"(3 blocks and 2 buffers of {rule.buffer_days} days); add data or lower buffer_days in "
-                         "configs/families.toml [splits]")
+        raise StageError(
+            f"corpus {corpus}: its data spans {len(calendar)} weeks, too few for time-blocked splits "
+            f"(3 blocks and 2 buffers of {rule.buffer_days} days); add data or lower buffer_days in "
+            "configs/families.toml [splits]"
+        )
     counts = [counted.get(week, 0) for week in calendar]
     total = sum(counts) * (1 - 2 * buffer_weeks / len(calendar))  # the buffers' share is left out
     bounds, cumulative, share, index = [], 0, 0.0, 0
@@ -102,9 +111,15 @@ def plan(con: duckdb.DuckDBPyConnection, rule: SplitRule, held_out: list[str], c
     blocks = {}
     for split, (begin, stop) in zip(rule.order, bounds, strict=True):
         if stop <= begin:
-            raise StageError(f"corpus {corpus}: the {split} block is empty; change the shares or buffer_days in "
-                             "configs/families.toml [splits]")
+            raise StageError(
+                f"corpus {corpus}: the {split} block is empty; change the shares or buffer_days in "
+                "configs/families.toml [splits]"
+            )
         blocks[split] = Block(split, calendar[begin], calendar[stop - 1] + WEEK)
     single = sites < 2
-    return SplitPlan(rule=rule, blocks=blocks, held_out=frozenset() if single else frozenset(held_out),
-                     by="time" if single else "time and site")
+    return SplitPlan(
+        rule=rule,
+        blocks=blocks,
+        held_out=frozenset() if single else frozenset(held_out),
+        by="time" if single else "time and site",
+    )

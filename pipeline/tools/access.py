@@ -16,7 +16,9 @@ from pipeline.core.workspace import Workspace
 from pipeline.store.reader import STORE_FILE, open_store
 
 DEFAULT_CACHE_BYTES = 512 * 1024 * 1024
-REMEMBERED_BYTES = 64 << 20  # tool results a store that remembers keeps, by their JSON size (least recently used go first)
+REMEMBERED_BYTES = (
+    64 << 20
+)  # tool results a store that remembers keeps, by their JSON size (least recently used go first)
 
 
 @dataclass(frozen=True)
@@ -69,7 +71,9 @@ class ToolStore:
         result). The build stages that play every episode many times (tasks, episodes, audit) ask for it; agents'
         runs and the MCP server do not, so their latencies are the tools' own."""
         self.path = path
-        self._results: OrderedDict[tuple[str, str], tuple[dict, int]] | None = OrderedDict() if remember_results else None
+        self._results: OrderedDict[tuple[str, str], tuple[dict, int]] | None = (
+            OrderedDict() if remember_results else None
+        )
         self._remembered_bytes = 0
         self._con = open_store(path)
         self._lock = threading.Lock()
@@ -80,13 +84,19 @@ class ToolStore:
         self.streams = {row["stream_id"]: row for row in self._rows("SELECT * FROM streams ORDER BY stream_id")}
         self.sites = {row["site_id"]: row for row in self._rows("SELECT * FROM sites ORDER BY site_id")}
         self.quality = {row["stream_id"]: row for row in self._rows("SELECT * FROM quality ORDER BY stream_id")}
-        self.thresholds = {row["name"]: row["value"] for row in self._rows("SELECT name, value FROM thresholds ORDER BY name")}
-        self.settings = {row["name"]: row["value"] for row in self._rows("SELECT name, value FROM settings ORDER BY name")}
+        self.thresholds = {
+            row["name"]: row["value"] for row in self._rows("SELECT name, value FROM thresholds ORDER BY name")
+        }
+        self.settings = {
+            row["name"]: row["value"] for row in self._rows("SELECT name, value FROM settings ORDER BY name")
+        }
         for row in self.streams.values():  # compact keys, computed once, for name matching
             row["_keys"] = {k: _compact(row[k]) for k in ("point_class", "equipment_type")}
             row["_tails"] = {k: _tails(row[k]) for k in ("equipment", "location")}
         # tool-ready streams per (site, point class): how many candidates a query naming that class can match
-        self.ready_per_class = Counter((r["site_id"], r["point_class"]) for r in self.streams.values() if r["tool_ready"])
+        self.ready_per_class = Counter(
+            (r["site_id"], r["point_class"]) for r in self.streams.values() if r["tool_ready"]
+        )
         self._site_index = {}
         for site_id, site in self.sites.items():
             for name in (site_id, site["label"]):
@@ -152,12 +162,14 @@ class ToolStore:
             try:
                 data = cursor.execute(
                     "SELECT ts, value, coalesce(CAST(step_us AS DOUBLE), 'NaN'::DOUBLE) AS step_us "
-                    "FROM observations WHERE stream_id = ? ORDER BY ts", [stream_id]
+                    "FROM observations WHERE stream_id = ? ORDER BY ts",
+                    [stream_id],
                 ).fetchnumpy()
             finally:
                 cursor.close()
             arrays = StreamArrays(
-                ts=np.asarray(data["ts"], dtype=np.int64), value=np.asarray(data["value"], dtype=np.float64),
+                ts=np.asarray(data["ts"], dtype=np.int64),
+                value=np.asarray(data["value"], dtype=np.float64),
                 step=np.asarray(data["step_us"], dtype=np.float64),
             )
             self._cache[stream_id] = arrays
@@ -184,7 +196,8 @@ class ToolStore:
 
     def reject_counts(self, stream_id: str, start: int, end: int) -> dict[str, int]:
         rows = self._rows(
-            "SELECT reason, count(*) AS n FROM rejects WHERE stream_id = ? AND ts >= ? AND ts < ? GROUP BY reason ORDER BY reason",
+            "SELECT reason, count(*) AS n FROM rejects WHERE stream_id = ? AND ts >= ? AND ts < ? GROUP BY reason "
+            "ORDER BY reason",
             [stream_id, start, end],
         )
         return {row["reason"]: row["n"] for row in rows}

@@ -21,8 +21,12 @@ def run_tool(ws: Workspace, corpus: str, name: str, arguments: str) -> dict:
     try:
         parsed = loads_untrusted(arguments)
     except JSONTooDeep as exc:
-        return {"error": True, "code": "invalid_argument", "message": f"--args is {exc.msg}; tool arguments are a flat JSON object",
-                "argument": None}
+        return {
+            "error": True,
+            "code": "invalid_argument",
+            "message": f"--args is {exc.msg}; tool arguments are a flat JSON object",
+            "argument": None,
+        }
     except json.JSONDecodeError as exc:
         return {"error": True, "code": "invalid_argument", "message": f"--args is not JSON: {exc}", "argument": None}
     store = open_tools(ws, corpus)

@@ -48,7 +48,9 @@ def _time(text: str, argument: str) -> int:
 def _stream(store: ToolStore, stream_id: str, argument: str = "stream_id") -> dict:
     row = store.streams.get(stream_id)
     if row is None:
-        raise ToolFailure("unknown_stream", f"no stream {stream_id!r}; find stream ids with resolve_point or list_points", argument)
+        raise ToolFailure(
+            "unknown_stream", f"no stream {stream_id!r}; find stream ids with resolve_point or list_points", argument
+        )
     if not row["tool_ready"]:
         raise ToolFailure("empty_stream", f"stream {stream_id!r} has no observations", argument)
     return row
@@ -78,13 +80,21 @@ def _same(query: str | None, row: dict, column: str) -> bool:
 def resolve_point(store: ToolStore, args: ResolvePointInput) -> ResolvePointResult:
     site_id = _site(store, args.site)
     matches = [
-        row for row in store.streams.values()
-        if row["site_id"] == site_id and row["tool_ready"] and _same(args.point_class, row, "point_class")
-        and (args.equipment is None or _tail(args.equipment, row, "equipment") or _same(args.equipment, row, "equipment_type"))
+        row
+        for row in store.streams.values()
+        if row["site_id"] == site_id
+        and row["tool_ready"]
+        and _same(args.point_class, row, "point_class")
+        and (
+            args.equipment is None
+            or _tail(args.equipment, row, "equipment")
+            or _same(args.equipment, row, "equipment_type")
+        )
         and (args.location is None or _tail(args.location, row, "location"))
     ]
     return ResolvePointResult(
-        match_count=len(matches), matches=[_point(r) for r in matches],
+        match_count=len(matches),
+        matches=[_point(r) for r in matches],
         stream_id=matches[0]["stream_id"] if len(matches) == 1 else None,
     )
 
@@ -92,26 +102,38 @@ def resolve_point(store: ToolStore, args: ResolvePointInput) -> ResolvePointResu
 def list_points(store: ToolStore, args: ListPointsInput) -> ListPointsResult:
     site_id = _site(store, args.site)
     rows = [
-        row for row in store.streams.values()
-        if row["site_id"] == site_id and row["tool_ready"]
+        row
+        for row in store.streams.values()
+        if row["site_id"] == site_id
+        and row["tool_ready"]
         and (args.point_class is None or _same(args.point_class, row, "point_class"))
-        and (args.equipment_type is None or _same(args.equipment_type, row, "equipment_type") or _tail(args.equipment_type, row, "equipment"))
+        and (
+            args.equipment_type is None
+            or _same(args.equipment_type, row, "equipment_type")
+            or _tail(args.equipment_type, row, "equipment")
+        )
         and (args.location_type is None or _tail(args.location_type, row, "location"))
     ]
-    return ListPointsResult(site_id=site_id, stream_ids=[r["stream_id"] for r in rows], points=[_point(r) for r in rows])
+    return ListPointsResult(
+        site_id=site_id, stream_ids=[r["stream_id"] for r in rows], points=[_point(r) for r in rows]
+    )
 
 
 def _window(args: WindowInput) -> tuple[int, int, Window]:
     start, end = _time(args.window_start, "window_start"), _time(args.window_end, "window_end")
     if end <= start:
-        raise ToolFailure("invalid_window", "window_end must be after window_start (windows are [start, end))", "window_end")
+        raise ToolFailure(
+            "invalid_window", "window_end must be after window_start (windows are [start, end))", "window_end"
+        )
     if args.period != "custom":
         bounds = compute.window_bounds(np.array([start], dtype=np.int64), args.period)
         if int(bounds[0][0]) != start or int(bounds[1][0]) != end:
             raise ToolFailure(
                 "misaligned_window",
-                f"a {args.period} window runs from {format_us(int(bounds[0][0]))} to {format_us(int(bounds[1][0]))} (UTC); "
-                "use those bounds or period 'custom'", "window_start",
+                f"a {args.period} window runs from {format_us(int(bounds[0][0]))} to {format_us(int(bounds[1][0]))} "
+                f"(UTC); "
+                "use those bounds or period 'custom'",
+                "window_start",
             )
     return start, end, Window(window_start=format_us(start), window_end=format_us(end), period=args.period)
 
@@ -120,17 +142,27 @@ def _stats(store: ToolStore, stream_id: str, start: int, end: int, period: str) 
     if period != "custom":
         return store.aggregate(stream_id, period, start)
     arrays = store.arrays(stream_id)
-    return compute.window_stats(arrays.ts, arrays.value, arrays.step, start, end, store.settings["std_ddof"])  # the store's own ddof
+    return compute.window_stats(
+        arrays.ts, arrays.value, arrays.step, start, end, store.settings["std_ddof"]
+    )  # the store's own ddof
 
 
 def _metric(stats: dict, metric: str) -> float:
-    return float(stats["count"]) if metric == "count" else rounding.value(stats[metric] if stats[metric] is not None else float("nan"))
+    return (
+        float(stats["count"])
+        if metric == "count"
+        else rounding.value(stats[metric] if stats[metric] is not None else float("nan"))
+    )
 
 
 def _required_stats(store: ToolStore, stream_id: str, start: int, end: int, period: str, argument: str) -> dict:
     stats = _stats(store, stream_id, start, end, period)
     if stats is None:
-        raise ToolFailure("empty_window", f"stream {stream_id!r} has no observations in [{format_us(start)}, {format_us(end)})", argument)
+        raise ToolFailure(
+            "empty_window",
+            f"stream {stream_id!r} has no observations in [{format_us(start)}, {format_us(end)})",
+            argument,
+        )
     if stats.get("std") is None:
         stats = {**stats, "std": None}
     return stats
@@ -143,9 +175,15 @@ def aggregate_window(store: ToolStore, args: AggregateWindowInput) -> AggregateW
     if args.metric == "std" and stats["std"] is None:
         raise ToolFailure("empty_window", "std needs more observations in this window", "metric")
     return AggregateWindowResult(
-        stream_id=args.stream_id, window=window, metric=args.metric, value=_metric(stats, args.metric),
-        count=int(stats["count"]), mean=rounding.value(stats["mean"]), std=rounding.value(stats["std"]),
-        min=rounding.value(stats["min"]), max=rounding.value(stats["max"]),
+        stream_id=args.stream_id,
+        window=window,
+        metric=args.metric,
+        value=_metric(stats, args.metric),
+        count=int(stats["count"]),
+        mean=rounding.value(stats["mean"]),
+        std=rounding.value(stats["std"]),
+        min=rounding.value(stats["min"]),
+        max=rounding.value(stats["max"]),
     )
 
 
@@ -161,7 +199,12 @@ def compare_window(store: ToolStore, args: CompareWindowInput) -> CompareWindowR
     tie = left.value == right.value
     winner = None if tie else (left.stream_id if left.value > right.value else right.stream_id)
     return CompareWindowResult(
-        window=window, metric=args.metric, left=left, right=right, winning_stream_id=winner, tie=tie,
+        window=window,
+        metric=args.metric,
+        left=left,
+        right=right,
+        winning_stream_id=winner,
+        tie=tie,
         difference=rounding.value(left.value - right.value),
     )
 
@@ -179,8 +222,12 @@ def rank_window(store: ToolStore, args: RankWindowInput) -> RankWindowResult:
             scored.append((_metric(stats, args.metric), stream_id, int(stats["count"])))
     sign = -1 if args.order == "desc" else 1
     scored.sort(key=lambda item: (sign * item[0], item[1]))  # ties: smaller stream id first
-    ranked = [RankedStream(rank=i + 1, stream_id=s, value=v, count=n) for i, (v, s, n) in enumerate(scored[: args.top_k])]
-    return RankWindowResult(window=window, metric=args.metric, order=args.order, ranked_streams=ranked, without_data=sorted(empty))
+    ranked = [
+        RankedStream(rank=i + 1, stream_id=s, value=v, count=n) for i, (v, s, n) in enumerate(scored[: args.top_k])
+    ]
+    return RankWindowResult(
+        window=window, metric=args.metric, order=args.order, ranked_streams=ranked, without_data=sorted(empty)
+    )
 
 
 def nearest_index(ts: np.ndarray, at: int) -> int:
@@ -199,17 +246,27 @@ def lookup_observation(store: ToolStore, args: LookupObservationInput) -> Lookup
     arrays = store.arrays(args.stream_id)
     index = int(np.searchsorted(arrays.ts, at, "left"))
     exact = index < len(arrays.ts) and int(arrays.ts[index]) == at
-    base = {"stream_id": args.stream_id, "requested_timestamp": format_us(at), "mode": args.mode, "exact_match_found": exact}
+    base = {
+        "stream_id": args.stream_id,
+        "requested_timestamp": format_us(at),
+        "mode": args.mode,
+        "exact_match_found": exact,
+    }
     if exact:
         found = index
     elif args.mode == "exact":
-        return LookupObservationResult(**base, observed_timestamp=None, value=None, offset_seconds=None, fallback_reason="no_exact_match")
+        return LookupObservationResult(
+            **base, observed_timestamp=None, value=None, offset_seconds=None, fallback_reason="no_exact_match"
+        )
     else:
         found = nearest_index(arrays.ts, at)
     observed = int(arrays.ts[found])
     return LookupObservationResult(
-        **base, observed_timestamp=format_us(observed), value=rounding.value(arrays.value[found]),
-        offset_seconds=rounding.seconds(observed - at), fallback_reason=None if exact else "nearest_observation",
+        **base,
+        observed_timestamp=format_us(observed),
+        value=rounding.value(arrays.value[found]),
+        offset_seconds=rounding.seconds(observed - at),
+        fallback_reason=None if exact else "nearest_observation",
     )
 
 
@@ -221,14 +278,20 @@ def inspect_quality(store: ToolStore, args: InspectQualityInput) -> InspectQuali
     _stream(store, args.stream_id)
     q = store.quality[args.stream_id]
     return InspectQualityResult(
-        stream_id=args.stream_id, observations=int(q["n"]),
+        stream_id=args.stream_id,
+        observations=int(q["n"]),
         first_timestamp=format_us(q["first_ts"]) if q["first_ts"] is not None else None,
         last_timestamp=format_us(q["last_ts"]) if q["last_ts"] is not None else None,
-        step_seconds=rounding.seconds(q["step_us"]), longest_gap_seconds=rounding.seconds(q["longest_gap_us"]),
-        coverage=rounding.value(q["coverage"]), gap_ratio=rounding.value(q["gap_ratio"]),
-        duplicate_fraction=rounding.value(q["duplicate_fraction"]), nan_fraction=rounding.value(q["nan_fraction"]),
-        zero_fraction=rounding.value(q["zero_fraction"]), constant_fraction=rounding.value(q["constant_fraction"]),
-        quality_band=q["quality_band"], thresholds=_thresholds(store),
+        step_seconds=rounding.seconds(q["step_us"]),
+        longest_gap_seconds=rounding.seconds(q["longest_gap_us"]),
+        coverage=rounding.value(q["coverage"]),
+        gap_ratio=rounding.value(q["gap_ratio"]),
+        duplicate_fraction=rounding.value(q["duplicate_fraction"]),
+        nan_fraction=rounding.value(q["nan_fraction"]),
+        zero_fraction=rounding.value(q["zero_fraction"]),
+        constant_fraction=rounding.value(q["constant_fraction"]),
+        quality_band=q["quality_band"],
+        thresholds=_thresholds(store),
     )
 
 
@@ -252,11 +315,18 @@ def inspect_quality_window(store: ToolStore, args: InspectQualityWindowInput) ->
     step = stats["step_us"]
     expected = (end - start) / step if step else 0.0
     return InspectQualityWindowResult(
-        stream_id=args.stream_id, window=window, count=int(stats["count"]), expected_count=rounding.value(expected),
-        step_seconds=rounding.seconds(step), longest_gap_seconds=rounding.seconds(stats["longest_gap_us"]),
-        coverage=rounding.value(stats["coverage"]), gap_ratio=rounding.value(stats["gap_ratio"]),
-        duplicate_fraction=rounding.value(duplicates), nan_fraction=rounding.value(nans),
-        quality_band=window_band(store, rounding.value(stats["coverage"]), rounding.value(stats["gap_ratio"]),
-                                 duplicates == 0 and nans == 0),
+        stream_id=args.stream_id,
+        window=window,
+        count=int(stats["count"]),
+        expected_count=rounding.value(expected),
+        step_seconds=rounding.seconds(step),
+        longest_gap_seconds=rounding.seconds(stats["longest_gap_us"]),
+        coverage=rounding.value(stats["coverage"]),
+        gap_ratio=rounding.value(stats["gap_ratio"]),
+        duplicate_fraction=rounding.value(duplicates),
+        nan_fraction=rounding.value(nans),
+        quality_band=window_band(
+            store, rounding.value(stats["coverage"]), rounding.value(stats["gap_ratio"]), duplicates == 0 and nans == 0
+        ),
         thresholds=_thresholds(store),
     )

@@ -1,4 +1,5 @@
-"""References to earlier tool outputs inside arguments: "$c1.stream_id", "$c1.stream_ids[0]", "$c2.matches[1].stream_id"."""
+"""References to earlier tool outputs inside arguments: "$c1.stream_id", "$c1.stream_ids[0]",
+"$c2.matches[1].stream_id"."""
 
 from __future__ import annotations
 
@@ -39,7 +40,9 @@ def resolve(arguments: Any, outputs: Mapping[str, Any], where: str = "") -> Any:
             raise ReferenceError_(f"{arguments}: no earlier call {call!r} (calls so far: {known})", where or arguments)
         return _follow(outputs[call], match["path"], arguments, where or arguments)
     if isinstance(arguments, Mapping):
-        return {key: resolve(value, outputs, f"{where}.{key}" if where else str(key)) for key, value in arguments.items()}
+        return {
+            key: resolve(value, outputs, f"{where}.{key}" if where else str(key)) for key, value in arguments.items()
+        }
     if isinstance(arguments, list):
         return [resolve(value, outputs, f"{where}[{i}]") for i, value in enumerate(arguments)]
     return arguments

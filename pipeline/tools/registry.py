@@ -57,47 +57,84 @@ class Tool:
 
 
 TOOLS: tuple[Tool, ...] = (
-    Tool("resolve_point",
-         "Find the stream id of a point from its site, point class and, when several streams share the class, its "
-         "equipment (e.g. 'primary loop') or location. Returns every match; stream_id is set only for a unique match.",
-         ResolvePointInput, ResolvePointResult, functions.resolve_point),
-    Tool("list_points",
-         "List the points (streams) of a site with their class, equipment, location, unit and label, optionally "
-         "filtered by point class, equipment type or location.",
-         ListPointsInput, ListPointsResult, functions.list_points),
-    Tool("aggregate_window",
-         "Count, mean, std (population), min and max of one stream over a window [window_start, window_end). "
-         "period 'day', 'week' (Monday 00:00 UTC) or 'month' needs the calendar bounds in UTC; 'custom' takes any window.",
-         AggregateWindowInput, AggregateWindowResult, functions.aggregate_window),
-    Tool("compare_window",
-         "Compare two streams on one statistic over the same window; returns both values and the stream with the "
-         "larger value (null on a tie).",
-         CompareWindowInput, CompareWindowResult, functions.compare_window),
-    Tool("rank_window",
-         "Rank streams on one statistic over the same window (ties: smaller stream id first); top_k results.",
-         RankWindowInput, RankWindowResult, functions.rank_window),
-    Tool("lookup_observation",
-         "The observation of a stream at a timestamp. mode 'exact' finds only an observation at that instant; "
-         "'nearest' returns the closest one (a tie goes to the earlier) with its offset in seconds.",
-         LookupObservationInput, LookupObservationResult, functions.lookup_observation),
-    Tool("inspect_quality",
-         "Whole-stream data quality: cadence, longest gap, coverage, gap ratio, defect fractions, quality band and "
-         "the corpus thresholds.",
-         InspectQualityInput, InspectQualityResult, functions.inspect_quality),
-    Tool("inspect_quality_window",
-         "Data quality of one stream over a window: count vs expected, coverage, gap ratio, defect fractions and the "
-         "quality band (low_coverage, long_gap, healthy, marginal) from the corpus thresholds.",
-         InspectQualityWindowInput, InspectQualityWindowResult, functions.inspect_quality_window),
+    Tool(
+        "resolve_point",
+        "Find the stream id of a point from its site, point class and, when several streams share the class, its "
+        "equipment (e.g. 'primary loop') or location. Returns every match; stream_id is set only for a unique match.",
+        ResolvePointInput,
+        ResolvePointResult,
+        functions.resolve_point,
+    ),
+    Tool(
+        "list_points",
+        "List the points (streams) of a site with their class, equipment, location, unit and label, optionally "
+        "filtered by point class, equipment type or location.",
+        ListPointsInput,
+        ListPointsResult,
+        functions.list_points,
+    ),
+    Tool(
+        "aggregate_window",
+        "Count, mean, std (population), min and max of one stream over a window [window_start, window_end). "
+        "period 'day', 'week' (Monday 00:00 UTC) or 'month' needs the calendar bounds in UTC; 'custom' takes any "
+        "window.",
+        AggregateWindowInput,
+        AggregateWindowResult,
+        functions.aggregate_window,
+    ),
+    Tool(
+        "compare_window",
+        "Compare two streams on one statistic over the same window; returns both values and the stream with the "
+        "larger value (null on a tie).",
+        CompareWindowInput,
+        CompareWindowResult,
+        functions.compare_window,
+    ),
+    Tool(
+        "rank_window",
+        "Rank streams on one statistic over the same window (ties: smaller stream id first); top_k results.",
+        RankWindowInput,
+        RankWindowResult,
+        functions.rank_window,
+    ),
+    Tool(
+        "lookup_observation",
+        "The observation of a stream at a timestamp. mode 'exact' finds only an observation at that instant; "
+        "'nearest' returns the closest one (a tie goes to the earlier) with its offset in seconds.",
+        LookupObservationInput,
+        LookupObservationResult,
+        functions.lookup_observation,
+    ),
+    Tool(
+        "inspect_quality",
+        "Whole-stream data quality: cadence, longest gap, coverage, gap ratio, defect fractions, quality band and "
+        "the corpus thresholds.",
+        InspectQualityInput,
+        InspectQualityResult,
+        functions.inspect_quality,
+    ),
+    Tool(
+        "inspect_quality_window",
+        "Data quality of one stream over a window: count vs expected, coverage, gap ratio, defect fractions and the "
+        "quality band (low_coverage, long_gap, healthy, marginal) from the corpus thresholds.",
+        InspectQualityWindowInput,
+        InspectQualityWindowResult,
+        functions.inspect_quality_window,
+    ),
 )
 BY_NAME = {tool.name: tool for tool in TOOLS}
 
 
 def registry_version() -> str:
     """Identity of the toolset: names, descriptions, schemas, rounding and semantics version."""
-    return digest_value([
-        SEMANTICS_VERSION, rounding.VALUE_DP, rounding.OFFSET_DP,
-        [[t.name, t.description, t.input_schema(), t.output_schema()] for t in TOOLS],
-    ])
+    return digest_value(
+        [
+            SEMANTICS_VERSION,
+            rounding.VALUE_DP,
+            rounding.OFFSET_DP,
+            [[t.name, t.description, t.input_schema(), t.output_schema()] for t in TOOLS],
+        ]
+    )
 
 
 def _error(code: str, message: str, argument: str | None = None) -> dict:
@@ -152,6 +189,11 @@ def _answer(store: ToolStore, tool: Tool, resolved: dict) -> dict:
 
 def describe() -> list[dict]:
     return [
-        {"name": t.name, "description": t.description, "input_schema": t.input_schema(), "output_schema": t.output_schema()}
+        {
+            "name": t.name,
+            "description": t.description,
+            "input_schema": t.input_schema(),
+            "output_schema": t.output_schema(),
+        }
         for t in TOOLS
     ]

@@ -25,9 +25,13 @@ def build_server(store: ToolStore, corpus: str) -> Server:
     """A low-level MCP server whose tools are the registry's, answered by `registry.call`."""
     tools = [
         types.Tool(
-            name=tool.name, description=tool.description, input_schema=tool.input_schema(),
+            name=tool.name,
+            description=tool.description,
+            input_schema=tool.input_schema(),
             output_schema=tool.output_model.model_json_schema(),
-            annotations=types.ToolAnnotations(read_only_hint=True, destructive_hint=False, idempotent_hint=True, open_world_hint=False),
+            annotations=types.ToolAnnotations(
+                read_only_hint=True, destructive_hint=False, idempotent_hint=True, open_world_hint=False
+            ),
         )
         for tool in registry.TOOLS
     ]
@@ -35,24 +39,32 @@ def build_server(store: ToolStore, corpus: str) -> Server:
     async def on_list_tools(ctx: Any, params: Any) -> types.ListToolsResult:
         return types.ListToolsResult(tools=tools)
 
-    outputs: dict[str, Any] = {}  # this connection's results, c1, c2, ...: later arguments may reference "$c1.stream_id"
+    outputs: dict[
+        str, Any
+    ] = {}  # this connection's results, c1, c2, ...: later arguments may reference "$c1.stream_id"
 
     async def on_call_tool(ctx: Any, params: types.CallToolRequestParams) -> types.CallToolResult:
         call_id = f"c{len(outputs) + 1}"
         result = registry.call(store, params.name, params.arguments or {}, outputs)
         outputs[call_id] = result
         text = json.dumps(result, sort_keys=True, ensure_ascii=False)
-        said = [types.TextContent(text=text), types.TextContent(text=f"(result {call_id}: a later argument may be \"${call_id}.<field>\")")]
+        said = [
+            types.TextContent(text=text),
+            types.TextContent(text=f'(result {call_id}: a later argument may be "${call_id}.<field>")'),
+        ]
         if result.get("error") is True:
             # Errors are results the agent reads and acts on (is_error), not protocol failures.
             return types.CallToolResult(content=said, is_error=True, _meta={"call_id": call_id})
         return types.CallToolResult(content=said, structured_content=result, _meta={"call_id": call_id})
 
     return Server(
-        f"telemetry-bench-{corpus}", version=__version__,
-        instructions=f"Read-only telemetry tools over the {corpus} tool store. Timestamps are ISO 8601 with an offset or Z. "
-                     "Results are numbered c1, c2, ... in this connection; an argument may reference one as $c1.stream_id.",
-        on_list_tools=on_list_tools, on_call_tool=on_call_tool,
+        f"telemetry-bench-{corpus}",
+        version=__version__,
+        instructions=f"Read-only telemetry tools over the {corpus} tool store. Timestamps are ISO 8601 with an offset "
+        f"or Z. "
+        "Results are numbered c1, c2, ... in this connection; an argument may reference one as $c1.stream_id.",
+        on_list_tools=on_list_tools,
+        on_call_tool=on_call_tool,
     )
 
 
@@ -72,7 +84,11 @@ def _malformed(line: str) -> tuple[types.RequestId | None, int, str] | None:
     except ValueError as exc:
         return None, types.PARSE_ERROR, f"Parse error: not JSON ({exc})"
     if not isinstance(message, dict):
-        return None, types.INVALID_REQUEST, f"Invalid Request: a message is one JSON object, not a {type(message).__name__} (MCP has no batches)"
+        return (
+            None,
+            types.INVALID_REQUEST,
+            f"Invalid Request: a message is one JSON object, not a {type(message).__name__} (MCP has no batches)",
+        )
     ident = _request_id(message)
     if "id" in message and ident is None:
         return None, types.INVALID_REQUEST, "Invalid Request: id must be a string or an integer"
@@ -81,7 +97,11 @@ def _malformed(line: str) -> tuple[types.RequestId | None, int, str] | None:
     if message.get("jsonrpc") != "2.0":
         return ident, types.INVALID_REQUEST, 'Invalid Request: jsonrpc must be "2.0"'
     if "method" not in message and not ({"result", "error"} & set(message) and "id" in message):
-        return ident, types.INVALID_REQUEST, "Invalid Request: no method (and not a response to a request of the server)"
+        return (
+            ident,
+            types.INVALID_REQUEST,
+            "Invalid Request: no method (and not a response to a request of the server)",
+        )
     if "method" in message and not isinstance(message["method"], str):
         return ident, types.INVALID_REQUEST, "Invalid Request: method must be a string"
     params = message.get("params")
@@ -93,7 +113,11 @@ def _malformed(line: str) -> tuple[types.RequestId | None, int, str] | None:
         types.jsonrpc_message_adapter.validate_python(message, by_name=False)
     except ValidationError as exc:
         first = exc.errors()[0]
-        return ident, types.INVALID_REQUEST, f"Invalid Request: {'.'.join(str(p) for p in first['loc'])}: {first['msg']}"
+        return (
+            ident,
+            types.INVALID_REQUEST,
+            f"Invalid Request: {'.'.join(str(p) for p in first['loc'])}: {first['msg']}",
+        )
     return None
 
 
