@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import fcntl
+import functools
 import os
 import shutil
 import tempfile
@@ -37,7 +38,13 @@ LIBRARIES = (
 
 
 def library_versions() -> dict[str, str]:
-    return {name: metadata.version(name) for name in LIBRARIES}
+    return dict(_installed_versions())
+
+
+@functools.lru_cache(maxsize=1)
+def _installed_versions() -> tuple[tuple[str, str], ...]:
+    # What this process imported: versions do not change under it, and every stage asks again.
+    return tuple((name, metadata.version(name)) for name in LIBRARIES)
 
 
 def code_version(entries: Iterable[str]) -> str:
@@ -55,7 +62,12 @@ def data_identity(manifest: dict) -> dict[str, str]:
 
 
 def contract_hash(models: Iterable[type[BaseModel]]) -> str:
-    return digest_value([[model.__name__, model.model_json_schema()] for model in models])
+    return digest_value([[model.__name__, _schema(model)] for model in models])
+
+
+@functools.cache
+def _schema(model: type[BaseModel]) -> dict:
+    return model.model_json_schema()
 
 
 def hash_outputs(folder: Path, names: Iterable[str]) -> dict[str, OutputFile]:

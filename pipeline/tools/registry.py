@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -127,14 +128,13 @@ BY_NAME = {tool.name: tool for tool in TOOLS}
 
 def registry_version() -> str:
     """Identity of the toolset: names, descriptions, schemas, rounding and semantics version."""
-    return digest_value(
-        [
-            SEMANTICS_VERSION,
-            rounding.VALUE_DP,
-            rounding.OFFSET_DP,
-            [[t.name, t.description, t.input_schema(), t.output_schema()] for t in TOOLS],
-        ]
-    )
+    return digest_value([SEMANTICS_VERSION, rounding.VALUE_DP, rounding.OFFSET_DP, _schemas()])
+
+
+@functools.lru_cache(maxsize=1)
+def _schemas() -> list:
+    # The models are fixed once imported; every stage of every corpus asks for the version again.
+    return [[t.name, t.description, t.input_schema(), t.output_schema()] for t in TOOLS]
 
 
 def _error(code: str, message: str, argument: str | None = None) -> dict:
