@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import shutil
@@ -121,6 +122,50 @@ def test_threads_do_not_change_outputs(ws, tmp_path):
         a, b = ws.stage_dir("hhw", stage), other.stage_dir("hhw", stage)
         assert compare_folders(a, b) == [], f"hhw/{stage}"
         assert any(a.iterdir())
+
+
+def test_corpora_built_at_once_give_what_one_after_the_other_gives(ws, tmp_path):
+    """ws was built with both corpora at once (one worker each); one worker builds them one after the other. The
+    outcomes come back in corpus, then stage order either way, and every output is the same."""
+    from pipeline.core.executor import Resources
+
+    other = Workspace.from_root(ws.root, tmp_path / "other")
+    seen = []
+    outcomes = build(other, until="store", force=True, resources=Resources(workers=1), on_done=seen.append)
+    order = [(o.corpus, o.stage) for o in outcomes]
+    assert (
+        order
+        == [(c, s) for c in ("hhw", "xai4heat") for s in ("ingest", "store")]
+        == [(o.corpus, o.stage) for o in seen]
+    )
+    for corpus in ("hhw", "xai4heat"):
+        for stage in ("ingest", "store"):
+            assert compare_folders(ws.stage_dir(corpus, stage), other.stage_dir(corpus, stage)) == [], (corpus, stage)
+    concurrent = build(ws, until="store", force=True, resources=Resources(workers=2))
+    assert [(o.corpus, o.stage) for o in concurrent] == order
+
+
+def test_a_failing_corpus_stops_the_build_with_its_own_error(ws, monkeypatch):
+    """Corpora build at once: the failure of one is raised (one line), the other ends the stage it is in."""
+    from pipeline.core.errors import StageError
+    from pipeline.core.executor import Resources
+    from pipeline.harness import build as build_module
+
+    real = build_module._store_run
+
+    def failing(ctx, out):
+        if ctx.corpus == "xai4heat":
+            raise StageError("xai4heat: the store failed on purpose")
+        return real(ctx, out)
+
+    monkeypatch.setattr(
+        build_module,
+        "STAGES",
+        tuple(dataclasses.replace(s, run=failing) if s.name == "store" else s for s in build_module.STAGES),
+    )
+    with pytest.raises(StageError, match="xai4heat: the store failed on purpose"):
+        build(ws, force=True, resources=Resources(workers=2))
+    assert (ws.stage_dir("hhw", "ingest") / MANIFEST).is_file()
 
 
 def test_store_is_read_only(ws):

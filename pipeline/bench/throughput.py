@@ -44,11 +44,18 @@ def _records(files: list[Path]) -> int:
 
 
 def _ours(ws: Workspace, corpora: list[str], artifacts: Path) -> dict[str, float]:
-    """Seconds per stage over all corpora, built from raw into `artifacts`, plus the tasks stage's candidate pools
-    and tasks written."""
-    outcomes = build(Workspace.from_root(ws.root, artifacts), corpora, force=True)
-    seconds: dict[str, float] = {"candidates": 0.0, "tasks_written": 0.0}
-    for outcome in outcomes:
+    """Wall seconds of ingest + store over all corpora, built from raw into `artifacts` as `build` runs them (corpora
+    at once, one per core), the seconds of each stage summed over the corpora, and the tasks stage's candidate pools
+    and tasks written (the later stages built after the timing)."""
+    target = Workspace.from_root(ws.root, artifacts)
+    start = time.perf_counter()
+    outcomes = build(target, corpora, until="store", force=True)
+    seconds: dict[str, float] = {
+        "ingest_store_wall": time.perf_counter() - start,
+        "candidates": 0.0,
+        "tasks_written": 0.0,
+    }
+    for outcome in outcomes + [o for o in build(target, corpora) if o.stage not in ("ingest", "store")]:
         seconds[outcome.stage] = seconds.get(outcome.stage, 0.0) + outcome.seconds
         if outcome.stage == "tasks":
             seconds["candidates"] += sum(f["pool"] for f in outcome.manifest.details["families"].values())
@@ -159,7 +166,7 @@ def _figures(
     built = Workspace.from_root(ws.root, tmp / f"run{repeat - 1}")
     ingest = statistics.median(r["ingest"] for r in ours)
     store = statistics.median(r["store"] for r in ours)
-    total = statistics.median(r["ingest"] + r["store"] for r in ours)
+    total = statistics.median(r["ingest_store_wall"] for r in ours)
     copy = statistics.median(_duckdb_copy(files) for _ in range(repeat))
     cached = statistics.median(_cached_cli(built, names) for _ in range(repeat))
     click.echo(
@@ -169,9 +176,11 @@ def _figures(
     click.echo(f"input: {', '.join(names)}: {records:,} CSV records, {megabytes:.1f} MB; median of {repeat} runs\n")
     click.echo("| measure | seconds | records/s |")
     click.echo("|---|---|---|")
-    click.echo(f"| ingest (all corpora) | {ingest:.3f} | {records / ingest:,.0f} |")
-    click.echo(f"| store (all corpora) | {store:.3f} | {records / store:,.0f} |")
-    click.echo(f"| ingest + store | {total:.3f} | {records / total:,.0f} |")
+    click.echo(f"| ingest (stage seconds summed over the corpora) | {ingest:.3f} | {records / ingest:,.0f} |")
+    click.echo(f"| store (stage seconds summed over the corpora) | {store:.3f} | {records / store:,.0f} |")
+    click.echo(
+        f"| ingest + store, wall (corpora at once, as `build` runs them) | {total:.3f} | {records / total:,.0f} |"
+    )
     click.echo(f"| DuckDB read_csv -> Parquet, same files | {copy:.3f} | {records / copy:,.0f} |")
     click.echo(f"| **ratio ours / DuckDB (target >= 0.5)** | | **{copy / total:.2f}** |")
     click.echo(f"| `telemetry-bench build --json`, nothing changed (whole process; target < 2 s) | {cached:.3f} | |")

@@ -75,13 +75,9 @@ class Resources:
         return share - WORKER_BASE if share > 2 * WORKER_BASE else share // 2  # tiny budgets (tests): half
 
 
-# glibc keeps freed blocks for reuse instead of unmapping them: numpy's large temporaries otherwise
-# fault in fresh zeroed pages every time (measured: a store unit spent half its time in the kernel).
-ALLOCATOR_ENV = {"MALLOC_MMAP_THRESHOLD_": str(1 << 30), "MALLOC_TRIM_THRESHOLD_": str(1 << 30)}
-
-
 def tune_allocator() -> None:
-    """The same setting for this process (workers get it from ALLOCATOR_ENV); a no-op off glibc."""
+    """glibc keeps freed blocks for reuse instead of unmapping them: numpy's large temporaries otherwise fault in
+    fresh zeroed pages every time (measured: a store unit spent half its time in the kernel). A no-op off glibc."""
     try:
         libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6")
         libc.mallopt(-3, 1 << 30)  # M_MMAP_THRESHOLD
@@ -173,18 +169,18 @@ def run_ordered(fn: Callable[[T], R], tasks: Sequence[T], workers: int, descript
         return
     context = multiprocessing.get_context("spawn")  # no fork: no inherited locks or DuckDB handles
     busy = min(workers, len(tasks))
-    # Each worker's polars gets its share of the CPUs, so workers do not fight over cores.
-    settings = {"POLARS_MAX_THREADS": str(max(1, Resources(workers=None).worker_count // busy)), **ALLOCATOR_ENV}
-    before = {name: os.environ.get(name) for name in settings}
-    os.environ.update(settings)
-    try:
-        with ProcessPoolExecutor(max_workers=busy, mp_context=context) as pool:
-            futures = [pool.submit(fn, task) for task in tasks]
-            for future in track(futures, description):
-                yield future.result()
-    finally:
-        for name, value in before.items():
-            if value is None:
-                os.environ.pop(name, None)
-            else:
-                os.environ[name] = value
+    # Each worker's polars gets its share of the CPUs, so workers do not fight over cores. Set in each worker before
+    # it imports polars, never in this process's environment: corpora building at once share it.
+    polars_threads = str(max(1, Resources(workers=None).worker_count // busy))
+    with ProcessPoolExecutor(
+        max_workers=busy, mp_context=context, initializer=_start_worker, initargs=(polars_threads,)
+    ) as pool:
+        futures = [pool.submit(fn, task) for task in tasks]
+        for future in track(futures, description):
+            yield future.result()
+
+
+def _start_worker(polars_threads: str) -> None:
+    """A spawned worker's settings, before its tasks import anything heavy."""
+    os.environ["POLARS_MAX_THREADS"] = polars_threads
+    tune_allocator()

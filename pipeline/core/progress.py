@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import sys
+import threading
 from collections.abc import Iterable, Iterator
 from typing import TypeVar
 
@@ -11,7 +12,14 @@ T = TypeVar("T")
 
 
 def interactive() -> bool:
-    return sys.stderr.isatty() and not os.environ.get("CI") and not os.environ.get("TELEMETRY_BENCH_QUIET")
+    """A person watches a terminal, and this is the main thread (corpora building at once stay quiet: a terminal
+    holds one live display)."""
+    return (
+        sys.stderr.isatty()
+        and not os.environ.get("CI")
+        and not os.environ.get("TELEMETRY_BENCH_QUIET")
+        and threading.current_thread() is threading.main_thread()
+    )
 
 
 def track(items: Iterable[T], description: str, total: int | None = None) -> Iterator[T]:

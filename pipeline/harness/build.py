@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import os
+import threading
 from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -318,11 +321,14 @@ def build(
 ) -> list[StageOutcome]:
     """Run every stage (up to `until`) for every selected corpus; unchanged stages are reported cached.
 
-    A corpus whose raw data lives outside the project (raw_env) and was not given is skipped with a note."""
+    Corpora are independent: up to one per worker build at once, each on its share of the workers and of the memory
+    budget. `on_done` hears of each stage as it ends; the outcomes come back in corpus, then stage order. A corpus
+    whose raw data lives outside the project (raw_env) and was not given is skipped with a note."""
     if until is not None and until not in stage_names():
         raise ConfigError(f"unknown stage {until!r}: stages are {', '.join(stage_names())}")
     config = load_build_config(ws)
-    outcomes = []
+    runtime = resources or Resources(threads=threads)
+    contexts = []
     for corpus in select_corpora(ws, corpora):
         mapping = load_mapping(ws.corpus_config(corpus))
         folder = raw_folder(ws, mapping, raw)
@@ -330,16 +336,60 @@ def build(
             if on_skip:
                 on_skip(f"{corpus}: skipped, no raw data (give --raw DIR or set {mapping.raw_env})")
             continue
-        runtime = resources or Resources(threads=threads)
-        ctx = Context(ws=ws, mapping=mapping, config=config, resources=runtime, raw=folder)
-        with corpus_lock(ws.artifacts_dir / corpus, on_wait=on_skip):
-            for stage in STAGES:
-                outcome = run_stage(
-                    identity_of(stage, ctx), ctx.stage_dir(stage.name), functools.partial(_marked, stage, ctx), force
-                )
-                outcomes.append(outcome)
-                if on_done:
-                    on_done(outcome)
-                if stage.name == until:
-                    break
+        contexts.append(Context(ws=ws, mapping=mapping, config=config, resources=runtime, raw=folder))
+    at_once = max(1, min(len(contexts), runtime.worker_count))
+    if at_once == 1:
+        return [o for ctx in contexts for o in _build_corpus(ctx, until, force, on_done, on_skip)]
+    share = dataclasses.replace(
+        runtime, workers=max(1, runtime.worker_count // at_once), memory_budget=runtime.memory_budget // at_once
+    )
+    reported = threading.Lock()
+
+    def report(outcome: StageOutcome) -> None:
+        with reported:
+            on_done(outcome)
+
+    stop = threading.Event()  # a failed corpus stops the others after their running stage
+
+    def one(ctx: Context) -> list[StageOutcome]:
+        try:
+            return _build_corpus(
+                dataclasses.replace(ctx, resources=share), until, force, report if on_done else None, on_skip, stop
+            )
+        except BaseException:
+            stop.set()
+            raise
+
+    with ThreadPoolExecutor(max_workers=at_once, thread_name_prefix="corpus") as pool:
+        futures = [pool.submit(one, ctx) for ctx in contexts]
+        try:
+            return [o for future in futures for o in future.result()]  # the first failure in corpus order
+        except BaseException:
+            stop.set()
+            pool.shutdown(wait=True, cancel_futures=True)
+            raise
+
+
+def _build_corpus(
+    ctx: Context,
+    until: str | None,
+    force: bool,
+    on_done: Callable[[StageOutcome], None] | None,
+    on_skip: Callable[[str], None] | None,
+    stop: threading.Event | None = None,
+) -> list[StageOutcome]:
+    """One corpus's stages in order, under its build lock; stops before a stage once `stop` is set."""
+    outcomes = []
+    with corpus_lock(ctx.ws.artifacts_dir / ctx.corpus, on_wait=on_skip):
+        for stage in STAGES:
+            if stop is not None and stop.is_set():
+                break
+            outcome = run_stage(
+                identity_of(stage, ctx), ctx.stage_dir(stage.name), functools.partial(_marked, stage, ctx), force
+            )
+            outcomes.append(outcome)
+            if on_done:
+                on_done(outcome)
+            if stage.name == until:
+                break
     return outcomes

@@ -32,7 +32,7 @@ from pipeline.ingest.cleaning import (
 )
 from pipeline.ingest.layouts import READERS, ReadFile
 from pipeline.ingest.metadata import Resolver
-from pipeline.ingest.parquet import write_part
+from pipeline.ingest.parquet import iter_part, read_part, write_part
 from pipeline.ingest.tables import TABLES
 
 OBSERVATIONS = "observations.arrow"
@@ -60,6 +60,19 @@ class BatchResult:
     notes: list[str] = field(default_factory=list)
     missing_columns: list[dict] = field(default_factory=list)
     rejected_members: list[dict] = field(default_factory=list)
+    # The batch's observations and rejects when it ran in the merging process (nothing written); None from a worker,
+    # whose tables are files in `out`.
+    held: dict[str, pa.Table] | None = None
+
+    def table(self, name: str) -> pa.Table:
+        """The batch's OBSERVATIONS or REJECTS table."""
+        return self.held[name] if self.held is not None else read_part(Path(self.out) / name)
+
+    def batches(self, name: str, rows: int = 1 << 16):
+        """The table's record batches, read one at a time from a worker's file."""
+        if self.held is not None:
+            return iter(self.held[name].to_batches(max_chunksize=rows))
+        return iter_part(Path(self.out) / name)
 
 
 def value_files(raw: Path, mapping: CorpusMapping) -> list[tuple[Path, str]]:
@@ -100,7 +113,14 @@ def streams_rows(resolver: Resolver, keep) -> list[dict]:
 
 
 def ingest_batch(task: BatchTask) -> BatchResult:
-    """Read every value file, keep the cells this batch owns, clean them and write them out."""
+    """A worker's batch: ingested, its observations and rejects written to its folder for the merge."""
+    result = ingest_batch_here(task)
+    _write_batch(Path(task.out), result.held)
+    return replace(result, held=None)
+
+
+def ingest_batch_here(task: BatchTask) -> BatchResult:
+    """Read every value file, keep the cells this batch owns and clean them; the tables stay in the result."""
     mapping, scope, out = task.mapping, task.scope, Path(task.out)
     resolver = Resolver(mapping, Path(task.metadata_root))
     reads = _read_values(Path(task.raw), mapping, resolver, scope)
@@ -121,7 +141,11 @@ def ingest_batch(task: BatchTask) -> BatchResult:
         stream_ids,
         _column_labels(resolver, rank, mapping),
     )
-    _write_batch(out, obs, rejects)
+    schema = TABLES["rejects"][0]
+    held = {
+        REJECTS: rejects.select(schema.names).to_arrow().cast(schema),
+        OBSERVATIONS: pa.table({"ts": obs["ts"].to_arrow(), "value": obs["value"].to_arrow()}),
+    }
     catalog = {
         "sites": [resolver.catalog.sites[k] for k in sorted(resolver.catalog.sites)],
         "entities": resolver.catalog.entities,
@@ -142,18 +166,16 @@ def ingest_batch(task: BatchTask) -> BatchResult:
         notes=sorted(set(resolver.catalog.notes)),
         missing_columns=resolver.missing_columns,
         rejected_members=resolver.rejected_members,
+        held=held,
     )
 
 
-def _write_batch(out: Path, obs: pl.DataFrame, rejects: pl.DataFrame) -> None:
+def _write_batch(out: Path, held: dict[str, pa.Table]) -> None:
     """The batch's observations (ts, value) and rejects, as Arrow IPC in its own folder."""
     out.mkdir(parents=True, exist_ok=True)
-    schema = TABLES["rejects"][0]
-    write_part(rejects.select(schema.names).to_arrow().cast(schema), out / REJECTS)
+    write_part(held[REJECTS], out / REJECTS)
     # Small record batches: the merge keeps one open per batch, so its memory stays small with many batches.
-    write_part(
-        pa.table({"ts": obs["ts"].to_arrow(), "value": obs["value"].to_arrow()}), out / OBSERVATIONS, batch_rows=1 << 16
-    )
+    write_part(held[OBSERVATIONS], out / OBSERVATIONS, batch_rows=1 << 16)
 
 
 def _read_values(raw: Path, mapping: CorpusMapping, resolver: Resolver, scope: Scope) -> list[tuple[int, ReadFile]]:

@@ -16,8 +16,16 @@ from pipeline.core import checksums
 from pipeline.core.canonical import digest, write_json
 from pipeline.core.errors import IngestError, StageError
 from pipeline.core.executor import Resources, buckets_for, run_all, scopes, tune_allocator
-from pipeline.ingest.batch import OBSERVATIONS, REJECTS, BatchResult, BatchTask, ingest_batch, value_files
-from pipeline.ingest.parquet import RowGroupWriter, iter_part, read_part, write_frame
+from pipeline.ingest.batch import (
+    OBSERVATIONS,
+    REJECTS,
+    BatchResult,
+    BatchTask,
+    ingest_batch,
+    ingest_batch_here,
+    value_files,
+)
+from pipeline.ingest.parquet import RowGroupWriter, write_frame
 from pipeline.ingest.tables import TABLES
 
 REPORT = "report.json"
@@ -84,7 +92,11 @@ def run_ingest(
     raw_sha = checksums.verify(raw)
     tasks = plan(mapping, raw, out, resources, metadata_folder)
     try:
-        results = run_all(ingest_batch, tasks, resources.worker_count, f"ingest {mapping.name}")
+        # In this process (one worker, or one batch), a batch's tables stay in memory; workers write them as files.
+        here = resources.worker_count <= 1 or len(tasks) <= 1
+        results = run_all(
+            ingest_batch_here if here else ingest_batch, tasks, resources.worker_count, f"ingest {mapping.name}"
+        )
         metadata_sha = (
             {}
             if metadata_folder is None
@@ -108,7 +120,7 @@ def _merge_observations(results: list[BatchResult], stream_ids: list[str], path:
     rank = {sid: i for i, sid in enumerate(stream_ids)}
     dictionary = pa.array(stream_ids, type=pa.string())
     runs = sorted((sid, b, n) for b, result in enumerate(results) for sid, n in result.stream_counts)
-    cursors = [_Cursor(Path(result.out) / OBSERVATIONS) for result in results]
+    cursors = [_Cursor(result.batches(OBSERVATIONS)) for result in results]
     writer = RowGroupWriter(
         path,
         TABLES["observations"][0].remove(0).insert(0, pa.field("stream_id", pa.dictionary(pa.int32(), pa.string()))),
@@ -134,8 +146,8 @@ def _merge_observations(results: list[BatchResult], stream_ids: list[str], path:
 class _Cursor:
     """Sequential reader of one batch's observations: `take(n)` returns the next n rows."""
 
-    def __init__(self, path: Path) -> None:
-        self.batches = iter_part(path)
+    def __init__(self, batches) -> None:
+        self.batches = batches
         self.buffer: pa.Table | None = None
 
     def take(self, n: int) -> pa.Table:
@@ -163,9 +175,7 @@ def merge(
     observations, contents = _merge_observations(
         results, [row["stream_id"] for row in streams], out / "observations.parquet"
     )
-    rejects = pl.concat(
-        [pl.from_arrow(read_part(Path(result.out) / REJECTS)) for result in results], how="vertical_relaxed"
-    )
+    rejects = pl.concat([pl.from_arrow(result.table(REJECTS)) for result in results], how="vertical_relaxed")
     accounts = dict(sorted((rel, value) for result in results for rel, value in result.accounts.items()))
     total = sum(cells for _, cells in accounts.values())
     if observations + rejects.height != total:

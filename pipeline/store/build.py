@@ -163,13 +163,12 @@ def plan_units(ingest_dir: Path, cfg: StoreConfig, out: Path, rows_per_unit: int
     return units
 
 
-def store_unit(unit: StoreUnit) -> dict[str, int]:
-    """Everything per stream for one run of streams, written to the unit's folder; returns row counts.
+def compute_unit(unit: StoreUnit) -> dict[str, pa.Table]:
+    """Everything per stream for one run of streams: observations (ts, value, step_us: the caller knows whose rows
+    they are) and the per-stream tables with their stream ids.
 
-    Streams are integer codes (ranks of the ids) while computing; the ids come back in the small
-    per-stream tables. The observations part holds ts, value, step_us: the merge knows whose rows they are."""
-    ingest_dir, out = Path(unit.ingest_dir), Path(unit.out)
-    out.mkdir(parents=True, exist_ok=True)
+    Streams are integer codes (ranks of the ids) while computing; the ids come back in the small per-stream tables."""
+    ingest_dir = Path(unit.ingest_dir)
     ids = [sid for sid, _ in unit.streams]
     raw = pl.from_arrow(read_rows(ingest_dir / "observations.parquet", unit.start, unit.rows, columns=["ts", "value"]))
     codes = np.repeat(np.arange(len(ids), dtype=np.int32), [n for _, n in unit.streams])
@@ -185,17 +184,43 @@ def store_unit(unit: StoreUnit) -> dict[str, int]:
     )
     names = pl.Series(ids, dtype=pl.String)
     tables = {
-        "observations": obs.select("ts", "value", "step_us"),
         "aggregates": compute.aggregates(obs, unit.cfg.std_ddof, codes, timed_rejects),
         "profiles": compute.profiles(obs, unit.cfg.std_ddof, codes),
         "previews": compute.previews(obs, unit.cfg.preview_points),
         "quality_parts": compute.quality_parts(obs),
     }
-    for name, frame in tables.items():
-        if name != "observations":
-            frame = frame.with_columns(stream_id=names.gather(frame["stream_id"]))
-        write_part(frame.to_arrow(), out / f"{name}.arrow")
-    return {name: frame.height for name, frame in tables.items()}
+    return {
+        "observations": obs.select("ts", "value", "step_us").to_arrow(),
+        **{
+            name: frame.with_columns(stream_id=names.gather(frame["stream_id"])).to_arrow()
+            for name, frame in tables.items()
+        },
+    }
+
+
+def store_unit(unit: StoreUnit) -> dict[str, int]:
+    """A worker's unit: computed, then written to the unit's folder (Arrow IPC) for the main process; row counts."""
+    out = Path(unit.out)
+    out.mkdir(parents=True, exist_ok=True)
+    tables = compute_unit(unit)
+    for name, table in tables.items():
+        write_part(table, out / f"{name}.arrow")
+    return {name: table.num_rows for name, table in tables.items()}
+
+
+class _UnitTables:
+    """A finished unit's tables: in memory when it ran in this process, else read from its folder when asked."""
+
+    def __init__(self, unit: StoreUnit, tables: dict[str, pa.Table] | None) -> None:
+        self.unit, self.tables = unit, tables
+
+    def observation_batches(self):
+        if self.tables is not None:
+            return self.tables["observations"].to_batches(max_chunksize=1 << 20)
+        return iter_part(Path(self.unit.out) / "observations.arrow")
+
+    def table(self, name: str) -> pa.Table:
+        return self.tables[name] if self.tables is not None else read_part(Path(self.unit.out) / f"{name}.arrow")
 
 
 def _limits_and_bands(
@@ -239,12 +264,18 @@ def derive_tables(
         con.unregister("incoming")
 
     inserter = Background(append, depth=4, name="duckdb-insert")
+    # In this process (one worker, or one unit), a unit's tables stay in memory; workers hand them over as files.
+    in_process = resources.worker_count <= 1 or len(units) <= 1
+    finished: list[_UnitTables] = []
     try:
-        for unit, _ in zip(units, run_ordered(store_unit, units, resources.worker_count, "store"), strict=True):
+        produced = run_ordered(compute_unit if in_process else store_unit, units, resources.worker_count, "store")
+        for unit, result in zip(units, produced, strict=True):
+            done = _UnitTables(unit, result if in_process else None)
+            finished.append(done)
             codes = np.repeat(np.arange(code, code + len(unit.streams), dtype=np.int32), [n for _, n in unit.streams])
             code += len(unit.streams)
             offset = 0
-            for batch in iter_part(Path(unit.out) / "observations.arrow"):
+            for batch in done.observation_batches():
                 stream = pa.DictionaryArray.from_arrays(pa.array(codes[offset : offset + batch.num_rows]), ids)
                 offset += batch.num_rows
                 piece = pa.table(
@@ -258,9 +289,7 @@ def derive_tables(
         writer.abort()
         inserter.close(check=False)
         raise
-    parts = {
-        name: [pl.from_arrow(read_part(Path(unit.out) / f"{name}.arrow")) for unit in units] for name in PER_STREAM
-    }
+    parts = {name: [pl.from_arrow(done.table(name)) for done in finished] for name in PER_STREAM}
     joined = {name: pl.concat(frames) if frames else None for name, frames in parts.items()}
     if joined["aggregates"] is None:  # no observations at all
         empty = compute.with_steps(
