@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import functools
 import os
@@ -238,6 +239,9 @@ class Stage:
     identity: Callable[[Context], tuple[dict, dict[str, str]]]  # (config slice, inputs)
     run: Callable[[Context, Path], StageResult]
     uses_tools: bool = False  # stages that call the tools (tasks onwards) carry the registry version
+    # Its work runs in native code (Arrow, polars, DuckDB) that releases the GIL: corpora run it at once, on threads.
+    # The later stages are Python and run one corpus after the other (threads would only contend for the GIL).
+    native: bool = False
 
 
 STAGES: tuple[Stage, ...] = (
@@ -247,8 +251,9 @@ STAGES: tuple[Stage, ...] = (
         (CorpusMapping, IngestReport),
         _ingest_identity,
         _ingest_run,
+        native=True,
     ),
-    Stage("store", ("pipeline.store.build",), (StoreConfig, StageManifest), _store_identity, _store_run),
+    Stage("store", ("pipeline.store.build",), (StoreConfig, StageManifest), _store_identity, _store_run, native=True),
     Stage("tasks", ("pipeline.tasks.compile",), (FamiliesConfig, Task), _tasks_identity, _tasks_run, uses_tools=True),
     Stage(
         "episodes",
@@ -321,9 +326,10 @@ def build(
 ) -> list[StageOutcome]:
     """Run every stage (up to `until`) for every selected corpus; unchanged stages are reported cached.
 
-    Corpora are independent: up to one per worker build at once, each on its share of the workers and of the memory
-    budget. `on_done` hears of each stage as it ends; the outcomes come back in corpus, then stage order. A corpus
-    whose raw data lives outside the project (raw_env) and was not given is skipped with a note."""
+    The native stages (ingest, store) of several corpora run at once, up to one corpus per worker, each on its share
+    of the workers and of the memory budget; the later stages follow corpus by corpus. `on_done` hears of each stage
+    as it ends; the outcomes come back in corpus, then stage order. A corpus whose raw data lives outside the project
+    (raw_env) and was not given is skipped with a note."""
     if until is not None and until not in stage_names():
         raise ConfigError(f"unknown stage {until!r}: stages are {', '.join(stage_names())}")
     config = load_build_config(ws)
@@ -337,9 +343,53 @@ def build(
                 on_skip(f"{corpus}: skipped, no raw data (give --raw DIR or set {mapping.raw_env})")
             continue
         contexts.append(Context(ws=ws, mapping=mapping, config=config, resources=runtime, raw=folder))
+    wanted = STAGES[: stage_names().index(until) + 1] if until else STAGES
+    native = tuple(stage for stage in wanted if stage.native)
+    later = tuple(stage for stage in wanted if not stage.native)
+    outcomes: dict[str, list[StageOutcome]] = {ctx.corpus: [] for ctx in contexts}
+    with contextlib.ExitStack() as locks:
+        for ctx in contexts:  # every corpus's lock, in corpus order (two builds never wait on each other in a cycle)
+            locks.enter_context(corpus_lock(ws.artifacts_dir / ctx.corpus, on_wait=on_skip))
+        for ctx, done in zip(contexts, _at_once(contexts, native, runtime, force, on_done), strict=True):
+            outcomes[ctx.corpus] += done
+        for ctx in contexts:
+            outcomes[ctx.corpus] += _run_stages(ctx, later, force, on_done)
+    return [outcome for ctx in contexts for outcome in outcomes[ctx.corpus]]
+
+
+def _run_stages(
+    ctx: Context,
+    stages: tuple[Stage, ...],
+    force: bool,
+    on_done: Callable[[StageOutcome], None] | None,
+    stop: threading.Event | None = None,
+) -> list[StageOutcome]:
+    """Some of one corpus's stages, in order; stops before a stage once `stop` is set."""
+    outcomes = []
+    for stage in stages:
+        if stop is not None and stop.is_set():
+            break
+        outcome = run_stage(
+            identity_of(stage, ctx), ctx.stage_dir(stage.name), functools.partial(_marked, stage, ctx), force
+        )
+        outcomes.append(outcome)
+        if on_done:
+            on_done(outcome)
+    return outcomes
+
+
+def _at_once(
+    contexts: list[Context],
+    stages: tuple[Stage, ...],
+    runtime: Resources,
+    force: bool,
+    on_done: Callable[[StageOutcome], None] | None,
+) -> list[list[StageOutcome]]:
+    """The given stages of every corpus, up to one corpus per worker at once, each corpus on its share of the workers
+    and of the memory budget; the first failure in corpus order is raised once the running stages have ended."""
     at_once = max(1, min(len(contexts), runtime.worker_count))
-    if at_once == 1:
-        return [o for ctx in contexts for o in _build_corpus(ctx, until, force, on_done, on_skip)]
+    if at_once == 1 or not stages:
+        return [_run_stages(ctx, stages, force, on_done) for ctx in contexts]
     share = dataclasses.replace(
         runtime, workers=max(1, runtime.worker_count // at_once), memory_budget=runtime.memory_budget // at_once
     )
@@ -353,8 +403,8 @@ def build(
 
     def one(ctx: Context) -> list[StageOutcome]:
         try:
-            return _build_corpus(
-                dataclasses.replace(ctx, resources=share), until, force, report if on_done else None, on_skip, stop
+            return _run_stages(
+                dataclasses.replace(ctx, resources=share), stages, force, report if on_done else None, stop
             )
         except BaseException:
             stop.set()
@@ -363,33 +413,8 @@ def build(
     with ThreadPoolExecutor(max_workers=at_once, thread_name_prefix="corpus") as pool:
         futures = [pool.submit(one, ctx) for ctx in contexts]
         try:
-            return [o for future in futures for o in future.result()]  # the first failure in corpus order
+            return [future.result() for future in futures]
         except BaseException:
             stop.set()
             pool.shutdown(wait=True, cancel_futures=True)
             raise
-
-
-def _build_corpus(
-    ctx: Context,
-    until: str | None,
-    force: bool,
-    on_done: Callable[[StageOutcome], None] | None,
-    on_skip: Callable[[str], None] | None,
-    stop: threading.Event | None = None,
-) -> list[StageOutcome]:
-    """One corpus's stages in order, under its build lock; stops before a stage once `stop` is set."""
-    outcomes = []
-    with corpus_lock(ctx.ws.artifacts_dir / ctx.corpus, on_wait=on_skip):
-        for stage in STAGES:
-            if stop is not None and stop.is_set():
-                break
-            outcome = run_stage(
-                identity_of(stage, ctx), ctx.stage_dir(stage.name), functools.partial(_marked, stage, ctx), force
-            )
-            outcomes.append(outcome)
-            if on_done:
-                on_done(outcome)
-            if stage.name == until:
-                break
-    return outcomes

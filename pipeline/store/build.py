@@ -252,15 +252,18 @@ def derive_tables(
     # Units are consecutive runs of streams in id order: appending them in order keeps every key order.
     # The Parquet export (with its digest) is written here while a second thread appends the same pieces
     # to DuckDB (both release the GIL) and the workers compute later units.
-    con.execute("CREATE TABLE observations (stream_id VARCHAR, ts BIGINT, value DOUBLE, step_us BIGINT)")
+    ids = pa.array([sid for unit in units for sid, _ in unit.streams], type=pa.string())
+    # The stream of each observation is an ENUM of the stream ids: a code per row instead of a string (a third of the
+    # insert's time); it reads, compares and digests as the id.
+    con.execute("CREATE TYPE stream_key AS ENUM (SELECT unnest(?::VARCHAR[]))", [ids.to_pylist()])
+    con.execute("CREATE TABLE observations (stream_id stream_key, ts BIGINT, value DOUBLE, step_us BIGINT)")
     digest = ChunkedDigest(OBSERVATIONS_SCHEMA)
     writer = RowGroupWriter(out / "observations.parquet", OBSERVATIONS_SCHEMA, on_group=digest.update)
-    ids = pa.array([sid for unit in units for sid, _ in unit.streams], type=pa.string())
     code = 0
 
     def append(piece: pa.Table) -> None:  # on the inserter's thread, which owns `con` until it is closed
         con.register("incoming", piece)
-        con.execute("INSERT INTO observations SELECT stream_id::VARCHAR, ts, value, step_us FROM incoming")
+        con.execute("INSERT INTO observations SELECT stream_id, ts, value, step_us FROM incoming")
         con.unregister("incoming")
 
     inserter = Background(append, depth=4, name="duckdb-insert")
