@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any, Literal, get_args
 
 from pydantic import Field, model_validator
 
@@ -10,19 +10,6 @@ from contracts.answers import AnswerForm
 from contracts.base import Frozen
 from contracts.tasks import Call, Split
 
-OBLIGATIONS = (
-    "clarify_site",
-    "clarify_time",
-    "answer",
-    "revise_window",
-    "revise_target",
-    "probe_nearest",
-    "decide_quality",
-    "prefer",
-    "commit",
-    "rationale",
-    "evidence",
-)
 Obligation = Literal[
     "clarify_site",
     "clarify_time",
@@ -36,6 +23,7 @@ Obligation = Literal[
     "rationale",
     "evidence",
 ]
+OBLIGATIONS = get_args(Obligation)  # in this order
 Outcome = Literal["answer", "abstain", "re_clarify"]
 Reason = Literal[
     "healthy_quality",

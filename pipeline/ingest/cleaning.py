@@ -18,6 +18,15 @@ from contracts.corpus import Cleaning, CounterRule
 NULL_STR = pl.lit(None, dtype=pl.String)
 # The raw text of a valid cell: kept for text files; written from the number for numeric ones.
 RAW_TEXT = pl.coalesce("raw", pl.col("value").cast(pl.String))
+
+
+def _row_rejects(cells: pl.DataFrame, reason: pl.Expr) -> pl.DataFrame:
+    """Valid-looking cells rejected by a rule over several cells (duplicates, counters), as reject rows."""
+    return cells.select(
+        "file", "row", column=pl.lit(None, dtype=pl.String), sid="sid", ts="ts", raw=RAW_TEXT, reason=reason
+    )
+
+
 OBS_SCHEMA = {"sid": pl.Int32, "ts": pl.Int64, "value": pl.Float64, "raw": pl.String, "file": pl.Int32, "row": pl.Int64}
 REJECT_SCHEMA = {
     "file": pl.Int32,
@@ -210,15 +219,7 @@ def resolve_duplicates(obs: pl.DataFrame, rule: str) -> tuple[pl.DataFrame, pl.D
     flagged = obs.with_columns(_loser=loser)
     if not flagged["_loser"].any():
         return obs, pl.DataFrame(schema=REJECT_SCHEMA)
-    rejected = flagged.filter("_loser").select(
-        "file",
-        "row",
-        column=pl.lit(None, dtype=pl.String),
-        sid="sid",
-        ts="ts",
-        raw=RAW_TEXT,
-        reason=pl.lit("duplicate_timestamp"),
-    )
+    rejected = _row_rejects(flagged.filter("_loser"), pl.lit("duplicate_timestamp"))
     return flagged.filter(~pl.col("_loser")).drop("_loser"), rejected
 
 
@@ -261,17 +262,7 @@ def difference_counters(
         values[good["_i"].to_numpy()] = good["_increment"].to_numpy()
         bad = mine.filter(pl.col("_reason").is_not_null())
         keep[bad["_i"].to_numpy()] = False
-        rejected.append(
-            bad.select(
-                "file",
-                "row",
-                column=pl.lit(None, dtype=pl.String),
-                sid="sid",
-                ts="ts",
-                raw=RAW_TEXT,
-                reason="_reason",
-            )
-        )
+        rejected.append(_row_rejects(bad, pl.col("_reason")))
     return obs.with_columns(value=pl.Series(values)).filter(pl.Series(keep)), pl.concat(rejected)
 
 
