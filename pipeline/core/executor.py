@@ -159,12 +159,17 @@ def run_all(fn: Callable[[T], R], tasks: Sequence[T], workers: int, description:
     return list(run_ordered(fn, tasks, workers, description))
 
 
+def runs_here(workers: int, tasks: Sequence) -> bool:
+    """Whether run_ordered calls fn in this process (one worker, or one task) rather than in spawned workers."""
+    return workers <= 1 or len(tasks) <= 1
+
+
 def run_ordered(fn: Callable[[T], R], tasks: Sequence[T], workers: int, description: str) -> Iterator[R]:
     """fn over tasks, yielding results in task order as soon as each is ready, while later tasks still run.
 
     Spawned processes when workers > 1 and there are 2+ tasks. `fn` must be a module-level function
     and every task picklable: a task is all a worker gets."""
-    if workers <= 1 or len(tasks) <= 1:
+    if runs_here(workers, tasks):
         yield from (fn(task) for task in track(tasks, description))
         return
     context = multiprocessing.get_context("spawn")  # no fork: no inherited locks or DuckDB handles

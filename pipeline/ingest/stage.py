@@ -15,7 +15,7 @@ from contracts.ingest import FileAccount, IngestReport, MissingColumn
 from pipeline.core import checksums
 from pipeline.core.canonical import digest, write_json
 from pipeline.core.errors import IngestError, StageError
-from pipeline.core.executor import Resources, buckets_for, run_all, scopes, tune_allocator
+from pipeline.core.executor import Resources, buckets_for, run_all, runs_here, scopes, tune_allocator
 from pipeline.ingest.batch import (
     OBSERVATIONS,
     REJECTS,
@@ -93,7 +93,7 @@ def run_ingest(
     tasks = plan(mapping, raw, out, resources, metadata_folder)
     try:
         # In this process (one worker, or one batch), a batch's tables stay in memory; workers write them as files.
-        here = resources.worker_count <= 1 or len(tasks) <= 1
+        here = runs_here(resources.worker_count, tasks)
         results = run_all(
             ingest_batch_here if here else ingest_batch, tasks, resources.worker_count, f"ingest {mapping.name}"
         )

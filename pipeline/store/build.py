@@ -16,7 +16,7 @@ import pyarrow.parquet as pq
 from contracts.build import StoreConfig
 from contracts.tools import QUALITY_BANDS, VALUE_DP
 from pipeline.core.errors import StageError
-from pipeline.core.executor import Background, Resources, run_ordered, tune_allocator
+from pipeline.core.executor import Background, Resources, run_ordered, runs_here, tune_allocator
 from pipeline.core.manifest import StageResult
 from pipeline.ingest.parquet import RowGroupWriter, iter_part, read_part, read_rows, write_part, write_table
 from pipeline.ingest.stage import read_report
@@ -268,7 +268,7 @@ def derive_tables(
 
     inserter = Background(append, depth=4, name="duckdb-insert")
     # In this process (one worker, or one unit), a unit's tables stay in memory; workers hand them over as files.
-    in_process = resources.worker_count <= 1 or len(units) <= 1
+    in_process = runs_here(resources.worker_count, units)
     finished: list[_UnitTables] = []
     try:
         produced = run_ordered(compute_unit if in_process else store_unit, units, resources.worker_count, "store")
