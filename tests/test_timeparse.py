@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import polars as pl
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from contracts.corpus import TimeSpec
 from pipeline.ingest.timeparse import parse_times
@@ -73,3 +75,18 @@ def test_strftime_with_dst():
         ambiguous="latest",
     )
     assert got == [(None, "nonexistent_local_time"), (1635643800 * S, None), (1616893200 * S, None)]
+
+
+_PIECES = ["2024-04-04", "2024-03-31", " ", "T", "t", "02:30", ":00", ".25", "Z", "z", "+02:00", "-05", "+0530", "-"]
+
+
+@settings(max_examples=150, deadline=None)
+@given(
+    values=st.lists(st.lists(st.sampled_from(_PIECES), min_size=1, max_size=4).map("".join), min_size=1, max_size=6),
+    timezone=st.sampled_from(["UTC", "Europe/Belgrade"]),
+)
+def test_a_column_parses_as_each_of_its_values_alone(values, timezone):
+    """Formats are skipped when no value of the column could match them (a literal character absent, no offset):
+    skipping never changes what any value parses to, or its reason."""
+    together = parse(values, format="iso8601", timezone=timezone)
+    assert together == [parse([value], format="iso8601", timezone=timezone)[0] for value in values]

@@ -100,7 +100,7 @@ def _parse(sl: Slice, index: int, rules: Cleaning, numeric: bool = False, decima
         missing = value.is_null() | value.is_in(finite)
         missing = missing | (value.is_nan() & nan) | ((value == float("inf")) & inf) | ((value == float("-inf")) & ninf)
         return [(value + 0.0).alias(f"_v{index}"), missing.fill_null(True).alias(f"_m{index}")]
-    text = pl.col(sl.column).str.strip_chars()
+    text = pl.col(f"_t{index}")  # the cell's text, stripped (split_cells strips each column once)
     number = (
         text
         if decimal == "."
@@ -160,48 +160,54 @@ def split_cells(
     zero_codes = streams.zero_dropout(rules)
     numeric = {s.column for s in slices if frame.schema[s.column].is_float()}
     frame = frame.with_columns(
+        pl.col(s.column).str.strip_chars().alias(f"_t{i}") for i, s in enumerate(slices) if s.column not in numeric
+    )
+    frame = frame.with_columns(
         [e for i, s in enumerate(slices) for e in _parse(s, i, rules, s.column in numeric, decimal)]
     )
     frame = frame.with_columns(_dropout=dropout_rows(len(slices), rules))
     frame = frame.with_columns(
         [cell_reason(s, i, rules, streams, zero_codes).alias(f"_r{i}") for i, s in enumerate(slices)]
     )
-    obs, rejects = [], []
-    for i, sl in enumerate(slices):
-        reason = pl.col(f"_r{i}")
-        sid = pl.lit(sl.sid, dtype=pl.Int32) if sl.sid is not None else pl.col("sid").cast(pl.Int32)
-        if sl.unmapped:
-            sid = pl.lit(None, dtype=pl.Int32)
-        # A numeric cell's text is written only when it is rejected (later rejects take it from the value).
-        raw = NULL_STR if sl.column in numeric else pl.col(sl.column)
-        obs.append(
+    if not slices:
+        return pl.DataFrame(schema=OBS_SCHEMA), pl.DataFrame(schema=REJECT_SCHEMA)
+    # Every cell as a row of one long frame (slice after slice, rows in file order), then one filter each for the
+    # valid and the rejected cells: the wide frame is never filtered, so its many columns are never copied.
+    cells = pl.concat(
+        [
             frame.select(
-                sid=sid,
+                sid=(
+                    pl.lit(None, dtype=pl.Int32)
+                    if sl.unmapped
+                    else pl.lit(sl.sid, dtype=pl.Int32)
+                    if sl.sid is not None
+                    else pl.col("sid").cast(pl.Int32)
+                ),
                 ts="ts",
-                value=pl.col(f"_v{i}"),
-                raw=raw,
-                file=pl.lit(file, dtype=pl.Int32),
+                value=f"_v{i}",
+                raw=NULL_STR if sl.column in numeric else pl.col(sl.column),
                 row="row",
-                _keep=reason.is_null(),
+                reason=f"_r{i}",
+                # A numeric cell's text is written only when it is rejected (later rejects take it from the value).
+                number=pl.col(sl.column) if sl.column in numeric else pl.lit(None, dtype=pl.Float64),
+                slice=pl.lit(i, dtype=pl.Int32),
             )
-            .filter("_keep")
-            .drop("_keep")
-        )
-        rejects.append(
-            frame.filter(reason.is_not_null()).select(
-                file=pl.lit(file, dtype=pl.Int32),
-                row="row",
-                column=pl.lit(sl.label),
-                sid=sid,
-                ts="ts",
-                raw=pl.col(sl.column).cast(pl.String),
-                reason=reason,
-            )
-        )
-    return (
-        pl.concat(obs) if obs else pl.DataFrame(schema=OBS_SCHEMA),
-        pl.concat(rejects) if rejects else pl.DataFrame(schema=REJECT_SCHEMA),
+            for i, sl in enumerate(slices)
+        ]
     )
+    file_number = pl.lit(file, dtype=pl.Int32)
+    valid = cells.filter(pl.col("reason").is_null()).select("sid", "ts", "value", "raw", file=file_number, row="row")
+    labels = {i: sl.label for i, sl in enumerate(slices)}
+    rejected = cells.filter(pl.col("reason").is_not_null()).select(
+        file=file_number,
+        row="row",
+        column=pl.col("slice").replace_strict(labels, return_dtype=pl.String),
+        sid="sid",
+        ts="ts",
+        raw=pl.coalesce("raw", pl.col("number").cast(pl.String)),
+        reason="reason",
+    )
+    return valid, rejected
 
 
 def resolve_duplicates(obs: pl.DataFrame, rule: str) -> tuple[pl.DataFrame, pl.DataFrame]:

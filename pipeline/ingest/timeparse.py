@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import re
+import string
+
 import polars as pl
 
 from contracts.corpus import TimeSpec
@@ -16,29 +19,31 @@ NONEXISTENT = "nonexistent_local_time"
 AMBIGUOUS = "ambiguous_local_time"
 
 
-def _localize(naive: pl.Expr, spec: TimeSpec) -> tuple[pl.Expr, pl.Expr]:
-    """Naive local datetimes -> (UTC microseconds, reason for the ones that do not map)."""
-    if spec.timezone == "UTC":
-        return naive.dt.epoch("us"), pl.lit(None, dtype=pl.String)
-    ambiguous = "null" if spec.ambiguous == "reject" else spec.ambiguous
-    local = naive.dt.replace_time_zone(spec.timezone, ambiguous=ambiguous, non_existent="null")
-    # Tell nonexistent from ambiguous: only ambiguous times map when either offset is allowed.
-    earliest = naive.dt.replace_time_zone(spec.timezone, ambiguous="earliest", non_existent="null")
-    reason = (
-        pl.when(naive.is_not_null() & local.is_null())
-        .then(pl.when(earliest.is_null()).then(pl.lit(NONEXISTENT)).otherwise(pl.lit(AMBIGUOUS)))
-        .otherwise(pl.lit(None, dtype=pl.String))
+def _cannot_match(text: pl.Series, fmt: str) -> bool:
+    """No value holds some literal character of `fmt` (its text outside the % directives), so none parses with it:
+    the format is skipped without a parse (a failing parse costs more than a succeeding one). Whitespace is left out
+    (a parser may match any amount of it, none included) and letters are compared in either case."""
+    literals = sorted(set(re.sub(r"%[#.]?[A-Za-z]", "", fmt)) - set(string.whitespace))
+    return any(
+        not text.str.contains(f"(?i){re.escape(c)}" if c.isalpha() else c, literal=not c.isalpha()).any()
+        for c in literals
     )
-    return local.dt.convert_time_zone("UTC").dt.epoch("us"), reason
+
+
+def _may_be_aware(text: pl.Series) -> bool:
+    """Whether any value may carry a UTC offset: an offset (%#z) needs a sign, a third '-' or a 'Z'."""
+    return bool((text.str.contains(r"[+zZ]") | (text.str.count_matches("-", literal=True) >= 3)).any())
 
 
 def _first_match(text: pl.Series, formats: tuple[str, ...], dtype: pl.DataType) -> pl.Series:
     """Parse with each format in turn, only the values still unparsed: one pass when the first fits."""
-    result = text.str.strptime(dtype, formats[0], strict=False)
-    for fmt in formats[1:]:
+    result = pl.Series(text.name, [None] * len(text), dtype=dtype)
+    for fmt in formats:
         todo = result.is_null() & text.is_not_null()
         if not todo.any():
             break
+        if _cannot_match(text, fmt):
+            continue
         result = pl.select(
             pl.when(todo).then(text.str.strptime(dtype, fmt, strict=False)).otherwise(result)
         ).to_series()
@@ -57,7 +62,11 @@ def parse_times(frame: pl.DataFrame, column: str, spec: TimeSpec) -> pl.DataFram
         ts = pl.select(pl.coalesce(pl.lit(exact), approx)).to_series()
         reason = pl.select(pl.when(ts.is_null()).then(pl.lit(BAD))).to_series()
     elif spec.format == "iso8601":
-        aware = _first_match(text, _AWARE, pl.Datetime("us", "UTC"))
+        aware = (
+            _first_match(text, _AWARE, pl.Datetime("us", "UTC"))
+            if _may_be_aware(text)
+            else pl.Series(text.name, [None] * len(text), dtype=pl.Datetime("us", "UTC"))
+        )
         if (aware.is_not_null() | missing).all():
             ts, reason = aware.dt.epoch("us"), pl.Series([None] * len(text), dtype=pl.String)
         else:
@@ -78,6 +87,20 @@ def parse_times(frame: pl.DataFrame, column: str, spec: TimeSpec) -> pl.DataFram
 
 
 def _localize_series(naive: pl.Series, spec: TimeSpec) -> tuple[pl.Series, pl.Series]:
-    ts, reason = _localize(pl.lit(naive), spec)
-    out = pl.select(ts=ts, reason=reason)
-    return out["ts"], out["reason"]
+    """Naive local datetimes -> (UTC microseconds, reason for the ones that do not map)."""
+    if spec.timezone == "UTC":
+        return naive.dt.epoch("us"), pl.Series([None] * len(naive), dtype=pl.String)
+    ambiguous = "null" if spec.ambiguous == "reject" else spec.ambiguous
+    local = naive.dt.replace_time_zone(spec.timezone, ambiguous=ambiguous, non_existent="null")
+    ts = local.dt.convert_time_zone("UTC").dt.epoch("us")
+    unmapped = naive.is_not_null() & local.is_null()
+    if not unmapped.any():
+        return ts, pl.Series([None] * len(naive), dtype=pl.String)
+    # Tell nonexistent from ambiguous: only ambiguous times map when either offset is allowed.
+    earliest = naive.dt.replace_time_zone(spec.timezone, ambiguous="earliest", non_existent="null")
+    reason = pl.select(
+        pl.when(unmapped)
+        .then(pl.when(earliest.is_null()).then(pl.lit(NONEXISTENT)).otherwise(pl.lit(AMBIGUOUS)))
+        .otherwise(pl.lit(None, dtype=pl.String))
+    ).to_series()
+    return ts, reason
