@@ -7,6 +7,8 @@ from datetime import UTC, datetime, timedelta
 import numpy as np
 import polars as pl
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from pipeline.store import compute
 
@@ -244,3 +246,51 @@ def test_a_custom_window_std_follows_the_ddof_the_store_was_built_with(tmp_path)
         finally:
             store.close()
     assert stds[1] > stds[0]  # the setting reached the tools: a sample std is larger than a population std
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    runs=st.lists(
+        st.lists(st.none() | st.integers(-3, 3).map(lambda k: 60_000_000 + k * 15_000_000), min_size=1, max_size=7),
+        min_size=1,
+        max_size=8,
+    )
+)
+def test_segment_medians_equal_a_median_per_group(runs):
+    """Constant runs skip the sort; runs with several values or nulls take polars' median: both equal a group_by."""
+    values = pl.Series("step_us", [v for run in runs for v in run], dtype=pl.Int64)
+    seg = np.cumsum([0] + [len(run) for run in runs[:-1]])
+    expected = (
+        pl.DataFrame({"_seg": np.repeat(np.arange(len(runs)), [len(run) for run in runs]), "step_us": values})
+        .group_by("_seg", maintain_order=True)
+        .agg(pl.col("step_us").median().round(0).cast(pl.Int64))["step_us"]
+    )
+    assert compute.segment_medians(values, seg).to_list() == expected.to_list()
+
+
+@settings(max_examples=150, deadline=None)
+@given(
+    streams=st.lists(
+        st.lists(st.sampled_from([1, 1, 1, 2, 3, 60, 61, 3600]), min_size=1, max_size=90), min_size=1, max_size=5
+    ),
+    window=st.integers(0, 13),
+)
+def test_steps_equal_a_median_per_stream(streams, window):
+    """The local step is the median of each stream's gaps alone: rows near a stream's edges are computed again."""
+    frame = pl.DataFrame(
+        {
+            "stream_id": [f"s{i}" for i, gaps in enumerate(streams) for _ in gaps],
+            "ts": [t for gaps in streams for t in np.cumsum(gaps).tolist()],
+            "value": [0.0] * sum(len(g) for g in streams),
+        },
+        schema={"stream_id": pl.String, "ts": pl.Int64, "value": pl.Float64},
+    )
+    expected = frame.with_columns(gap_us=pl.col("ts").diff().over("stream_id")).with_columns(
+        step_us=pl.col("gap_us")
+        .cast(pl.Float64)
+        .rolling_median(2 * window + 1, center=True, min_samples=1)
+        .over("stream_id")
+        .round(0)
+        .cast(pl.Int64)
+    )
+    assert compute.with_steps(frame, window).equals(expected)

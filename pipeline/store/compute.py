@@ -16,15 +16,44 @@ MONDAY = 4 * DAY  # 1970-01-05, the first Monday after the epoch (a Thursday)
 
 
 def with_steps(obs: pl.DataFrame, step_window: int) -> pl.DataFrame:
-    """Add gap_us (to the previous observation) and step_us (median of the nearby gaps)."""
-    return obs.with_columns(gap_us=pl.col("ts").diff().over("stream_id")).with_columns(
-        step_us=pl.col("gap_us")
-        .cast(pl.Float64)
-        .rolling_median(2 * step_window + 1, center=True, min_samples=1)
-        .over("stream_id")
-        .round(0)
-        .cast(pl.Int64)
-    )
+    """Add gap_us (to the previous observation of the stream) and step_us (median of the gaps within `step_window`
+    rows either side, in the stream).
+
+    Rows are sorted by (stream_id, ts). The gaps are differences of the whole column with each stream's first row
+    null; the medians are taken over the whole column, and only the rows whose window crosses a stream's edge are
+    computed again within their stream: the same values as a median per stream, without a pass per stream."""
+    if obs["ts"].null_count():
+        raise ValueError("with_steps: observations without a time")
+    n, half = obs.height, step_window
+    first = np.flatnonzero((obs["stream_id"] != obs["stream_id"].shift(1)).fill_null(True).to_numpy())
+    ts = obs["ts"].to_numpy()
+    gaps = np.zeros(n, dtype=np.int64)
+    gaps[1:] = np.diff(ts)
+    gap = pl.Series("gap_us", gaps).scatter(first, None) if n else pl.Series("gap_us", [], dtype=pl.Int64)
+    median = lambda values: values.cast(pl.Float64).rolling_median(2 * half + 1, center=True, min_samples=1)  # noqa: E731
+    steps = median(gap)
+    # Rows within `half` of a stream's first or last row, from slices of 3 * half + 1 rows at each end (the whole
+    # stream when short), which hold every value of those rows' windows.
+    span = 3 * half + 1
+    pieces, targets, sources, offset = [], [], [], 0
+    for start, end in zip(first.tolist(), np.append(first[1:], n).tolist(), strict=True):
+        slices = [(start, end)] if end - start <= 2 * span else [(start, start + span), (end - span, end)]
+        for low, high in slices:
+            pieces.append(gap.slice(low, high - low))
+            rows = np.arange(low, high)
+            edge = (rows < start + half) | (rows >= end - half)
+            targets.append(rows[edge])
+            sources.append(offset + np.flatnonzero(edge))
+            offset += high - low
+    if pieces:
+        slice_id = np.repeat(np.arange(len(pieces)), [len(p) for p in pieces])
+        recomputed = (
+            pl.DataFrame({"_slice": slice_id, "gap_us": pl.concat(pieces)})
+            .select(median(pl.col("gap_us")).over("_slice"))
+            .to_series()
+        )
+        steps = steps.scatter(np.concatenate(targets), recomputed.gather(np.concatenate(sources)))
+    return obs.with_columns(gap_us=gap, step_us=steps.round(0).cast(pl.Int64))
 
 
 def _segments(keys: list[np.ndarray]) -> np.ndarray:
@@ -52,6 +81,30 @@ def _moments(values: np.ndarray, starts: np.ndarray, ddof: int) -> dict[str, np.
         "min": np.minimum.reduceat(values, starts),
         "max": np.maximum.reduceat(values, starts),
     }
+
+
+def segment_medians(values: pl.Series, seg: np.ndarray) -> pl.Series:
+    """The median of each run of rows starting at `seg` (integers), rounded to an integer as polars rounds it; null
+    for a run without values. A run of one repeated value (a local step, mostly) is its value, without a sort."""
+    if not len(seg):
+        return pl.Series("step_us", [], dtype=pl.Int64)
+    numbers = values.fill_null(0).cast(pl.Int64).to_numpy()
+    nulls = np.add.reduceat(values.is_null().to_numpy().astype(np.int64), seg)
+    out = np.minimum.reduceat(numbers, seg)
+    varied = np.flatnonzero((nulls > 0) | (out != np.maximum.reduceat(numbers, seg)))
+    medians = pl.Series("step_us", out, dtype=pl.Int64)
+    if not len(varied):
+        return medians
+    run = np.repeat(np.arange(len(seg)), np.diff(np.append(seg, len(numbers))))
+    chosen = np.zeros(len(seg), dtype=bool)
+    chosen[varied] = True
+    rows = chosen[run]
+    sorted_medians = (
+        pl.DataFrame({"_seg": run[rows], "step_us": values.filter(pl.Series(rows))})
+        .group_by("_seg", maintain_order=True)
+        .agg(pl.col("step_us").median().round(0).cast(pl.Int64))
+    )
+    return medians.scatter(sorted_medians["_seg"].to_numpy(), sorted_medians["step_us"])
 
 
 def stream_codes(stream: pl.Series) -> np.ndarray:
@@ -155,14 +208,9 @@ def aggregates(
                 "longest_gap_us": longest,
             }
         )
-        steps = (
-            obs.select(pl.col("step_us"))
-            .with_columns(_seg=pl.Series(np.repeat(np.arange(len(seg)), np.diff(np.append(seg, len(ts))))).set_sorted())
-            .group_by("_seg", maintain_order=True)
-            .agg(pl.col("step_us").median().round(0).cast(pl.Int64))
-        )
+        steps = segment_medians(obs["step_us"], seg)
         counts = _reject_counts(rejects, period, obs.schema["stream_id"])
-        frame = frame.with_columns(step_us=steps["step_us"]).join(
+        frame = frame.with_columns(step_us=steps).join(
             counts, on=["stream_id", "window_start"], how="left", maintain_order="left"
         )
         frames.append(frame.with_columns(pl.col("rejected", "duplicates", "non_finite").fill_null(0)))

@@ -12,8 +12,41 @@ import xxhash
 from pipeline.core.canonical import HASH_SCHEME_VERSION
 
 
-def _column_bytes(column: pa.ChunkedArray) -> list[bytes | memoryview]:
+class _Runs:
+    """Bytes given as pieces (each dictionary string repeated over its run of rows), never joined in memory: hashing
+    the pieces in turn equals hashing their concatenation."""
+
+    def __init__(self, pieces: list[tuple[bytes, int]]) -> None:
+        self.pieces = pieces
+        self.nbytes = sum(len(text) * count for text, count in pieces)
+
+    def __iter__(self):
+        for text, count in self.pieces:
+            yield text * count
+
+
+def _dictionary_runs(array: pa.DictionaryArray) -> list[bytes | memoryview | _Runs] | None:
+    """A string dictionary column without nulls in long runs (sorted by it, as stream ids are) as the same bytes its
+    decoded strings give, from the codes: no string per row is built. None when it does not apply."""
+    if array.null_count or array.dictionary.null_count or not pa.types.is_string(array.dictionary.type):
+        return None
+    codes = array.indices.to_numpy(zero_copy_only=False)
+    starts = np.concatenate([[0], np.flatnonzero(codes[1:] != codes[:-1]) + 1]) if len(codes) else codes[:0]
+    if len(starts) * 64 > len(codes) or sys.byteorder != "little":
+        return None
+    texts = [value.encode("utf-8") for value in array.dictionary.to_pylist()]
+    lengths = np.array([len(t) for t in texts], dtype=np.int64)
+    offsets = np.zeros(len(codes) + 1, dtype=np.int64)
+    np.cumsum(lengths[codes], out=offsets[1:])
+    counts = np.diff(np.append(starts, len(codes)))
+    runs = [(texts[code], count) for code, count in zip(codes[starts].tolist(), counts.tolist(), strict=True)]
+    return [np.ones(len(codes), dtype=np.uint8).tobytes(), memoryview(offsets).cast("B"), _Runs(runs)]
+
+
+def _column_bytes(column: pa.ChunkedArray) -> list[bytes | memoryview | _Runs]:
     array = column.combine_chunks() if column.num_chunks != 1 else column.chunk(0)
+    if pa.types.is_dictionary(array.type) and (runs := _dictionary_runs(array)) is not None:
+        return runs
     if (
         array.null_count == 0
         and (pa.types.is_integer(array.type) or pa.types.is_floating(array.type))
@@ -61,9 +94,12 @@ def table_digest(table: pa.Table) -> str:
         hasher.update(f"{field.name}:{kind}|".encode())
         for part in _column_bytes(column):
             hasher.update(
-                part.nbytes.to_bytes(8, "little") if isinstance(part, memoryview) else len(part).to_bytes(8, "little")
+                part.nbytes.to_bytes(8, "little")
+                if isinstance(part, memoryview | _Runs)
+                else len(part).to_bytes(8, "little")
             )
-            hasher.update(part)
+            for piece in part if isinstance(part, _Runs) else [part]:
+                hasher.update(piece)
     return hasher.hexdigest()
 
 
