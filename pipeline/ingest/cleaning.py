@@ -14,6 +14,7 @@ import numpy as np
 import polars as pl
 
 from contracts.corpus import Cleaning, CounterRule
+from pipeline.core import runs
 
 NULL_STR = pl.lit(None, dtype=pl.String)
 # The raw text of a valid cell: kept for text files; written from the number for numeric ones.
@@ -239,10 +240,8 @@ def difference_counters(
     the result keeps the order of `obs`."""
     if not counters:
         return obs, pl.DataFrame(schema=REJECT_SCHEMA)
-    indexed = obs.with_row_index("_i")
-    readings = indexed.filter(pl.col("sid").is_in(list(counters))).join(
-        steps, on=["sid", "ts"], how="left", maintain_order="left"
-    )
+    readings = obs.with_row_index("_i").filter(pl.col("sid").is_in(list(counters)))
+    readings = readings.with_columns(_step=_steps_at(readings, steps))
     values = obs["value"].to_numpy().copy()
     keep = np.ones(obs.height, dtype=bool)
     rejected = []
@@ -272,19 +271,44 @@ def difference_counters(
     return obs.with_columns(value=pl.Series(values)).filter(pl.Series(keep)), pl.concat(rejected)
 
 
+def _steps_at(readings: pl.DataFrame, steps: pl.DataFrame) -> pl.Series:
+    """The `_step` of `steps` at each reading's (sid, ts), null where it has none. Readings are sorted by (sid, ts) and
+    each stream's steps are one run sorted by ts (runs in any order), so a stream's readings are found in its run by
+    binary search."""
+    out = np.full(readings.height, np.nan)
+    found = np.zeros(readings.height, dtype=bool)
+    if readings.height and steps.height:
+        step_sid, step_ts = steps["sid"].to_numpy(), steps["ts"].to_numpy()
+        step_value = steps["_step"].to_numpy()
+        sid, ts = readings["sid"].to_numpy(), readings["ts"].to_numpy()
+        step_first = runs.run_starts(steps["sid"])
+        block = {
+            int(step_sid[low]): (low, high)
+            for low, high in zip(step_first.tolist(), np.append(step_first[1:], len(step_sid)).tolist(), strict=True)
+        }
+        first = runs.run_starts(readings["sid"])
+        for start, end in zip(first.tolist(), np.append(first[1:], len(sid)).tolist(), strict=True):
+            low, high = block.get(int(sid[start]), (0, 0))
+            at = low + np.searchsorted(step_ts[low:high], ts[start:end])
+            hit = at < high
+            hit[hit] = step_ts[at[hit]] == ts[start:end][hit]
+            out[start:end][hit] = step_value[at[hit]]
+            found[start:end] = hit
+    return pl.Series("_step", out).scatter(np.flatnonzero(~found), None)
+
+
 def counter_steps(frames: list[pl.DataFrame], counter_codes: list[int], window: int) -> pl.DataFrame:
     """Local step at each timestamp of each counter stream: median of the gaps within `window` rows."""
     present = [f for f in frames if f.height]
     if not counter_codes or not present:
         return pl.DataFrame(schema={"sid": pl.Int32, "ts": pl.Int64, "_step": pl.Float64})
-    times = pl.concat(present).filter(pl.col("sid").is_in(counter_codes) & pl.col("ts").is_not_null())
-    return (
-        times.select("sid", "ts")
-        .unique()
+    times = (
+        pl.concat(present)
+        .filter(pl.col("sid").is_in(counter_codes) & pl.col("ts").is_not_null())
+        .select("sid", "ts")
         .sort("sid", "ts")
-        .with_columns(_gap=pl.col("ts").diff().over("sid"))
-        .with_columns(
-            _step=pl.col("_gap").cast(pl.Float64).rolling_median(2 * window + 1, center=True, min_samples=1).over("sid")
-        )
-        .select("sid", "ts", "_step")
     )
+    times = times.filter(~pl.all_horizontal(pl.col("sid", "ts") == pl.col("sid", "ts").shift(1)).fill_null(False))
+    starts = runs.run_starts(times["sid"])
+    step = runs.rolling_median(runs.gaps(times["ts"].to_numpy(), starts, "_gap"), starts, window)
+    return times.with_columns(_step=step)

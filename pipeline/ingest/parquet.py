@@ -47,9 +47,10 @@ class RowGroupWriter:
 
     The bytes depend only on the rows written, not on how they arrived. Groups are encoded (and passed
     to `on_group`) on a second thread, in order, while the caller assembles the next ones; at most two
-    wait in between. Written to a temporary file and renamed on `close`; `abort` removes it."""
+    wait in between. Written to a temporary file and renamed on `close`; `abort` removes it. `statistics`: every
+    column's min and max (for readers that skip row groups), or only the named columns'."""
 
-    def __init__(self, path: Path, schema: pa.Schema, on_group=None) -> None:
+    def __init__(self, path: Path, schema: pa.Schema, on_group=None, statistics: bool | list[str] = True) -> None:
         path.parent.mkdir(parents=True, exist_ok=True)
         self.path, self.schema, self.on_group = path, schema, on_group
         fd, self.tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
@@ -60,7 +61,7 @@ class RowGroupWriter:
             schema,
             compression="zstd",
             store_schema=False,
-            write_statistics=True,
+            write_statistics=statistics,
             use_dictionary=dictionary,
             column_encoding=encodings or None,
         )

@@ -10,6 +10,8 @@ from __future__ import annotations
 import numpy as np
 import polars as pl
 
+from pipeline.core import runs
+
 DAY = 86_400_000_000
 HOUR = 3_600_000_000
 MONDAY = 4 * DAY  # 1970-01-05, the first Monday after the epoch (a Thursday)
@@ -17,42 +19,12 @@ MONDAY = 4 * DAY  # 1970-01-05, the first Monday after the epoch (a Thursday)
 
 def with_steps(obs: pl.DataFrame, step_window: int) -> pl.DataFrame:
     """Add gap_us (to the previous observation of the stream) and step_us (median of the gaps within `step_window`
-    rows either side, in the stream).
-
-    Rows are sorted by (stream_id, ts). The gaps are differences of the whole column with each stream's first row
-    null; the medians are taken over the whole column, and only the rows whose window crosses a stream's edge are
-    computed again within their stream: the same values as a median per stream, without a pass per stream."""
+    rows either side, in the stream). Rows are sorted by (stream_id, ts)."""
     if obs["ts"].null_count():
         raise ValueError("with_steps: observations without a time")
-    n, half = obs.height, step_window
-    first = np.flatnonzero((obs["stream_id"] != obs["stream_id"].shift(1)).fill_null(True).to_numpy())
-    ts = obs["ts"].to_numpy()
-    gaps = np.zeros(n, dtype=np.int64)
-    gaps[1:] = np.diff(ts)
-    gap = pl.Series("gap_us", gaps).scatter(first, None) if n else pl.Series("gap_us", [], dtype=pl.Int64)
-    median = lambda values: values.cast(pl.Float64).rolling_median(2 * half + 1, center=True, min_samples=1)  # noqa: E731
-    steps = median(gap)
-    # Rows within `half` of a stream's first or last row, from slices of 3 * half + 1 rows at each end (the whole
-    # stream when short), which hold every value of those rows' windows.
-    span = 3 * half + 1
-    pieces, targets, sources, offset = [], [], [], 0
-    for start, end in zip(first.tolist(), np.append(first[1:], n).tolist(), strict=True):
-        slices = [(start, end)] if end - start <= 2 * span else [(start, start + span), (end - span, end)]
-        for low, high in slices:
-            pieces.append(gap.slice(low, high - low))
-            rows = np.arange(low, high)
-            edge = (rows < start + half) | (rows >= end - half)
-            targets.append(rows[edge])
-            sources.append(offset + np.flatnonzero(edge))
-            offset += high - low
-    if pieces:
-        slice_id = np.repeat(np.arange(len(pieces)), [len(p) for p in pieces])
-        recomputed = (
-            pl.DataFrame({"_slice": slice_id, "gap_us": pl.concat(pieces)})
-            .select(median(pl.col("gap_us")).over("_slice"))
-            .to_series()
-        )
-        steps = steps.scatter(np.concatenate(targets), recomputed.gather(np.concatenate(sources)))
+    starts = runs.run_starts(obs["stream_id"])
+    gap = runs.gaps(obs["ts"].to_numpy(), starts, "gap_us")
+    steps = runs.rolling_median(gap, starts, step_window)
     return obs.with_columns(gap_us=gap, step_us=steps.round(0).cast(pl.Int64))
 
 
