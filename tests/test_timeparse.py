@@ -8,7 +8,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from contracts.corpus import TimeSpec
-from pipeline.ingest.timeparse import parse_times
+from pipeline.ingest.timeparse import _QUICK, _strptime, parse_times
 
 S = 1_000_000
 
@@ -90,3 +90,26 @@ def test_a_column_parses_as_each_of_its_values_alone(values, timezone):
     skipping never changes what any value parses to, or its reason."""
     together = parse(values, format="iso8601", timezone=timezone)
     assert together == [parse([value], format="iso8601", timezone=timezone)[0] for value in values]
+
+
+_DATES = st.tuples(
+    st.integers(1, 9999),
+    st.integers(0, 13),
+    st.integers(0, 32),
+    st.sampled_from(["T", " ", "t", "  "]),
+    st.integers(0, 24),
+    st.integers(0, 60),
+    st.integers(0, 61),
+    st.sampled_from(["", ".5", ".123456", ".1234567891", "."]),
+    st.sampled_from(["", "Z", "z", "+00:00", "+01:30", "-05", "+0530", " Z"]),
+).map(lambda p: f"{p[0]:04d}-{p[1]:02d}-{p[2]:02d}{p[3]}{p[4]:02d}:{p[5]:02d}:{p[6]:02d}{p[7]}{p[8]}")
+
+
+@settings(max_examples=300, deadline=None)
+@given(values=st.lists(_DATES, min_size=1, max_size=8))
+def test_quick_formats_parse_as_the_general_ones(values):
+    """Values the quick format parses (no fraction; 'Z' as UTC) get what the general format gives them."""
+    text = pl.Series("t", values, dtype=pl.String)
+    for fmt in _QUICK:
+        dtype = pl.Datetime("us", "UTC") if fmt.endswith("%#z") else pl.Datetime("us")
+        assert _strptime(text, fmt, dtype).to_list() == text.str.strptime(dtype, fmt, strict=False).to_list(), fmt

@@ -52,7 +52,8 @@ def _nul_check(path: Path, data: bytes) -> None:
 
 def _header(path: Path, data: bytes, delimiter: str, columns: list[str] | None) -> list[str]:
     """The first record's names, or `columns` in their place (as many as the header has)."""
-    first_line = data.split(b"\n", 1)[0].rstrip(b"\r").decode("utf-8")
+    end = data.find(b"\n")
+    first_line = (data if end < 0 else data[:end]).rstrip(b"\r").decode("utf-8")
     if not first_line.strip():
         raise IngestError(
             f"{path}: line 1 is blank, where the header should be; remove the blank line(s) before the header "

@@ -84,7 +84,7 @@ def _timed_frame(raw: RawTable, mapping: CorpusMapping, keep: list[str]) -> pl.D
         )
     order = mapping.time.row_order
     if order != "any":
-        timed = frame.filter(pl.col("ts").is_not_null()).select("row", "ts")
+        timed = frame.select("row", "ts").filter(pl.col("ts").is_not_null())
         step = timed["ts"].diff()
         wrong = (step < 0) if order == "ascending" else (step > 0)
         bad = timed.filter(wrong.fill_null(False))
