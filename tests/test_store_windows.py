@@ -9,6 +9,7 @@ import polars as pl
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from polars.testing import assert_frame_equal
 
 from pipeline.store import compute
 
@@ -294,3 +295,44 @@ def test_steps_equal_a_median_per_stream(streams, window):
         .cast(pl.Int64)
     )
     assert compute.with_steps(frame, window).equals(expected)
+
+
+def _quality_parts_by_group_by(obs: pl.DataFrame) -> pl.DataFrame:
+    """The straightforward per-stream aggregation that quality_parts computes with run reductions."""
+    seg = np.flatnonzero((obs["stream_id"] != obs["stream_id"].shift(1)).fill_null(True).to_numpy())
+    gap = obs["gap_us"].cast(pl.Float64).fill_null(0.0).to_numpy()
+    local = obs["step_us"].cast(pl.Float64).fill_null(0.0).to_numpy()
+    with np.errstate(divide="ignore", invalid="ignore"):
+        ratio = np.where(local > 0, gap / local, 0.0)
+    per = obs.group_by("stream_id", maintain_order=True).agg(
+        n=pl.len(),
+        first_ts=pl.col("ts").first(),
+        last_ts=pl.col("ts").last(),
+        step_us=pl.col("gap_us").median().round(0).cast(pl.Int64),
+        longest_gap_us=pl.col("gap_us").max(),
+        zero_fraction=(pl.col("value") == 0).mean(),
+        constant_fraction=(pl.col("value") == pl.col("value").shift(1)).drop_nulls().mean(),
+        distinct_values=pl.col("value").n_unique().cast(pl.Int64),
+    )
+    return per.with_columns(expected=pl.Series(1.0 + np.add.reduceat(ratio, seg) if len(seg) else [], dtype=pl.Float64))
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    streams=st.lists(
+        st.lists(st.none() | st.sampled_from([0.0, -0.0, 1.5, 2.0, float("nan")]), min_size=1, max_size=12),
+        min_size=1,
+        max_size=5,
+    )
+)
+def test_quality_parts_equal_a_group_by(streams):
+    frame = pl.DataFrame(
+        {
+            "stream_id": [f"s{i}" for i, values in enumerate(streams) for _ in values],
+            "ts": [t * 60_000_000 + (t % 3) for values in streams for t in range(len(values))],
+            "value": [v for values in streams for v in values],
+        },
+        schema={"stream_id": pl.String, "ts": pl.Int64, "value": pl.Float64},
+    )
+    obs = compute.with_steps(frame, 2)
+    assert_frame_equal(compute.quality_parts(obs), _quality_parts_by_group_by(obs))

@@ -231,30 +231,61 @@ def previews(obs: pl.DataFrame, points: int) -> pl.DataFrame:
     )
 
 
+def _fraction(hits: np.ndarray, defined: np.ndarray, seg: np.ndarray) -> pl.Series:
+    """Per run of rows, the share of its defined rows that hit (polars' mean of a boolean); null when none is
+    defined."""
+    total = np.add.reduceat(defined.astype(np.int64), seg) if len(seg) else np.zeros(0, dtype=np.int64)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        share = (np.add.reduceat((hits & defined).astype(np.int64), seg) if len(seg) else total) / total
+    return pl.Series(share, dtype=pl.Float64).scatter(np.flatnonzero(total == 0), None)
+
+
 def quality_parts(obs: pl.DataFrame) -> pl.DataFrame:
-    """The per-stream half of the quality table (needs only that stream's rows): counts, times, gaps, expected count."""
+    """The per-stream half of the quality table (needs only that stream's rows): counts, times, gaps, expected count.
+
+    Counts, times, the longest gap and the zero and constant fractions are reductions over each stream's run of rows;
+    the median step and the distinct values are polars' (NaN equals NaN as in polars, nulls are left out)."""
     per = obs.group_by("stream_id", maintain_order=True).agg(
-        n=pl.len(),
-        first_ts=pl.col("ts").first(),
-        last_ts=pl.col("ts").last(),
         step_us=pl.col("gap_us").median().round(0).cast(pl.Int64),
-        longest_gap_us=pl.col("gap_us").max(),
-        zero_fraction=(pl.col("value") == 0).mean(),
-        constant_fraction=(pl.col("value") == pl.col("value").shift(1)).drop_nulls().mean(),
         distinct_values=pl.col("value").n_unique().cast(pl.Int64),
     )
+    seg = runs.run_starts(obs["stream_id"])
+    ends = np.append(seg[1:], obs.height) if len(seg) else seg
+    ts = obs["ts"].to_numpy()
+    values, valid = obs["value"].fill_null(0.0).to_numpy(), obs["value"].is_not_null().to_numpy()
+    zero = _fraction(values == 0, valid, seg)
+    same = np.zeros(obs.height, dtype=bool)
+    same[1:] = (values[1:] == values[:-1]) | (np.isnan(values[1:]) & np.isnan(values[:-1]))
+    paired = np.zeros(obs.height, dtype=bool)
+    paired[1:] = valid[1:] & valid[:-1]
+    paired[seg] = False
+    gaps = obs["gap_us"]
+    longest = np.maximum.reduceat(gaps.fill_null(np.iinfo(np.int64).min).to_numpy(), seg) if len(seg) else ts[:0]
     # Expected observations = 1 + sum over gaps of gap / local step: the spec's span / step + 1 with a step
     # that follows cadence changes (60 -> 15 -> 3 minutes) instead of one median for the whole stream.
-    seg = _segments([stream_codes(obs["stream_id"])])
-    gap = obs["gap_us"].cast(pl.Float64).fill_null(0.0).to_numpy()
+    gap = gaps.cast(pl.Float64).fill_null(0.0).to_numpy()
     local = obs["step_us"].cast(pl.Float64).fill_null(0.0).to_numpy()
     with np.errstate(divide="ignore", invalid="ignore"):
         ratio = np.where(local > 0, gap / local, 0.0)
-    return per.with_columns(
+    return per.select(
+        "stream_id",
+        n=pl.Series(ends - seg, dtype=pl.UInt32),
+        first_ts=pl.Series(ts[seg], dtype=pl.Int64),
+        last_ts=pl.Series(ts[ends - 1], dtype=pl.Int64),
+        step_us="step_us",
+        longest_gap_us=pl.Series(longest, dtype=pl.Int64).scatter(
+            np.flatnonzero(np.add.reduceat(gaps.is_not_null().to_numpy().astype(np.int64), seg) == 0)
+            if len(seg)
+            else [],
+            None,
+        ),
+        zero_fraction=zero,
+        constant_fraction=_fraction(same, paired, seg),
+        distinct_values="distinct_values",
         expected=pl.Series(
             (1.0 + np.add.reduceat(ratio, seg)) if len(seg) else np.array([], dtype=np.float64),
             dtype=pl.Float64,
-        )
+        ),
     )
 
 
