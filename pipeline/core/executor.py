@@ -10,8 +10,6 @@ batches and workers (docs/scale.md). Runtime settings here never enter a stage's
 
 from __future__ import annotations
 
-import ctypes
-import ctypes.util
 import math
 import multiprocessing
 import os
@@ -25,6 +23,7 @@ from typing import TypeVar
 
 import xxhash
 
+from pipeline.core.allocator import tune_allocator
 from pipeline.core.errors import ConfigError
 from pipeline.core.progress import track
 
@@ -73,17 +72,6 @@ class Resources:
         and each worker's own libraries set aside."""
         share = (self.memory_budget - self.main_reserve) // max(1, min(self.worker_count, tasks))
         return share - WORKER_BASE if share > 2 * WORKER_BASE else share // 2  # tiny budgets (tests): half
-
-
-def tune_allocator() -> None:
-    """glibc keeps freed blocks for reuse instead of unmapping them: numpy's large temporaries otherwise fault in
-    fresh zeroed pages every time (measured: a store unit spent half its time in the kernel). A no-op off glibc."""
-    try:
-        libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6")
-        libc.mallopt(-3, 1 << 30)  # M_MMAP_THRESHOLD
-        libc.mallopt(-1, 1 << 30)  # M_TRIM_THRESHOLD
-    except (OSError, AttributeError):
-        pass
 
 
 class Background:

@@ -13,9 +13,10 @@ import pyarrow as pa
 from contracts.corpus import CorpusMapping
 from contracts.ingest import FileAccount, IngestReport, MissingColumn
 from pipeline.core import checksums
+from pipeline.core.allocator import tune_allocator
 from pipeline.core.canonical import digest, write_json
 from pipeline.core.errors import IngestError, StageError
-from pipeline.core.executor import Resources, buckets_for, run_all, runs_here, scopes, tune_allocator
+from pipeline.core.executor import Resources, buckets_for, run_all, runs_here, scopes
 from pipeline.ingest.batch import (
     OBSERVATIONS,
     REJECTS,

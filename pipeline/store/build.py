@@ -15,8 +15,9 @@ import pyarrow.parquet as pq
 
 from contracts.build import StoreConfig
 from contracts.tools import QUALITY_BANDS, VALUE_DP
+from pipeline.core.allocator import tune_allocator
 from pipeline.core.errors import StageError
-from pipeline.core.executor import Background, Resources, run_ordered, runs_here, tune_allocator
+from pipeline.core.executor import Background, Resources, run_ordered, runs_here
 from pipeline.core.manifest import StageResult
 from pipeline.ingest.parquet import RowGroupWriter, iter_part, read_part, read_rows, write_part, write_table
 from pipeline.ingest.stage import read_report
