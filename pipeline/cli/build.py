@@ -38,6 +38,21 @@ from pipeline.cli import common as cli
     envvar="TELEMETRY_BENCH_MEMORY",
     help="Memory the build may use, shared by the workers (e.g. 4GB, 1500MB); batches are sized to fit it.",
 )
+@click.option(
+    "--executor",
+    type=click.Choice(["local", "ray"]),
+    default="local",
+    show_default=True,
+    envvar="TELEMETRY_BENCH_EXECUTOR",
+    help="Where ingest batches and store units run: spawned local processes, or Ray tasks (pip install "
+    "'telemetry-bench[ray]'). Outputs do not change.",
+)
+@click.option(
+    "--ray-address",
+    envvar="TELEMETRY_BENCH_RAY_ADDRESS",
+    help="Ray cluster to run on with --executor ray (e.g. ray://head:10001 or auto; default: a local Ray instance of "
+    "--workers CPUs).",
+)
 @click.option("--force", is_flag=True, help="Rebuild every stage even when its identity is unchanged.")
 @click.option(
     "--raw",
@@ -55,6 +70,8 @@ def build(
     partitions: int | None,
     workers: int | None,
     memory_budget: str,
+    executor: str,
+    ray_address: str | None,
     force: bool,
     raw: str | None,
     as_json: bool,
@@ -65,12 +82,18 @@ def build(
     Example:
       telemetry-bench build --corpus xai4heat --json
       telemetry-bench build --corpus xai4heat --partitions 4 --workers 2 --memory-budget 2GB
+      telemetry-bench build --corpus xai4heat --executor ray --partitions 4
     """
     from pipeline.core.executor import Resources, parse_bytes
     from pipeline.harness.build import build as run_build
 
     resources = Resources(
-        threads=threads, partitions=partitions, workers=workers, memory_budget=parse_bytes(memory_budget)
+        threads=threads,
+        partitions=partitions,
+        workers=workers,
+        memory_budget=parse_bytes(memory_budget),
+        executor=executor,
+        ray_address=ray_address,
     )
 
     def show(outcome) -> None:
@@ -142,6 +165,7 @@ def verify(ctx: click.Context, corpora: tuple[str, ...], release: str | None, as
     if as_json:
         cli.echo_json(report)
     else:
+        click.echo(f"run 1 on the {report['executors'][0]} executor, run 2 on the {report['executors'][1]} executor")
         click.echo(f"{'corpus':<12}{'stage':<10}{'run 1':<8}{'run 2':<8}matched")
         for row in report["stages"]:
             click.echo(

@@ -30,6 +30,7 @@ from pipeline.core.progress import track
 T = TypeVar("T")
 R = TypeVar("R")
 
+EXECUTORS = ("local", "ray")
 DEFAULT_BUDGET = 4 << 30
 MAIN_RESERVE = 768 << 20
 WORKER_BASE = 256 << 20  # a worker's resident size after importing polars, pyarrow, duckdb and numpy
@@ -55,6 +56,12 @@ class Resources:
     partitions: int | None = None  # hash partitions of the streams (None: one per worker; one for a small corpus)
     workers: int | None = None  # processes (None: the CPUs this process may use)
     memory_budget: int = DEFAULT_BUDGET  # bytes for the whole build, shared by the workers
+    executor: str = "local"  # where batches and units run: "local" (spawned processes) or "ray" (Ray tasks)
+    ray_address: str | None = None  # a Ray cluster to connect to (None: a local Ray instance of `workers` CPUs)
+
+    def __post_init__(self) -> None:
+        if self.executor not in EXECUTORS:
+            raise ConfigError(f"executor {self.executor!r} is not one of {', '.join(EXECUTORS)}")
 
     @property
     def worker_count(self) -> int:
@@ -142,35 +149,44 @@ def buckets_for(estimated_bytes: int, partitions: int, per_worker: int) -> int:
     return max(1, math.ceil(estimated_bytes / partitions / max(1, per_worker)))
 
 
-def run_all(fn: Callable[[T], R], tasks: Sequence[T], workers: int, description: str) -> list[R]:
+def run_all(fn: Callable[[T], R], tasks: Sequence[T], resources: Resources, description: str) -> list[R]:
     """fn over tasks, results in task order (see run_ordered)."""
-    return list(run_ordered(fn, tasks, workers, description))
+    return list(run_ordered(fn, tasks, resources, description))
 
 
-def runs_here(workers: int, tasks: Sequence) -> bool:
-    """Whether run_ordered calls fn in this process (one worker, or one task) rather than in spawned workers."""
-    return workers <= 1 or len(tasks) <= 1
+def runs_here(resources: Resources, tasks: Sequence) -> bool:
+    """Whether run_ordered calls fn in this process (local executor with one worker, or one task) rather than in
+    spawned workers or Ray tasks."""
+    return resources.executor == "local" and (resources.worker_count <= 1 or len(tasks) <= 1)
 
 
-def run_ordered(fn: Callable[[T], R], tasks: Sequence[T], workers: int, description: str) -> Iterator[R]:
+def run_ordered(fn: Callable[[T], R], tasks: Sequence[T], resources: Resources, description: str) -> Iterator[R]:
     """fn over tasks, yielding results in task order as soon as each is ready, while later tasks still run.
 
-    Spawned processes when workers > 1 and there are 2+ tasks. `fn` must be a module-level function
-    and every task picklable: a task is all a worker gets."""
-    if runs_here(workers, tasks):
+    Spawned processes when the local executor has workers > 1 and 2+ tasks; Ray tasks on the Ray executor. `fn` must
+    be a module-level function and every task picklable: a task is all a worker gets."""
+    if resources.executor == "ray":
+        from pipeline.core.ray_executor import run_on_ray
+
+        yield from run_on_ray(fn, tasks, resources, description)
+        return
+    if runs_here(resources, tasks):
         yield from (fn(task) for task in track(tasks, description))
         return
     context = multiprocessing.get_context("spawn")  # no fork: no inherited locks or DuckDB handles
-    busy = min(workers, len(tasks))
-    # Each worker's polars gets its share of the CPUs, so workers do not fight over cores. Set in each worker before
-    # it imports polars, never in this process's environment: corpora building at once share it.
-    polars_threads = str(max(1, Resources(workers=None).worker_count // busy))
+    busy = min(resources.worker_count, len(tasks))
     with ProcessPoolExecutor(
-        max_workers=busy, mp_context=context, initializer=_start_worker, initargs=(polars_threads,)
+        max_workers=busy, mp_context=context, initializer=_start_worker, initargs=(polars_threads(busy),)
     ) as pool:
         futures = [pool.submit(fn, task) for task in tasks]
         for future in track(futures, description):
             yield future.result()
+
+
+def polars_threads(busy: int) -> str:
+    """Each worker's polars gets its share of the CPUs, so workers do not fight over cores. Set in each worker before
+    it imports polars, never in this process's environment: corpora building at once share it."""
+    return str(max(1, Resources(workers=None).worker_count // max(1, busy)))
 
 
 def _start_worker(polars_threads: str) -> None:

@@ -350,6 +350,10 @@ def build(
     with contextlib.ExitStack() as locks:
         for ctx in contexts:  # every corpus's lock, in corpus order (two builds never wait on each other in a cycle)
             locks.enter_context(corpus_lock(ws.artifacts_dir / ctx.corpus, on_wait=on_skip))
+        if runtime.executor == "ray" and contexts and native:
+            from pipeline.core.ray_executor import session
+
+            session(runtime)  # on the main thread, before the corpora's threads (Ray's signal handlers need it)
         for ctx, done in zip(contexts, _at_once(contexts, native, runtime, force, on_done), strict=True):
             outcomes[ctx.corpus] += done
         for ctx in contexts:

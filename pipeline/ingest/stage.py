@@ -94,10 +94,8 @@ def run_ingest(
     tasks = plan(mapping, raw, out, resources, metadata_folder)
     try:
         # In this process (one worker, or one batch), a batch's tables stay in memory; workers write them as files.
-        here = runs_here(resources.worker_count, tasks)
-        results = run_all(
-            ingest_batch_here if here else ingest_batch, tasks, resources.worker_count, f"ingest {mapping.name}"
-        )
+        here = runs_here(resources, tasks)
+        results = run_all(ingest_batch_here if here else ingest_batch, tasks, resources, f"ingest {mapping.name}")
         metadata_sha = (
             {}
             if metadata_folder is None

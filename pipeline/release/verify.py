@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import hashlib
+import importlib.util
 import json
 import os
 import subprocess
@@ -400,6 +401,14 @@ def compare_folders(a: Path, b: Path) -> list[str]:
     ]
 
 
+def _environments() -> tuple[dict[str, str], ...]:
+    """The two rebuilds' environments; the second runs its batches and units as Ray tasks when Ray is installed."""
+    first, second = ENVIRONMENTS
+    if importlib.util.find_spec("ray") is not None:
+        second = {**second, "TELEMETRY_BENCH_EXECUTOR": "ray"}
+    return first, second
+
+
 def _build(ws: Workspace, artifacts: Path, corpora: list[str], env: dict[str, str]) -> list[dict]:
     command = [
         sys.executable,
@@ -427,7 +436,8 @@ def replay(ws: Workspace, corpora: list[str]) -> dict:
     """Build twice from raw in fresh folders under different environments; compare runs and the committed release."""
     with tempfile.TemporaryDirectory(prefix="tb-verify-") as tmp:
         runs = [Path(tmp) / "a", Path(tmp) / "b"]
-        outcomes = [_build(ws, folder, corpora, env) for folder, env in zip(runs, ENVIRONMENTS, strict=True)]
+        environments = _environments()
+        outcomes = [_build(ws, folder, corpora, env) for folder, env in zip(runs, environments, strict=True)]
         rows = []
         for first, second in zip(outcomes[0], outcomes[1], strict=True):
             corpus, stage = first["corpus"], first["stage"]
@@ -446,4 +456,5 @@ def replay(ws: Workspace, corpora: list[str]) -> dict:
             differences = compare_folders(runs[0] / corpus / "release", ws.artifacts_dir / corpus / "release")
             committed[corpus] = {"matched": not differences, "differences": differences}
     ok = all(r["matched"] for r in rows) and all(c["matched"] for c in committed.values())
-    return {"ok": ok, "stages": rows, "committed_release": committed}
+    executors = [env.get("TELEMETRY_BENCH_EXECUTOR", "local") for env in environments]
+    return {"ok": ok, "stages": rows, "committed_release": committed, "executors": executors}

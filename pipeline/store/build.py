@@ -269,10 +269,10 @@ def derive_tables(
 
     inserter = Background(append, depth=4, name="duckdb-insert")
     # In this process (one worker, or one unit), a unit's tables stay in memory; workers hand them over as files.
-    in_process = runs_here(resources.worker_count, units)
+    in_process = runs_here(resources, units)
     finished: list[_UnitTables] = []
     try:
-        produced = run_ordered(compute_unit if in_process else store_unit, units, resources.worker_count, "store")
+        produced = run_ordered(compute_unit if in_process else store_unit, units, resources, "store")
         for unit, result in zip(units, produced, strict=True):
             done = _UnitTables(unit, result if in_process else None)
             finished.append(done)
