@@ -1,13 +1,15 @@
 """`make bench-scale` (not in CI): synthetic BTS at growing sizes through the whole build.
 
-For each size: points written, seconds per stage, ingest and store points/s, peak RSS of the build
-process, DuckDB's own copy of the same points (Parquet -> Parquet) and the ratio, and a linear
-projection to full BTS (2.86e9 points). Sizes are approximate (up to 200 streams of at least two years, ~131 points a
-day each).
+For each size and executor (local processes, and Ray when it is installed, side by side on the same raw data):
+points written, seconds per stage, ingest and store points/s, the whole build's wall time (Ray's start included), peak
+RSS of the build's processes (Ray's among them), DuckDB's own copy of the same points (Parquet -> Parquet) and the
+ratio, and a linear projection to full BTS (2.86e9 points). Sizes are approximate (up to 200 streams of at least two
+years, ~131 points a day each).
 """
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import os
 import shutil
@@ -80,21 +82,26 @@ def _run(command: list[str]) -> tuple[str, int]:
 )
 @click.option("--memory-budget", default="4GB", show_default=True, help="Passed to build.")
 @click.option("--workers", type=int, help="Passed to build (default: the CPUs available).")
-def main(sizes: str, keep: str | None, memory_budget: str, workers: int | None) -> None:
+@click.option(
+    "--executors",
+    default=None,
+    help="Executors to compare, comma separated (default: local, and ray when Ray is installed).",
+)
+def main(sizes: str, keep: str | None, memory_budget: str, workers: int | None, executors: str | None) -> None:
     cli = [sys.executable, "-m", "pipeline.cli"]
     options = ["--memory-budget", memory_budget, *(["--workers", str(workers)] if workers else [])]
+    chosen = executors.split(",") if executors else ["local", *(["ray"] if importlib.util.find_spec("ray") else [])]
     click.echo(
-        "| points | ingest s | store s | ingest pts/s | store pts/s | tasks s | episodes s | peak RSS MB (all "
-        "processes) "
-        "| DuckDB copy s | throughput ours/DuckDB (ingest+store) | projected full BTS h |"
+        "| points | executor | ingest s | store s | ingest pts/s | store pts/s | tasks s | episodes s | build wall s "
+        "| peak RSS MB (all processes) | DuckDB copy s | throughput ours/DuckDB (ingest+store) | projected full BTS h |"
     )
-    click.echo("|---|---|---|---|---|---|---|---|---|---|---|")
+    click.echo("|---|---|---|---|---|---|---|---|---|---|---|---|---|")
     for size in (float(s) for s in sizes.split(",")):
         # at least two years, as time-blocked splits need; fewer streams for the small sizes
         streams = max(1, min(STREAMS, round(size / MIN_DAYS / POINTS_PER_STREAM_DAY)))
         days = max(MIN_DAYS, round(size / streams / POINTS_PER_STREAM_DAY))
         with tempfile.TemporaryDirectory(prefix="tb-scale-") as tmp:
-            raw, art = (Path(keep) / f"bts-{size:.0e}" if keep else Path(tmp) / "raw"), Path(tmp) / "art"
+            raw = Path(keep) / f"bts-{size:.0e}" if keep else Path(tmp) / "raw"
             if not (raw / "SYNTHETIC.md").is_file():
                 shutil.rmtree(raw, ignore_errors=True)
                 subprocess.run(
@@ -114,29 +121,34 @@ def main(sizes: str, keep: str | None, memory_budget: str, workers: int | None) 
                     check=True,
                     capture_output=True,
                 )
-            out, rss = _run(
-                [*cli, "--artifacts", str(art), "build", "--corpus", "bts", "--raw", str(raw), "--json", *options]
-            )
-            seconds = {row["stage"]: row["seconds"] for row in json.loads(out)}
-            report = json.loads((art / "bts" / "ingest" / "report.json").read_text())
-            points = report["raw_value_cells"]
-            con = duckdb.connect()
-            start = time.perf_counter()
-            con.execute(
-                f"COPY (SELECT * FROM read_parquet('{art}/bts/ingest/observations.parquet')) TO '{tmp}/copy.parquet' "
-                "(FORMAT parquet, COMPRESSION zstd)"
-            )
-            copy = time.perf_counter() - start
-            con.close()
-            ours = seconds["ingest"] + seconds["store"]
-            projection = ours / points * FULL_BTS_POINTS / 3600
-            click.echo(
-                f"| {points:,} | {seconds['ingest']:.2f} | {seconds['store']:.2f} | {points / seconds['ingest']:,.0f} "
-                f"| "
-                f"{points / seconds['store']:,.0f} | {seconds['tasks']:.2f} | {seconds['episodes']:.2f} | "
-                f"{rss / 2**20:,.0f} | "
-                f"{copy:.2f} | {copy / ours:.3f} | {projection:.2f} |"
-            )
+            for executor in chosen:
+                _one(cli, raw, Path(tmp) / f"art-{executor}", [*options, "--executor", executor], executor)
+
+
+def _one(cli: list[str], raw: Path, art: Path, options: list[str], executor: str) -> None:
+    """One build of the synthetic raw data into `art`, and its row of the table."""
+    start = time.perf_counter()
+    out, rss = _run([*cli, "--artifacts", str(art), "build", "--corpus", "bts", "--raw", str(raw), "--json", *options])
+    wall = time.perf_counter() - start
+    seconds = {row["stage"]: row["seconds"] for row in json.loads(out)}
+    points = json.loads((art / "bts" / "ingest" / "report.json").read_text())["raw_value_cells"]
+    con = duckdb.connect()
+    start = time.perf_counter()
+    con.execute(
+        f"COPY (SELECT * FROM read_parquet('{art}/bts/ingest/observations.parquet')) TO '{art}/copy.parquet' "
+        "(FORMAT parquet, COMPRESSION zstd)"
+    )
+    copy = time.perf_counter() - start
+    con.close()
+    ours = seconds["ingest"] + seconds["store"]
+    projection = ours / points * FULL_BTS_POINTS / 3600
+    click.echo(
+        f"| {points:,} | {executor} | {seconds['ingest']:.2f} | {seconds['store']:.2f} | "
+        f"{points / seconds['ingest']:,.0f} | {points / seconds['store']:,.0f} | {seconds['tasks']:.2f} | "
+        f"{seconds['episodes']:.2f} | {wall:.1f} | {rss / 2**20:,.0f} | {copy:.2f} | {copy / ours:.3f} | "
+        f"{projection:.2f} |"
+    )
+    shutil.rmtree(art, ignore_errors=True)
 
 
 if __name__ == "__main__":

@@ -21,6 +21,14 @@ def keep_freed_pages() -> None:
     os.environ.setdefault(*POLARS_JEMALLOC)
 
 
+def worker_environment() -> None:
+    """A worker process's allocator settings, before it imports polars: polars' own defaults. A worker holds one batch
+    or unit, sized to its share of the memory budget; pages it keeps after freeing them would come on top of that
+    share (measured at 1e8 points: peak RSS of the build 2.8-3.1 GB -> 3.6 GB)."""
+    if os.environ.get(POLARS_JEMALLOC[0]) == POLARS_JEMALLOC[1]:
+        del os.environ[POLARS_JEMALLOC[0]]
+
+
 def tune_allocator() -> None:
     """glibc keeps freed blocks for reuse instead of unmapping them: numpy's large temporaries otherwise fault in
     fresh zeroed pages every time (measured: a store unit spent half its time in the kernel). A no-op off glibc."""

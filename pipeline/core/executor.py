@@ -23,7 +23,7 @@ from typing import TypeVar
 
 import xxhash
 
-from pipeline.core.allocator import tune_allocator
+from pipeline.core.allocator import tune_allocator, worker_environment
 from pipeline.core.errors import ConfigError
 from pipeline.core.progress import track
 
@@ -192,4 +192,5 @@ def polars_threads(busy: int) -> str:
 def _start_worker(polars_threads: str) -> None:
     """A spawned worker's settings, before its tasks import anything heavy."""
     os.environ["POLARS_MAX_THREADS"] = polars_threads
+    worker_environment()
     tune_allocator()
