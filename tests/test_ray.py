@@ -18,13 +18,16 @@ from pipeline.store.reader import STORE_FILE
 from tests.helpers import REPO
 from tests.test_partitions import _synthetic_site
 
-pytestmark = pytest.mark.slow  # starts a Ray instance and builds a corpus
+# Starts a Ray instance and builds a corpus; the module's tests share one worker and one Ray instance.
+pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("ray")]
 
 
 @pytest.fixture(scope="module")
 def local_ray():
     """A local Ray instance of 2 CPUs for the module; its folder is short (socket paths must fit in 107 bytes)."""
     folder = tempfile.mkdtemp(prefix="tbray", dir="/tmp")
+    if ray.is_initialized():  # never another test's instance: this module's tests use their own
+        ray.shutdown()
     ray.init(
         num_cpus=2,
         object_store_memory=ray_executor.OBJECT_STORE_FLOOR,
