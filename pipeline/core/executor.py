@@ -192,5 +192,5 @@ def polars_threads(busy: int) -> str:
 def _start_worker(polars_threads: str) -> None:
     """A spawned worker's settings, before its tasks import anything heavy."""
     os.environ["POLARS_MAX_THREADS"] = polars_threads
-    worker_environment()
+    os.environ.update(worker_environment())
     tune_allocator()

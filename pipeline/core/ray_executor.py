@@ -21,6 +21,7 @@ import threading
 from collections.abc import Callable, Iterator, Sequence
 from typing import TypeVar
 
+from pipeline.core.allocator import tune_allocator, worker_environment
 from pipeline.core.errors import ConfigError, StageError
 from pipeline.core.executor import Resources, polars_threads
 from pipeline.core.progress import track
@@ -79,8 +80,6 @@ def session(resources: Resources):
 
 def _call(fn: Callable[[T], R], task: T) -> R:
     """One task in a Ray worker."""
-    from pipeline.core.allocator import tune_allocator
-
     marker = os.environ.get(KILL_ONCE_ENV)
     if marker:
         try:
@@ -99,10 +98,11 @@ def run_on_ray(fn: Callable[[T], R], tasks: Sequence[T], resources: Resources, d
     if not tasks:
         return
     ray = session(resources)
-    busy = min(len(tasks), max(1, int(ray.cluster_resources().get("CPU", resources.worker_count))))
+    cluster = ray.cluster_resources()
+    busy = min(len(tasks), max(1, int(cluster.get("CPU", resources.worker_count))))
     # A task's memory request is its share of the budget, never more than the cluster has (it would never start).
-    memory = min(resources.per_worker(busy), int(ray.cluster_resources().get("memory", resources.memory_budget)))
-    env = {"POLARS_MAX_THREADS": polars_threads(busy)}
+    memory = min(resources.per_worker(busy), int(cluster.get("memory", resources.memory_budget)))
+    env = {"POLARS_MAX_THREADS": polars_threads(busy), **worker_environment()}
     if os.environ.get(KILL_ONCE_ENV):
         env[KILL_ONCE_ENV] = os.environ[KILL_ONCE_ENV]
     remote = ray.remote(_call).options(
