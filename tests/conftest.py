@@ -18,8 +18,9 @@ def real_artifacts(tmp_path_factory, request):
     """Both shipped corpora built once (ingest to release) into a temporary artifacts folder, which tests only read.
 
     Under pytest-xdist the workers share one folder in the run's common base temp folder, and each builds the corpora
-    starting from a different one: the build's own corpus lock makes a worker that reaches a corpus another is building
-    wait for it and then find it cached, so the corpora build at once on different workers, each once."""
+    one build per corpus, starting from a different one: the build's own corpus lock makes a worker that reaches a
+    corpus another is building wait for it and then find it cached, so the corpora build at once on different workers,
+    each once. (One build of all corpora holds every corpus's lock until it ends.)"""
     from click.testing import CliRunner
 
     from pipeline.cli import main
@@ -30,16 +31,17 @@ def real_artifacts(tmp_path_factory, request):
 
     worker = getattr(request.config, "workerinput", None)
     if worker is None:  # one process (no pytest-xdist workers)
-        folder, corpora = tmp_path_factory.mktemp("real-artifacts"), []
+        folder, builds = tmp_path_factory.mktemp("real-artifacts"), [[]]
     else:
         folder = tmp_path_factory.getbasetemp().parent / "real-artifacts"  # above each worker's own base temp folder
         folder.mkdir(exist_ok=True)
         ws = Workspace.from_root(REPO, folder)
         names = [name for name in corpus_names(ws) if raw_folder(ws, load_mapping(ws.corpus_config(name)))]
         turn = int(worker["workerid"].removeprefix("gw")) % max(1, len(names))
-        corpora = [arg for name in names[turn:] + names[:turn] for arg in ("--corpus", name)]
-    result = CliRunner().invoke(main, ["--root", str(REPO), "--artifacts", str(folder), "build", *corpora])
-    assert result.exit_code == 0, result.output
+        builds = [["--corpus", name] for name in names[turn:] + names[:turn]]  # one build (and lock) per corpus
+    for corpora in builds:
+        result = CliRunner().invoke(main, ["--root", str(REPO), "--artifacts", str(folder), "build", *corpora])
+        assert result.exit_code == 0, result.output
     return folder
 
 

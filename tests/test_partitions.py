@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import shutil
 import zipfile
 from pathlib import Path
 
@@ -160,3 +161,21 @@ def test_background_consumes_in_order_and_hands_back_the_first_error():
         worker.close()
     worker.close(check=False)
     assert seen == [0, 1, 2]
+
+
+@pytest.mark.slow
+def test_family_units_on_spawned_workers_match_one_process(tmp_path, real_artifacts, monkeypatch):
+    """The tasks stage's family units on 2 spawned workers (each its own store connection, results merged by family)
+    write the tasks files of the session's build, where the families ran in one process."""
+    from pipeline.tasks import compile as tasks_compile
+
+    monkeypatch.setattr(tasks_compile, "UNIT_OBSERVATIONS", 0)  # a small corpus too runs its families as units
+    ws = Workspace.from_root(REPO, tmp_path)
+    built = Workspace.from_root(REPO, real_artifacts)
+    for stage in ("ingest", "store"):  # the session's stages, found cached: only the tasks stage runs
+        shutil.copytree(built.stage_dir("xai4heat", stage), ws.stage_dir("xai4heat", stage))
+    outcomes = build(ws, ["xai4heat"], until="tasks", resources=Resources(workers=2))
+    assert [(o.stage, o.status) for o in outcomes] == [("ingest", "cached"), ("store", "cached"), ("tasks", "built")]
+    folder, expected = ws.stage_dir("xai4heat", "tasks"), built.stage_dir("xai4heat", "tasks")
+    assert sorted(p.name for p in folder.iterdir()) == sorted(p.name for p in expected.iterdir())
+    assert [p.name for p in sorted(folder.iterdir()) if p.read_bytes() != (expected / p.name).read_bytes()] == []

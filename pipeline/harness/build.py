@@ -131,6 +131,7 @@ def _tasks_run(ctx: Context, out: Path) -> StageResult:
         ctx.corpus,
         ctx.mapping.held_out_sites,
         out,
+        ctx.resources,
     )
 
 
@@ -348,7 +349,9 @@ def build(
     later = tuple(stage for stage in wanted if not stage.native)
     outcomes: dict[str, list[StageOutcome]] = {ctx.corpus: [] for ctx in contexts}
     with contextlib.ExitStack() as locks:
-        for ctx in contexts:  # every corpus's lock, in corpus order (two builds never wait on each other in a cycle)
+        # every corpus's lock, in name order whatever order the corpora were given in: two builds never wait on each
+        # other in a cycle (builds given [a, b] and [b, a] would each hold one lock and wait for the other)
+        for ctx in sorted(contexts, key=lambda c: c.corpus):
             locks.enter_context(corpus_lock(ws.artifacts_dir / ctx.corpus, on_wait=on_skip))
         if runtime.executor == "ray" and contexts and native:
             from pipeline.core.ray_executor import session

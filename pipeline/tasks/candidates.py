@@ -1,21 +1,37 @@
-"""Candidate pools in SQL, eligibility predicates counted one by one, and the selection order."""
+"""Candidate pools in SQL, eligibility predicates counted one by one, and the selection order.
+
+A family's candidate query runs once, into the temporary table `pool` of a read-only connection (predicates may read
+it as `pool`); the counts, the stream counts and the eligible rows all come from that table. The selection order is
+computed over whole columns (identities, keys, then a sort); full rows are fetched only for the candidates that the
+selection reaches, in that order.
+"""
 
 from __future__ import annotations
 
 import re
+from collections.abc import Iterator
 from dataclasses import dataclass
 
 import duckdb
+import polars as pl
+import xxhash
 
 from contracts.tasks import Family
 from pipeline.core.canonical import canonical_json, digest
 from pipeline.core.errors import StageError
+from pipeline.store.compute import DAY, MONDAY
 
 PLACEHOLDER = re.compile(r"\{([a-z_]+)\}")
+ROW = "__candidate_row"  # the eligible table's row number (never a column of a candidate)
+FIRST_FETCH, LAST_FETCH = 64, 8192  # rows fetched at once as the selection walks the order (doubling)
 
 
 def _sql_list(values: list[str]) -> str:
     return "[" + ", ".join("'" + v.replace("'", "''") + "'" for v in values) + "]::VARCHAR[]"
+
+
+def _quoted(name: str) -> str:
+    return '"' + name.replace('"', '""') + '"'
 
 
 def fill(sql: str, values: dict[str, str]) -> str:
@@ -23,14 +39,25 @@ def fill(sql: str, values: dict[str, str]) -> str:
     return PLACEHOLDER.sub(lambda m: values.get(m.group(1), m.group(0)), sql)
 
 
+# Helpers the candidate SQL may call (configs/families.toml says so): the Monday 00:00 UTC starting an epoch-us
+# instant's week, the store's own week rule (pipeline.store.compute.window_bounds), in whole numbers.
+WEEK = 7 * DAY
+MACROS = [
+    f"CREATE OR REPLACE TEMP MACRO monday_us(us) AS us - (((us - {MONDAY}) % {WEEK}) + {WEEK}) % {WEEK}",
+]
+
 POOL_QUERY = "candidate query"  # what leaves a stream out before any predicate: the family's query never yields it
 
 
 @dataclass
 class Pool:
+    """A family's evaluated pool. Its eligible rows stay in the connection's temporary table until `close`."""
+
+    con: duckdb.DuckDBPyConnection
     size: int
     passed: list[tuple[str, int]]  # (predicate, rows passing it and every predicate before it)
-    rows: list[dict]
+    eligible: int  # rows that pass every predicate
+    columns: list[str]  # the candidate query's columns, in its order
     left_out: dict[str, int]  # streams left out, by the first step that drops their last row (POOL_QUERY, predicates)
     eligible_streams: set[str]  # streams with at least one row that passes every predicate
 
@@ -40,6 +67,38 @@ class Pool:
         if self.size == 0:
             return "candidate query (no rows)"
         return next((name for name, n in self.passed if n == 0), None)
+
+    def frame(self, columns: list[str]) -> pl.DataFrame:
+        """These columns of every eligible row, by row number (position i holds row i)."""
+        chosen = ", ".join(_quoted(c) for c in dict.fromkeys(columns))
+        return pl.from_arrow(self.con.sql(f"SELECT {chosen} FROM eligible ORDER BY {ROW}").to_arrow_table())
+
+    def values(self, column: str) -> list:
+        """One column of every eligible row as DuckDB gives it to Python, by row number."""
+        return [v for (v,) in self.con.execute(f"SELECT {_quoted(column)} FROM eligible ORDER BY {ROW}").fetchall()]
+
+    def rows(self, numbers: list[int]) -> list[dict]:
+        """Full rows (the candidate query's columns, as DuckDB gives them to Python) in the order of `numbers`."""
+        if not numbers:
+            return []
+        result = self.con.execute(
+            f"SELECT * FROM eligible WHERE {ROW} IN (SELECT unnest(?::BIGINT[]))", [list(numbers)]
+        ).fetchall()
+        at = len(self.columns)
+        by_number = {row[at]: dict(zip(self.columns, row[:at], strict=True)) for row in result}
+        return [by_number[n] for n in numbers]
+
+    def walk(self, numbers: list[int]) -> Iterator[tuple[int, dict]]:
+        """(number, row) in the order given, fetched in growing chunks as the caller goes on."""
+        start, size = 0, FIRST_FETCH
+        while start < len(numbers):
+            chunk = numbers[start : start + size]
+            yield from zip(chunk, self.rows(chunk), strict=True)
+            start, size = start + len(chunk), min(LAST_FETCH, size * 2)
+
+    def close(self) -> None:
+        self.con.execute("DROP TABLE IF EXISTS eligible")
+        self.con.execute("DROP TABLE IF EXISTS pool")
 
 
 def evaluate(
@@ -52,47 +111,77 @@ def evaluate(
 ) -> Pool:
     values = {k: repr(float(v)) for k, v in thresholds.items()} | {"held_out": _sql_list(held_out)}
     values["grid_us"] = "[" + ", ".join(str(m * 60_000_000) for m in grid_minutes) + "]::BIGINT[]"
-    base = f"WITH pool AS ({fill(family.candidates, values)})"
     conditions: list[str] = []
     for predicate in family.predicates:
         previous = " AND ".join(f"({c})" for c in conditions) or "TRUE"
         conditions.append(fill(predicate.sql, values | {"previous": previous}))
-    counts = ", ".join(
-        f"count(*) FILTER (WHERE {' AND '.join(f'({c})' for c in conditions[: i + 1])})" for i in range(len(conditions))
-    )
-    stream_counts = ", ".join(
-        f"count(DISTINCT _stream) FILTER (WHERE {' AND '.join(f'({c})' for c in conditions[: i + 1])})"
-        for i in range(len(conditions))
-    )
+    upto = [" AND ".join(f"({c})" for c in conditions[: i + 1]) for i in range(len(conditions))]
+    counts = "".join(f", count(*) FILTER (WHERE {w})" for w in upto)
+    stream_counts = "".join(f", count(DISTINCT _stream) FILTER (WHERE {w})" for w in upto)
+    where = " AND ".join(f"({c})" for c in conditions) or "TRUE"
+    streams = _quoted(family.streams_column)
     try:
-        size, *passed = con.execute(f"{base} SELECT count(*){', ' + counts if counts else ''} FROM pool").fetchone()
-        where = " AND ".join(f"({c})" for c in conditions) or "TRUE"
-        result = con.execute(f"{base} SELECT * FROM pool WHERE {where}")
-        names = [d[0] for d in result.description]
-        rows = [dict(zip(names, row, strict=True)) for row in result.fetchall()]
+        for macro in MACROS:
+            con.execute(macro)
+        con.execute(f"CREATE OR REPLACE TEMP TABLE pool AS {fill(family.candidates, values)}")
+        columns = [d[0] for d in con.execute("SELECT * FROM pool LIMIT 0").description]
+        if ROW in columns:
+            raise StageError(f"configs/families.toml: family {name}: a candidate column is named {ROW}; rename it")
+        size, *passed = con.execute(f"SELECT count(*){counts} FROM pool").fetchone()
+        con.execute(
+            f"CREATE OR REPLACE TEMP TABLE eligible AS SELECT *, (row_number() OVER ()) - 1 AS {ROW} "
+            f"FROM pool WHERE {where}"
+        )
+        eligible = con.execute("SELECT count(*) FROM eligible").fetchone()[0]
         total = con.execute("SELECT count(*) FROM streams").fetchone()[0]
-        exploded = f"{base}, exploded AS (SELECT *, unnest({family.streams_column}) AS _stream FROM pool)"
         alive = con.execute(
-            f"{exploded} SELECT count(DISTINCT _stream){', ' + stream_counts if stream_counts else ''} FROM exploded"
+            f"WITH exploded AS (SELECT *, unnest({streams}) AS _stream FROM pool) "
+            f"SELECT count(DISTINCT _stream){stream_counts} FROM exploded"
         ).fetchone()
+        eligible_streams = {s for (s,) in con.execute(f"SELECT DISTINCT unnest({streams}) FROM eligible").fetchall()}
     except duckdb.Error as exc:
         raise StageError(f"configs/families.toml: family {name}: candidate SQL failed: {exc}") from exc
     steps = [POOL_QUERY, *(p.name for p in family.predicates)]
     before = [total, *alive]
-    left_out = {step: before[i] - before[i + 1] for i, step in enumerate(steps)}
-    eligible = {s for row in rows for s in row[family.streams_column]}
     return Pool(
+        con=con,
         size=size,
         passed=list(zip([p.name for p in family.predicates], passed, strict=True)),
-        rows=rows,
-        left_out=left_out,
-        eligible_streams=eligible,
+        eligible=eligible,
+        columns=columns,
+        left_out={step: before[i] - before[i + 1] for i, step in enumerate(steps)},
+        eligible_streams=eligible_streams,
     )
 
 
-def identity(row: dict, key: list[str]) -> str:
-    """The candidate's identity: canonical JSON of its key columns."""
-    return canonical_json([row[k] for k in key])
+_JSON_ESCAPED = r'["\\\x00-\x1f]'  # what json.dumps(ensure_ascii=False) escapes in a string
+
+
+def _json_texts(frame: pl.DataFrame, column: str, pool: Pool) -> pl.Series:
+    """Each value of a key column as canonical JSON text: whole columns for strings, integers and booleans, and
+    canonical_json of the value DuckDB gives Python for any other type (and for strings JSON must escape)."""
+    series = frame.get_column(column)
+    dtype = series.dtype
+    if dtype in (pl.Categorical, pl.String) or isinstance(dtype, pl.Enum):
+        text = series.cast(pl.String)
+        if not text.str.contains(_JSON_ESCAPED).any():
+            return ('"' + text + '"').fill_null("null")
+    elif dtype.is_integer():
+        return series.cast(pl.String).fill_null("null")
+    elif dtype == pl.Boolean:
+        return series.replace_strict({True: "true", False: "false"}, return_dtype=pl.String).fill_null("null")
+    return pl.Series(column, [canonical_json(v) for v in pool.values(column)], dtype=pl.String)
+
+
+def identities(pool: Pool, key: list[str]) -> list[str]:
+    """Every eligible row's identity (canonical JSON of its key columns, as a list), by row number."""
+    if pool.eligible == 0:
+        return []
+    frame = pool.frame(key)
+    if not key:
+        return ["[]"] * pool.eligible
+    pieces = pl.DataFrame([_json_texts(frame, column, pool).alias(str(i)) for i, column in enumerate(key)])
+    return ("[" + pieces.select(pl.concat_str(pl.all(), separator=",")).to_series() + "]").to_list()
 
 
 def selection_key(seed: str, family: str, ident: str) -> str:
@@ -100,11 +189,37 @@ def selection_key(seed: str, family: str, ident: str) -> str:
     return digest(f"{canonical_json([seed, family])}|{ident}")
 
 
-def ordered(seed: str, family: str, rows: list[dict], key: list[str]) -> list[tuple[str, str, dict]]:
-    """(selection key, identity, row) by selection key; ties (never expected) by the identity itself."""
-    keyed = []
-    for row in rows:
-        ident = identity(row, key)
-        keyed.append((selection_key(seed, family, ident), ident, row))
-    keyed.sort(key=lambda item: (item[0], item[1]))
-    return keyed
+def ordered(seed: str, family: str, pool: Pool, idents: list[str]) -> pl.DataFrame:
+    """Columns key (the selection key) and number (the row number) of every eligible row, by selection key, then
+    identity; rows with the same identity (a key that is not unique) by their values, so the order never depends on
+    how DuckDB returned them."""
+    prefix = f"{canonical_json([seed, family])}|".encode()
+    hashed = xxhash.xxh3_128_hexdigest
+    frame = pl.DataFrame(
+        {
+            "key": [hashed(prefix + ident.encode("utf-8")) for ident in idents],
+            "ident": idents,
+            "number": pl.int_range(len(idents), eager=True, dtype=pl.Int64),
+        },
+        schema={"key": pl.String, "ident": pl.String, "number": pl.Int64},
+    ).sort(["key", "ident"], maintain_order=True)
+    if frame.height and frame.get_column("ident").is_duplicated().any():
+        numbers = _untie(pool, frame.get_column("number").to_list(), idents)
+        frame = frame.select(pl.Series("key", frame.get_column("key").to_list()), pl.Series("number", numbers))
+    return frame.select("key", "number")
+
+
+def _untie(pool: Pool, order: list[int], idents: list[str]) -> list[int]:
+    """The order with each run of equal identities sorted by the rows' values (their repr: any column type)."""
+    result, start = [], 0
+    while start < len(order):
+        stop = start + 1
+        while stop < len(order) and idents[order[stop]] == idents[order[start]]:
+            stop += 1
+        run = order[start:stop]
+        if len(run) > 1:
+            texts = {n: repr(sorted(row.items())) for n, row in zip(run, pool.rows(run), strict=True)}
+            run = sorted(run, key=lambda n: texts[n])
+        result += run
+        start = stop
+    return result

@@ -2,15 +2,20 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import math
+import re
 from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
 
+import polars as pl
+
 from contracts.answers import AnswersConfig
 from contracts.tasks import SPLITS, FamiliesConfig, Family, Task
 from pipeline.core.errors import StageError
+from pipeline.core.executor import Resources, run_ordered
 from pipeline.core.manifest import StageResult, write_splits
 from pipeline.store.reader import STORE_FILE, open_store
 from pipeline.tasks import candidates, forms, gold, grading, render
@@ -122,37 +127,56 @@ def build_task(
     )
 
 
-def select_family(
-    store: ToolStore,
-    con,
-    corpus: str,
-    name: str,
-    family: Family,
-    cfg: FamiliesConfig,
-    splits: SplitPlan,
-    raw_sha: dict[str, str],
-    answers: AnswersConfig,
-) -> tuple[list[Task], FamilyReport]:
+@dataclass(frozen=True)
+class FamilyUnit:
+    """One family's selection, all a worker needs: families are independent (their own pools, caps and order)."""
+
+    store_path: Path
+    corpus: str
+    name: str
+    family: Family
+    cfg: FamiliesConfig
+    splits: SplitPlan
+    raw_sha: dict[str, str]
+    answers: AnswersConfig
+    threads: int | None
+
+
+def select_family(store: ToolStore, con, unit: FamilyUnit) -> tuple[list[Task], FamilyReport]:
+    """Evaluate the family's pool (a temporary table of `con`), order and place its rows, and select under the caps,
+    building each task's gold through `store`'s tools."""
+    held_out = sorted(unit.splits.held_out)
+    pool = candidates.evaluate(con, unit.name, unit.family, store.thresholds, held_out, unit.cfg.grid_minutes)
+    try:
+        return _select(pool, store, unit)
+    finally:
+        pool.close()
+
+
+def _select(pool: candidates.Pool, store: ToolStore, unit: FamilyUnit) -> tuple[list[Task], FamilyReport]:
+    corpus, name, family, cfg, splits = unit.corpus, unit.name, unit.family, unit.cfg, unit.splits
+    raw_sha, answers = unit.raw_sha, unit.answers
     report = FamilyReport()
-    pool = candidates.evaluate(con, name, family, store.thresholds, sorted(splits.held_out), cfg.grid_minutes)
-    report.pool, report.eligible = pool.size, len(pool.rows)
+    report.pool, report.eligible = pool.size, pool.eligible
     report.predicates = [{"name": n, "passed": k} for n, k in pool.passed]
     report.emptied_by = pool.emptied_by
     report.streams_left_out, report.eligible_streams = pool.left_out, pool.eligible_streams
-    by_split: dict[str, list] = {s: [] for s in SPLITS}
-    for key, ident, row in candidates.ordered(cfg.seed, name, pool.rows, family.key):
-        placed = splits.place(row, family, ident, cfg.seed, name)
-        if isinstance(placed, str):
-            report.dropped_by_split_rule[placed] += 1
-            continue
-        by_split[placed[0]].append((key, row, placed[1]))
+    idents = candidates.identities(pool, family.key)
+    placed = splits.place(pool.frame([*family.time_columns, family.sites_column]), family, idents, cfg.seed, name)
+    order = candidates.ordered(cfg.seed, name, pool, idents)
+    order = order.with_columns(split=placed.gather(order.get_column("number")))
+    dropped = order.filter(~pl.col("split").is_in(SPLITS)).get_column("split").value_counts()
+    report.dropped_by_split_rule.update(dict(dropped.iter_rows()))
+    by_split = {s: order.filter(pl.col("split") == s) for s in SPLITS}
     tasks = []
     for split in SPLITS:
-        report.available[split] = len(by_split[split])
+        report.available[split] = by_split[split].height
         target = math.ceil(family.target(cfg.targets, split) * cfg.oversupply)
         cap = max(1, math.ceil(target * family.cap_fraction))
         per_key, per_stream, flagged = Counter(), Counter(), Counter()
-        for key, row, block in by_split[split]:
+        keys = by_split[split].get_column("key").to_list()
+        block = splits.blocks[split]
+        for key, (_, row) in zip(keys, pool.walk(by_split[split].get_column("number").to_list()), strict=False):
             if report.selected[split] >= target:
                 break
             over = [
@@ -226,6 +250,43 @@ def _why_empty(reports: dict[str, dict], orphans: list[str], every_stream: list[
     )
 
 
+_OPEN: dict[Path, tuple[tuple[int, int, int], ToolStore]] = {}  # this process's open store, by path
+
+
+def _store(path: Path, threads: int | None) -> ToolStore:
+    """The store this process opened for an earlier family of the same build (its caches warm), or a new one. A
+    store file that changed since (another build at the same path) is opened again."""
+    stat = path.stat()
+    identity = (stat.st_ino, stat.st_mtime_ns, stat.st_size)
+    kept = _OPEN.get(path)
+    if kept is not None and kept[0] == identity:
+        return kept[1]
+    release_stores(path)
+    store = ToolStore(path, remember_results=True, threads=threads)
+    _OPEN[path] = (identity, store)
+    return store
+
+
+def release_stores(path: Path | None = None) -> None:
+    """Close the stores this process keeps open for family units (one path, or all)."""
+    for key in [k for k in _OPEN if path is None or k == path]:
+        _OPEN.pop(key)[1].close()
+
+
+def select_unit(unit: FamilyUnit) -> tuple[list[Task], FamilyReport]:
+    """A family's tasks and report, read through this process's store for the build (in a worker or here)."""
+    store = _store(unit.store_path, unit.threads)
+    con = open_store(unit.store_path, threads=unit.threads)
+    try:
+        return select_family(store, con, unit)
+    finally:
+        con.close()
+
+
+READS_OBSERVATIONS = re.compile(r"\bobservations\b")
+UNIT_OBSERVATIONS = 2_000_000  # below this many observations, families are selected in this process (no spawn)
+
+
 def compile_tasks(
     store_dir: Path,
     ingest_dir: Path,
@@ -234,23 +295,38 @@ def compile_tasks(
     corpus: str,
     held_out: list[str],
     out: Path,
+    resources: Resources | None = None,
 ) -> StageResult:
-    """Write {train,dev,test}.jsonl (canonical JSON) and report every family's pool, predicates and selection."""
-    store = ToolStore(store_dir / STORE_FILE, remember_results=True)
-    con = open_store(store_dir / STORE_FILE)
+    """Write {train,dev,test}.jsonl (canonical JSON) and report every family's pool, predicates and selection.
+
+    Families are units on the executor (local processes or Ray); their tasks and reports are merged in family order,
+    so the outputs are the same on any executor and any number of workers."""
+    resources = resources or Resources()
+    path = store_dir / STORE_FILE
     raw_sha = json.loads((ingest_dir / "report.json").read_text(encoding="utf-8"))["raw_sha256"]
+    con = open_store(path)
     try:
         splits = plan(con, cfg.splits, held_out, corpus)
-        tasks, reports, eligible = [], {}, set()
-        for name, family in sorted(cfg.families.items()):
-            selected, report = select_family(store, con, corpus, name, family, cfg, splits, raw_sha, answers)
-            tasks += selected
-            reports[name] = report.as_dict()
-            eligible |= report.eligible_streams
-        every_stream = sorted(store.streams)
+        every_stream = [s for (s,) in con.execute("SELECT stream_id FROM streams ORDER BY stream_id").fetchall()]
+        observations = con.execute("SELECT count(*) FROM observations").fetchone()[0]
     finally:
         con.close()
-        store.close()
+    # Families whose candidate query reads `observations` (the largest table, by far) start first, so that the
+    # longest units do not end last on one worker; results are merged by family name whatever the order.
+    names = sorted(cfg.families, key=lambda n: (not READS_OBSERVATIONS.search(cfg.families[n].candidates), n))
+    if observations < UNIT_OBSERVATIONS:
+        resources = dataclasses.replace(resources, executor="local", workers=1)
+    threads = resources.threads
+    units = [FamilyUnit(path, corpus, n, cfg.families[n], cfg, splits, raw_sha, answers, threads) for n in names]
+    tasks, reports, eligible = [], {}, set()
+    try:
+        for unit, (selected, report) in zip(units, run_ordered(select_unit, units, resources, "tasks"), strict=True):
+            tasks += selected
+            reports[unit.name] = report.as_dict()
+            eligible |= report.eligible_streams
+    finally:
+        release_stores(path)  # units that ran in this process
+    reports = dict(sorted(reports.items()))
     orphans = [s for s in every_stream if s not in eligible]
     empty = [s for s in SPLITS if not any(t.split == s for t in tasks)]
     if empty:

@@ -13,6 +13,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import duckdb
+import polars as pl
 
 from contracts.tasks import PERIOD_DAYS, Family, SplitRule
 from pipeline.core.canonical import digest
@@ -45,28 +46,48 @@ class SplitPlan:
     held_out: frozenset[str]
     by: str  # "time and site" or "time" (fewer than 2 sites)
 
-    def place(self, row: dict, family: Family, ident: str, seed: str, name: str) -> tuple[str, Block] | str:
-        """(split, block) for a candidate row, or the reason it is dropped."""
-        touches_held_out = bool(self.held_out & set(row[family.sites_column]))
+    def place(self, frame: pl.DataFrame, family: Family, idents: list[str], seed: str, name: str) -> pl.Series:
+        """Each candidate row's split, or the reason it is dropped (a name not in SPLITS), by row number. `frame` holds
+        the family's time and sites columns of every row."""
+        held_out = sorted(self.held_out)
+        touches = (
+            frame.get_column(family.sites_column).list.eval(pl.element().cast(pl.String).is_in(held_out)).list.any()
+            if held_out and frame.height
+            else pl.Series([False] * frame.height)
+        ).fill_null(False)
         if not family.time_columns:
-            if touches_held_out:
-                return "test", self.blocks["test"]
-            x = int(digest(f"{seed}|split|{name}|{ident}")[:12], 16) / float(16**12)
-            total = 0.0
-            for split in self.rule.order:
-                total += self.rule.shares[split]
-                if x < total:
-                    return split, self.blocks[split]
-            return self.rule.order[-1], self.blocks[self.rule.order[-1]]
-        times = [int(row[c]) for c in family.time_columns]
+            return pl.Series(
+                "placed",
+                [
+                    "test" if touched else self._by_hash(int(digest(f"{seed}|split|{name}|{ident}")[:12], 16) / 16**12)
+                    for ident, touched in zip(idents, touches.to_list(), strict=True)
+                ],
+                dtype=pl.String,
+            )
+        times = [pl.col(c).cast(pl.Int64) for c in family.time_columns]
+        nulls = frame.select(pl.any_horizontal(t.is_null() for t in times).sum()).item()
+        if nulls:
+            raise StageError(
+                f"configs/families.toml: family {name}: {nulls} candidate rows have no value in a time column "
+                f"({', '.join(family.time_columns)}); the candidate query must give every row its times"
+            )
         margin = (PERIOD_DAYS[family.period] + self.rule.reach_days) * DAY
-        lo, hi = min(times) - margin, max(times) + margin
-        found = next((b for b in self.blocks.values() if b.holds(lo, hi)), None)
-        if found is None:
-            return "straddles_split_buffer"
-        if touches_held_out and found.split != "test":
-            return "held_out_site_outside_test_block"
-        return found.split, found
+        lo, hi = pl.min_horizontal(times) - margin, pl.max_horizontal(times) + margin
+        found = pl.lit("straddles_split_buffer")
+        for block in reversed(self.blocks.values()):  # the first block (in the rule's order) that holds the reach
+            found = pl.when((lo >= block.start) & (hi <= block.end)).then(pl.lit(block.split)).otherwise(found)
+        placed = frame.select(found.alias("placed")).get_column("placed")
+        outside = placed.is_in(list(self.blocks)) & (placed != "test") & touches
+        return placed.set(outside, "held_out_site_outside_test_block")
+
+    def _by_hash(self, x: float) -> str:
+        """A time-less row's split: the first whose cumulative share exceeds x in [0, 1)."""
+        total = 0.0
+        for split in self.rule.order:
+            total += self.rule.shares[split]
+            if x < total:
+                return split
+        return self.rule.order[-1]
 
     def as_dict(self) -> dict:
         return {

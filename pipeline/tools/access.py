@@ -10,12 +10,17 @@ from functools import lru_cache
 from pathlib import Path
 
 import numpy as np
+import pyarrow as pa
 
 from pipeline.core.canonical import canonical_json
 from pipeline.core.workspace import Workspace
 from pipeline.store.reader import STORE_FILE, open_store
 
 DEFAULT_CACHE_BYTES = 512 * 1024 * 1024
+WHOLE_SHARE = 1 / 64  # a stream up to this share of the cache is loaded whole on first use (later calls slice it)
+ROW_BYTES = 24  # ts, value and step of one observation
+READ_STEPS, WIDEN, DAY_US = 8, 16, 86_400_000_000  # a range read starts this many local steps out, widens x16
+AGGREGATE_TABLES = 512  # (stream, period) aggregates a store keeps as columns (least recently used go first)
 REMEMBERED_BYTES = (
     64 << 20
 )  # tool results a store that remembers keeps, by their JSON size (least recently used go first)
@@ -25,13 +30,38 @@ REMEMBERED_BYTES = (
 class StreamArrays:
     """One stream's observations in time order (the store's (stream_id, ts) layout)."""
 
-    ts: np.ndarray  # int64 microseconds UTC, strictly increasing
+    ts: np.ndarray  # int64 microseconds UTC, non-decreasing (rows at one time in the store's order)
     value: np.ndarray  # float64
     step: np.ndarray  # float64 local step of each observation (NaN where the stream has no gap)
 
     @property
     def nbytes(self) -> int:
         return self.ts.nbytes + self.value.nbytes + self.step.nbytes
+
+    def slice(self, start: int, stop: int) -> StreamArrays:
+        return StreamArrays(self.ts[start:stop], self.value[start:stop], self.step[start:stop])
+
+
+def _window_slice(arrays: StreamArrays, start: int, end: int) -> StreamArrays:
+    """The rows in [start, end) after the rows at the last time before `start` (all of them, when several)."""
+    first, last = np.searchsorted(arrays.ts, [start, end], "left")
+    if first:
+        first = np.searchsorted(arrays.ts, arrays.ts[first - 1], "left")
+    return arrays.slice(int(first), int(last))
+
+
+class _Aggregates:
+    """One stream's `aggregates` rows of one period as Arrow columns (by window start), found by binary search."""
+
+    def __init__(self, table: pa.Table) -> None:
+        self.table = table
+        self.starts = table.column("window_start").to_numpy()
+
+    def row(self, window_start: int) -> dict | None:
+        i = int(np.searchsorted(self.starts, window_start, "left"))
+        if i == len(self.starts) or int(self.starts[i]) != window_start:
+            return None
+        return self.table.slice(i, 1).to_pylist()[0]
 
 
 @lru_cache(maxsize=65536)  # a pure function of the text, asked again for every stream a query is matched with
@@ -66,19 +96,25 @@ def words(text: str | None) -> list[str]:
 class ToolStore:
     """A read-only store opened once; every query binds its parameters. Safe to share across threads."""
 
-    def __init__(self, path: Path, cache_bytes: int = DEFAULT_CACHE_BYTES, remember_results: bool = False) -> None:
+    def __init__(
+        self,
+        path: Path,
+        cache_bytes: int = DEFAULT_CACHE_BYTES,
+        remember_results: bool = False,
+        threads: int | None = None,
+    ) -> None:
         """`remember_results`: keep tool results by call (the store never changes, so a call always has the same
         result). The build stages that play every episode many times (tasks, episodes, audit) ask for it; agents'
-        runs and the MCP server do not, so their latencies are the tools' own."""
+        runs and the MCP server do not, so their latencies are the tools' own. `threads`: DuckDB's (runtime only)."""
         self.path = path
         self._results: OrderedDict[tuple[str, str], tuple[dict, int]] | None = (
             OrderedDict() if remember_results else None
         )
         self._remembered_bytes = 0
-        self._con = open_store(path)
+        self._con = open_store(path, threads)
         self._lock = threading.Lock()
         self._cache: OrderedDict[str, StreamArrays] = OrderedDict()
-        self._windows: OrderedDict[str, dict] = OrderedDict()
+        self._windows: OrderedDict[tuple[str, str], _Aggregates] = OrderedDict()
         self._cache_bytes = cache_bytes
         self._cached = 0
         self.streams = {row["stream_id"]: row for row in self._rows("SELECT * FROM streams ORDER BY stream_id")}
@@ -110,14 +146,10 @@ class ToolStore:
         self._con.close()
 
     def _rows(self, sql: str, params: list | None = None) -> list[dict]:
-        with self._lock:
-            cursor = self._con.cursor()
-            try:
-                result = cursor.execute(sql, params or [])
-                names = [d[0] for d in result.description]
-                return [dict(zip(names, row, strict=True)) for row in result.fetchall()]
-            finally:
-                cursor.close()
+        with self._lock:  # one connection, one query at a time (a cursor per query costs as much as the query)
+            result = self._con.execute(sql, params or [])
+            names = [d[0] for d in result.description]
+            return [dict(zip(names, row, strict=True)) for row in result.fetchall()]
 
     @property
     def remembers(self) -> bool:
@@ -152,25 +184,27 @@ class ToolStore:
         """Site id from an id or a label, ignoring case, spaces and punctuation."""
         return self._site_index.get(_compact(text))
 
+    # A stream's rows in the store's order: by time, and rows with the same time as the store holds them.
+    _COLUMNS = "ts, value, coalesce(CAST(step_us AS DOUBLE), 'NaN'::DOUBLE) AS step_us"
+    _ORDER = "ORDER BY ts, rowid"
+
+    def _fetch(self, sql: str, params: list) -> StreamArrays:
+        """Under the lock."""
+        data = self._con.execute(sql, params).fetchnumpy()
+        return StreamArrays(
+            ts=np.asarray(data["ts"], dtype=np.int64),
+            value=np.asarray(data["value"], dtype=np.float64),
+            step=np.asarray(data["step_us"], dtype=np.float64),
+        )
+
     def arrays(self, stream_id: str) -> StreamArrays:
         """The stream's sorted arrays, loaded once by a bound-parameter query and kept in an LRU cache."""
         with self._lock:
             if stream_id in self._cache:
                 self._cache.move_to_end(stream_id)
                 return self._cache[stream_id]
-            cursor = self._con.cursor()
-            try:
-                data = cursor.execute(
-                    "SELECT ts, value, coalesce(CAST(step_us AS DOUBLE), 'NaN'::DOUBLE) AS step_us "
-                    "FROM observations WHERE stream_id = ? ORDER BY ts",
-                    [stream_id],
-                ).fetchnumpy()
-            finally:
-                cursor.close()
-            arrays = StreamArrays(
-                ts=np.asarray(data["ts"], dtype=np.int64),
-                value=np.asarray(data["value"], dtype=np.float64),
-                step=np.asarray(data["step_us"], dtype=np.float64),
+            arrays = self._fetch(
+                f"SELECT {self._COLUMNS} FROM observations WHERE stream_id = ? {self._ORDER}", [stream_id]
             )
             self._cache[stream_id] = arrays
             self._cached += arrays.nbytes
@@ -179,20 +213,121 @@ class ToolStore:
                 self._cached -= old.nbytes
             return arrays
 
+    def _cached_or_small(self, stream_id: str) -> StreamArrays | None:
+        """The stream's whole arrays when they are cached or small enough to load and keep (at most WHOLE_SHARE of
+        the cache); None for a large stream not cached, which is read by time range instead."""
+        with self._lock:
+            cached = self._cache.get(stream_id)
+        if cached is not None:
+            return cached
+        rows = (self.quality.get(stream_id) or {}).get("n") or 0
+        return self.arrays(stream_id) if rows * ROW_BYTES <= self._cache_bytes * WHOLE_SHARE else None
+
+    def _range(self, stream_id: str, lo: int, hi: int) -> StreamArrays:
+        """The stream's rows with lo <= ts < hi (zone maps skip the rest of the table)."""
+        with self._lock:
+            return self._fetch(
+                f"SELECT {self._COLUMNS} FROM observations WHERE stream_id = ? AND ts >= ? AND ts < ? {self._ORDER}",
+                [stream_id, lo, hi],
+            )
+
+    def _reach(self, stream_id: str) -> tuple[int, int | None, int | None]:
+        """How far before (or after) an instant to read first for the rows next to it: a few local steps (a day
+        when the stream has no step), and the stream's first and last times, which tell when to stop widening."""
+        q = self.quality.get(stream_id) or {}
+        step = q.get("step_us")
+        return (READ_STEPS * int(step) if step and step > 0 else DAY_US), q.get("first_ts"), q.get("last_ts")
+
+    def window(self, stream_id: str, start: int, end: int) -> StreamArrays:
+        """The stream's rows in [start, end) after its rows at the last time before `start`, if any: all that a
+        window's statistics read (compute.window_stats). A large stream is read by time range, from a little before
+        `start` (widened until the row before is found or none can exist); a cached or small one is sliced."""
+        cached = self._cached_or_small(stream_id)
+        if cached is None:
+            pad, first_ts, _ = self._reach(stream_id)
+            while True:
+                arrays = self._range(stream_id, start - pad, end)
+                before = int(np.searchsorted(arrays.ts, start, "left"))
+                if before or first_ts is None or first_ts >= start - pad:
+                    break
+                pad *= WIDEN
+            cached = arrays
+        return _window_slice(cached, start, end)
+
+    def windows(self, stream_ids: list[str], start: int, end: int) -> dict[str, StreamArrays]:
+        """`window` for several streams over one time range, the large ones read by one query."""
+        found, large = {}, []
+        for stream_id in dict.fromkeys(stream_ids):
+            if self._cached_or_small(stream_id) is not None:
+                found[stream_id] = self.window(stream_id, start, end)
+            else:
+                large.append(stream_id)
+        if not large:
+            return found
+        pad = max(self._reach(stream_id)[0] for stream_id in large)
+        marks = ", ".join("?" * len(large))
+        with self._lock:
+            data = self._con.execute(
+                f"SELECT CAST(stream_id AS VARCHAR) AS stream_id, {self._COLUMNS} FROM observations "
+                f"WHERE stream_id IN ({marks}) "
+                "AND ts >= ? AND ts < ? ORDER BY stream_id, ts, rowid",
+                [*large, start - pad, end],
+            ).fetchnumpy()
+        ids = np.asarray(data["stream_id"], dtype=object)
+        for stream_id in large:
+            rows = ids == stream_id
+            arrays = StreamArrays(
+                ts=np.asarray(data["ts"][rows], dtype=np.int64),
+                value=np.asarray(data["value"][rows], dtype=np.float64),
+                step=np.asarray(data["step_us"][rows], dtype=np.float64),
+            )
+            first_ts = self._reach(stream_id)[1]
+            if not np.searchsorted(arrays.ts, start, "left") and first_ts is not None and first_ts < start - pad:
+                found[stream_id] = self.window(stream_id, start, end)  # the row before lies further back
+            else:
+                found[stream_id] = _window_slice(arrays, start, end)
+        return found
+
+    def around(self, stream_id: str, at: int) -> StreamArrays:
+        """The stream's rows at the last time before `at` and at the first time at or after it: all that a lookup at
+        one instant reads (exact or nearest). Read like `window`, widening each side on its own."""
+        cached = self._cached_or_small(stream_id)
+        if cached is None:
+            pad, first_ts, last_ts = self._reach(stream_id)
+            low = high = pad
+            while True:
+                arrays = self._range(stream_id, at - low, at + high + 1)
+                after = int(np.searchsorted(arrays.ts, at, "left"))
+                low_done = after > 0 or first_ts is None or first_ts >= at - low
+                high_done = after < len(arrays.ts) or last_ts is None or last_ts <= at + high
+                if low_done and high_done:
+                    break
+                low, high = (low if low_done else low * WIDEN), (high if high_done else high * WIDEN)
+            cached = arrays
+        after = int(np.searchsorted(cached.ts, at, "left"))
+        first = int(np.searchsorted(cached.ts, cached.ts[after - 1], "left")) if after else 0
+        last = int(np.searchsorted(cached.ts, cached.ts[after], "right")) if after < len(cached.ts) else after
+        return cached.slice(first, last)
+
     def aggregate(self, stream_id: str, period: str, window_start: int) -> dict | None:
-        """One `aggregates` row; a stream's rows are loaded once (one bound query) and kept (LRU, 256 streams)."""
+        """One `aggregates` row. A stream's rows of one period are loaded at their first use by one bound query and
+        kept as columns (LRU, AGGREGATE_TABLES of them); the row asked becomes a dict, with the values DuckDB gives."""
+        key = (stream_id, period)
         with self._lock:
-            cached = self._windows.get(stream_id)
-            if cached is not None:
-                self._windows.move_to_end(stream_id)
-                return cached.get((period, window_start))
-        rows = self._rows("SELECT * FROM aggregates WHERE stream_id = ?", [stream_id])
-        table = {(row["period"], row["window_start"]): row for row in rows}
-        with self._lock:
-            self._windows[stream_id] = table
-            while len(self._windows) > 256:
-                self._windows.popitem(last=False)
-        return table.get((period, window_start))
+            table = self._windows.get(key)
+            if table is not None:
+                self._windows.move_to_end(key)
+            else:
+                table = _Aggregates(
+                    self._con.sql(
+                        "SELECT * FROM aggregates WHERE stream_id = ? AND period = ? ORDER BY window_start",
+                        params=list(key),
+                    ).to_arrow_table()
+                )
+                self._windows[key] = table
+                while len(self._windows) > AGGREGATE_TABLES:
+                    self._windows.popitem(last=False)
+        return table.row(window_start)
 
     def reject_counts(self, stream_id: str, start: int, end: int) -> dict[str, int]:
         rows = self._rows(

@@ -34,7 +34,7 @@ from contracts.tools import (
 from pipeline.core.errors import TimestampError, ToolFailure
 from pipeline.store import bands, compute
 from pipeline.tools import rounding
-from pipeline.tools.access import ToolStore, compact
+from pipeline.tools.access import StreamArrays, ToolStore, compact
 from pipeline.tools.timeutil import format_us, parse_us
 
 
@@ -138,10 +138,14 @@ def _window(args: WindowInput) -> tuple[int, int, Window]:
     return start, end, Window(window_start=format_us(start), window_end=format_us(end), period=args.period)
 
 
-def _stats(store: ToolStore, stream_id: str, start: int, end: int, period: str) -> dict | None:
+def _stats(
+    store: ToolStore, stream_id: str, start: int, end: int, period: str, arrays: StreamArrays | None = None
+) -> dict | None:
+    """A window's statistics: the stored row of a calendar window, or computed for a custom one (from `arrays`, the
+    stream's rows that store.window gives, when the caller read them already)."""
     if period != "custom":
         return store.aggregate(stream_id, period, start)
-    arrays = store.arrays(stream_id)
+    arrays = arrays if arrays is not None else store.window(stream_id, start, end)
     return compute.window_stats(
         arrays.ts, arrays.value, arrays.step, start, end, store.settings["std_ddof"]
     )  # the store's own ddof
@@ -214,8 +218,10 @@ def rank_window(store: ToolStore, args: RankWindowInput) -> RankWindowResult:
         _stream(store, stream_id, f"stream_ids[{index}]")
     start, end, window = _window(args)
     scored, empty = [], []
-    for stream_id in dict.fromkeys(args.stream_ids):
-        stats = _stats(store, stream_id, start, end, args.period)
+    streams = list(dict.fromkeys(args.stream_ids))
+    read = store.windows(streams, start, end) if args.period == "custom" else {}  # one query for the large streams
+    for stream_id in streams:
+        stats = _stats(store, stream_id, start, end, args.period, read.get(stream_id))
         if stats is None:
             empty.append(stream_id)
         else:
@@ -243,7 +249,7 @@ def nearest_index(ts: np.ndarray, at: int) -> int:
 def lookup_observation(store: ToolStore, args: LookupObservationInput) -> LookupObservationResult:
     _stream(store, args.stream_id)
     at = _time(args.timestamp, "timestamp")
-    arrays = store.arrays(args.stream_id)
+    arrays = store.around(args.stream_id, at)
     index = int(np.searchsorted(arrays.ts, at, "left"))
     exact = index < len(arrays.ts) and int(arrays.ts[index]) == at
     base = {

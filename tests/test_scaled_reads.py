@@ -1,0 +1,299 @@
+"""The tasks stage's scaled paths give what the straightforward ones gave: range reads of large streams (tools),
+whole-column identities and placement (selection), and the timestamp families' per-stream-week SQL."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import duckdb
+import numpy as np
+import polars as pl
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from pipeline.core.canonical import canonical_json, digest
+from pipeline.tasks import candidates
+from pipeline.tools import registry
+from pipeline.tools.access import ToolStore
+from pipeline.tools.timeutil import format_us
+
+MINUTE = 60_000_000
+T0 = 1_700_000_000_000_000 - 1_700_000_000_000_000 % (7 * 86_400_000_000)  # a Thursday 00:00 UTC, weeks before
+
+
+def _store(path: Path, streams: dict[str, list[tuple[int, float, int | None]]]) -> Path:
+    """A minimal tool store: the tables ToolStore and the timestamp families read, observations in the store's order
+    (by stream, then time; rows at one time in the order given)."""
+    ids = sorted(streams)
+    con = duckdb.connect(str(path))
+    con.execute("CREATE TYPE stream_key AS ENUM (SELECT unnest(?::VARCHAR[]))", [ids])
+    con.execute("CREATE TABLE observations (stream_id stream_key, ts BIGINT, value DOUBLE, step_us BIGINT)")
+    rows = [(s, ts, v, step) for s in ids for ts, v, step in sorted(streams[s], key=lambda r: r[0])]
+    if rows:
+        con.executemany("INSERT INTO observations VALUES (?, ?, ?, ?)", rows)
+    con.execute(  # a stream without observations is not tool-ready (the store's rule)
+        "CREATE TABLE streams AS SELECT id AS stream_id, 'site' AS site_id, 'temp' AS point_class, "
+        "NULL::VARCHAR AS equipment, 'sensor' AS equipment_type, NULL::VARCHAR AS location, "
+        "id IN (SELECT stream_id::VARCHAR FROM observations) AS tool_ready, 1 AS ambiguity_count "
+        "FROM (SELECT unnest(?::VARCHAR[]) AS id)",
+        [ids],
+    )
+    con.execute("CREATE TABLE sites AS SELECT 'site' AS site_id, 'Site' AS label")
+    con.execute(
+        "CREATE TABLE quality AS SELECT stream_id::VARCHAR AS stream_id, count(*) AS n, min(ts) AS first_ts, "
+        "max(ts) AS last_ts, median(step_us)::BIGINT AS step_us, 0.0 AS duplicate_fraction FROM observations GROUP BY 1"
+    )
+    con.execute("CREATE TABLE thresholds (name VARCHAR, value DOUBLE)")
+    con.execute("CREATE TABLE settings AS SELECT 'std_ddof' AS name, 0 AS value")
+    con.close()
+    return path
+
+
+# Observation times: mostly a regular step, with repeats (rows at one time), gaps of hours and cadence changes.
+STEPS = st.sampled_from([MINUTE, MINUTE, MINUTE, 0, 7 * MINUTE, 180 * MINUTE, 3 * 86_400_000_000])
+STREAM = st.lists(st.tuples(STEPS, st.floats(-50, 50, allow_nan=False), st.sampled_from([MINUTE, None])), max_size=60)
+
+
+def _rows(draws: list[tuple[int, float, int | None]], start: int) -> list[tuple[int, float, int | None]]:
+    out, ts = [], start
+    for step, value, local in draws:
+        ts += step
+        out.append((ts, value, local))
+    return out
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(
+    a=STREAM,
+    b=STREAM,
+    probes=st.lists(st.integers(-600, 6 * 86_400 // 60), min_size=1, max_size=6),
+    lengths=st.lists(st.sampled_from([1, 7, 60, 1440, 4 * 1440]), min_size=1, max_size=3),
+)
+def test_range_reads_give_what_whole_streams_give(tmp_path_factory, a, b, probes, lengths):
+    """A store too small to keep a stream whole reads it by time range (window, windows, around); every custom-window
+    and lookup result equals the one computed from the whole stream, rows at one time and gaps included."""
+    path = _store(tmp_path_factory.mktemp("store") / "store.duckdb", {"s1": _rows(a, T0), "s2": _rows(b, T0 + 90_000)})
+    whole, ranged = ToolStore(path), ToolStore(path, cache_bytes=0)
+    try:
+        for probe in probes:
+            at = T0 + probe * MINUTE
+            for mode in ("exact", "nearest"):
+                for sid in ("s1", "s2"):
+                    args = {"stream_id": sid, "timestamp": format_us(at), "mode": mode}
+                    assert registry.call(ranged, "lookup_observation", args) == registry.call(
+                        whole, "lookup_observation", args
+                    )
+            for minutes in lengths:
+                window = {"window_start": format_us(at), "window_end": format_us(at + minutes * MINUTE)}
+                for sid in ("s1", "s2"):
+                    args = {"stream_id": sid, **window, "period": "custom", "metric": "mean"}
+                    assert registry.call(ranged, "aggregate_window", args) == registry.call(
+                        whole, "aggregate_window", args
+                    )
+                rank = {"stream_ids": ["s2", "s1"], **window, "period": "custom", "metric": "mean", "order": "desc"}
+                assert registry.call(ranged, "rank_window", rank) == registry.call(whole, "rank_window", rank)
+        assert not any(len(arrays.ts) for arrays in ranged._cache.values())  # it never loaded a stream whole
+    finally:
+        whole.close()
+        ranged.close()
+
+
+class _Pool:
+    """What identities() reads of a pool: its eligible rows' key columns (and each column's Python values)."""
+
+    def __init__(self, frame: pl.DataFrame, values: dict[str, list]) -> None:
+        self._frame, self._values, self.eligible = frame, values, frame.height
+
+    def frame(self, columns: list[str]) -> pl.DataFrame:
+        return self._frame.select(columns)
+
+    def values(self, column: str) -> list:
+        return self._values[column]
+
+
+TEXT = st.text(st.characters(codec="utf-8", exclude_categories=["Cs"]), max_size=8)
+
+
+@settings(max_examples=100, deadline=None)
+@given(
+    rows=st.lists(
+        st.tuples(
+            TEXT,
+            st.integers(-(2**62), 2**62) | st.none(),
+            st.booleans(),
+            st.floats(allow_nan=False, allow_infinity=False),
+        ),
+        max_size=30,
+    )
+)
+def test_identities_are_the_canonical_json_of_the_key(rows):
+    """Whole-column identities equal canonical_json of each row's key values: strings JSON must escape (quotes,
+    backslashes, control characters), non-ASCII text, nulls, booleans, and floats (through the Python values)."""
+    key = ["name", "number", "flag", "x"]
+    frame = pl.DataFrame(
+        rows, schema={"name": pl.String, "number": pl.Int64, "flag": pl.Boolean, "x": pl.Float64}, orient="row"
+    )
+    pool = _Pool(frame, {c: [r[i] for r in rows] for i, c in enumerate(key)})
+    assert candidates.identities(pool, key) == [canonical_json(list(r)) for r in rows]
+
+
+def test_the_selection_order_is_the_declared_key_then_the_identity():
+    idents = [canonical_json(["s", i % 7]) for i in range(50)] + [canonical_json(["s", 3])]  # a repeated identity
+    pool = _Pool(pl.DataFrame({"a": list(range(51))}), {})
+    pool.rows = lambda numbers: [{"n": n} for n in numbers]  # the tie is broken by the rows' values
+    order = candidates.ordered("seed", "family", pool, idents)
+    rank = lambda i: (candidates.selection_key("seed", "family", idents[i]), idents[i], repr([("n", i)]))  # noqa: E731
+    expected = sorted(range(51), key=rank)
+    assert order.get_column("number").to_list() == expected
+    assert order.get_column("key").to_list() == [
+        candidates.selection_key("seed", "family", idents[i]) for i in expected
+    ]
+
+
+def _reference_pool(con: duckdb.DuckDBPyConnection, name: str) -> str:
+    """The timestamp families as first written (a timestamp conversion and an md5 per row, lead over each stream,
+    decimal step comparisons), with the rule for two readings as near written out: the earlier one."""
+    week = "epoch_us(date_trunc('week', make_timestamp(ts)))"
+    near = "2 * abs(ts - target) + (ts > target)::BIGINT"
+    if name == "timestamp_value_lookup":
+        return f"""
+        WITH weeks AS (SELECT stream_id, ts, {week} AS week FROM observations),
+        aimed AS (
+            SELECT stream_id, week, arg_min(ts, {near}) AS timestamp FROM (
+                SELECT *, week + (('0x' || substr(md5(stream_id || '|probe|' || week::VARCHAR), 1, 8))::BIGINT % 10080)
+                       * 60000000 AS target FROM weeks) GROUP BY ALL)
+        SELECT m.stream_id, m.timestamp, m.week FROM aimed m"""
+    return f"""
+    WITH pairs AS (
+        SELECT stream_id, ts, step_us, lead(ts) OVER (PARTITION BY stream_id ORDER BY ts, rowid) AS next_ts,
+               {week} AS week FROM observations),
+    aimed AS (
+        SELECT *, CASE WHEN next_ts - ts <= 1.5 * step_us THEN 'regular' ELSE 'gap' END AS kind,
+               week + (('0x' || substr(md5(stream_id || '|nearest|' || week::VARCHAR), 1, 8))::BIGINT % 10080)
+               * 60000000 AS target
+        FROM pairs WHERE next_ts IS NOT NULL AND next_ts - ts BETWEEN 0.5 * step_us AND 6 * step_us)
+    SELECT stream_id, week, kind, arg_min(ts, {near}) AS left_ts, arg_min(next_ts, {near}) AS right_ts
+    FROM aimed GROUP BY stream_id, week, kind"""
+
+
+@pytest.mark.parametrize("name", ["timestamp_value_lookup", "timestamp_nearest_lookup"])
+@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(a=STREAM, b=STREAM, offset=st.integers(0, 14 * 86_400))
+def test_timestamp_families_pick_what_the_row_by_row_query_picks(tmp_path_factory, name, a, b, offset):
+    """The shipped per-stream-week formulation (targets once per stream-week, joined back; whole-number step
+    comparisons) picks the same readings and pairs as the row-by-row query, across weeks, repeats and gaps."""
+    from pipeline.core.config import load_families
+    from pipeline.core.workspace import Workspace
+
+    family = load_families(Workspace.from_root(Path(__file__).parents[1])).families[name]
+    start = T0 - 86_400_000_000 * 6 + offset * 1_000_000
+    streams = {"s1": _rows(a, start), "s2": _rows(b, start + 7 * MINUTE)}
+    streams = {
+        s: [(ts, v, step if step is not None else MINUTE) for ts, v, step in rows] for s, rows in streams.items()
+    }
+    streams = {s: rows for s, rows in streams.items() if rows} or {"s1": [(start, 1.0, MINUTE)]}
+    path = _store(tmp_path_factory.mktemp("store") / "store.duckdb", streams)
+    con = duckdb.connect(str(path), read_only=True)
+    try:
+        for macro in candidates.MACROS:
+            con.execute(macro)
+        values = {"grid_us": "[180000000, 900000000, 3600000000]::BIGINT[]", "held_out": "[]::VARCHAR[]"}
+        shipped = con.execute(candidates.fill(family.candidates, values)).fetchall()
+        columns = (
+            ["stream_id", "timestamp", "week"]
+            if name == "timestamp_value_lookup"
+            else ["stream_id", "week", "kind", "left_ts", "right_ts"]
+        )
+        names = [d[0] for d in con.execute(candidates.fill(family.candidates, values)).description]
+        picked = sorted(tuple(row[names.index(c)] for c in columns) for row in shipped)
+        reference = sorted(con.execute(_reference_pool(con, name)).fetchall())
+        assert picked == reference
+    finally:
+        con.close()
+
+
+def test_monday_us_is_the_stores_week_start():
+    from pipeline.store.compute import window_bounds
+
+    con = duckdb.connect()
+    for macro in candidates.MACROS:
+        con.execute(macro)
+    ts = np.array([-(10**15), -1, 0, 1, 345_600_000_000, T0, T0 + 123_456_789, 4_102_444_800_000_000 - 1], np.int64)
+    got = [con.execute("SELECT monday_us(?)", [int(t)]).fetchone()[0] for t in ts]
+    assert got == window_bounds(ts, "week")[0].tolist()
+
+
+def test_selection_key_is_unchanged():
+    """The declared order's hash: xxh3-128 of canonical [seed, family], '|', the identity."""
+    assert candidates.selection_key("s", "f", '["a",1]') == digest(
+        json.dumps(["s", "f"], separators=(",", ":")) + '|["a",1]'
+    )
+
+
+def _placed_one_by_one(plan, row: dict, family, ident: str, seed: str, name: str) -> str:
+    """The placement rule row by row (as first written): the reference for SplitPlan.place."""
+    from contracts.tasks import PERIOD_DAYS
+    from pipeline.tasks.splits import DAY
+
+    touches = bool(plan.held_out & set(row[family.sites_column]))
+    if not family.time_columns:
+        if touches:
+            return "test"
+        x = int(digest(f"{seed}|split|{name}|{ident}")[:12], 16) / float(16**12)
+        total = 0.0
+        for split in plan.rule.order:
+            total += plan.rule.shares[split]
+            if x < total:
+                return split
+        return plan.rule.order[-1]
+    times = [int(row[c]) for c in family.time_columns]
+    margin = (PERIOD_DAYS[family.period] + plan.rule.reach_days) * DAY
+    lo, hi = min(times) - margin, max(times) + margin
+    found = next((b for b in plan.blocks.values() if b.holds(lo, hi)), None)
+    if found is None:
+        return "straddles_split_buffer"
+    return "held_out_site_outside_test_block" if touches and found.split != "test" else found.split
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    rows=st.lists(
+        st.tuples(st.integers(0, 400), st.integers(0, 40), st.lists(st.sampled_from(["a", "b", "held"]), max_size=3)),
+        max_size=40,
+    ),
+    timeless=st.booleans(),
+)
+def test_placement_over_columns_is_the_row_by_row_rule(rows, timeless):
+    from pipeline.core.config import load_families
+    from pipeline.core.workspace import Workspace
+    from pipeline.tasks.splits import DAY, Block, SplitPlan
+
+    cfg = load_families(Workspace.from_root(Path(__file__).parents[1]))
+    family = cfg.families["point_disambiguation" if timeless else "window_mean_lookup"]
+    week = 7 * DAY
+    plan = SplitPlan(
+        rule=cfg.splits,
+        blocks={
+            "train": Block("train", 0, 150 * DAY),
+            "dev": Block("dev", 234 * DAY, 290 * DAY),
+            "test": Block("test", 374 * DAY, 600 * DAY),
+        },
+        held_out=frozenset({"held"}),
+        by="time and site",
+    )
+    frame = pl.DataFrame(
+        {
+            "window_start": [d * DAY for d, _, _ in rows],
+            "window_end": [d * DAY + w * DAY // 7 + week for d, w, _ in rows],
+            "sites": [s for _, _, s in rows],
+        },
+        schema={"window_start": pl.Int64, "window_end": pl.Int64, "sites": pl.List(pl.String)},
+    )
+    idents = [canonical_json([i]) for i in range(len(rows))]
+    placed = plan.place(frame, family, idents, cfg.seed, "f").to_list()
+    assert placed == [
+        _placed_one_by_one(plan, row, family, ident, cfg.seed, "f")
+        for row, ident in zip(frame.to_dicts(), idents, strict=True)
+    ]
