@@ -297,3 +297,16 @@ def test_placement_over_columns_is_the_row_by_row_rule(rows, timeless):
         _placed_one_by_one(plan, row, family, ident, cfg.seed, "f")
         for row, ident in zip(frame.to_dicts(), idents, strict=True)
     ]
+
+
+def test_store_connections_draw_no_progress_bar(tmp_path):
+    """DuckDB draws a progress bar on stdout for a query of more than 2 s; a large family's candidate query would write
+    one into `build --json`."""
+    from pipeline.store.reader import open_store
+
+    path = _store(tmp_path / "store.duckdb", {"s1": [(T0, 1.0, MINUTE)]})
+    con = open_store(path)
+    try:
+        assert con.execute("SELECT current_setting('enable_progress_bar')").fetchone()[0] is False
+    finally:
+        con.close()

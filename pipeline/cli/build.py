@@ -29,7 +29,7 @@ from pipeline.cli import common as cli
     "--workers",
     type=click.IntRange(1, 256),
     envvar="TELEMETRY_BENCH_WORKERS",
-    help="Worker processes for ingest and store (default: the CPUs available). Outputs do not change.",
+    help="Worker processes for ingest, store and task families (default: the CPUs available). Outputs do not change.",
 )
 @click.option(
     "--memory-budget",
@@ -44,7 +44,7 @@ from pipeline.cli import common as cli
     default="local",
     show_default=True,
     envvar="TELEMETRY_BENCH_EXECUTOR",
-    help="Where ingest batches and store units run: spawned local processes, or Ray tasks (pip install "
+    help="Where ingest batches, store units and task families run: spawned local processes, or Ray tasks (pip install "
     "'telemetry-bench[ray]'). Outputs do not change.",
 )
 @click.option(

@@ -23,7 +23,7 @@ from pipeline.ingest.parquet import RowGroupWriter, iter_part, read_part, read_r
 from pipeline.ingest.stage import read_report
 from pipeline.store import bands, compute, sql
 from pipeline.store.digest import ChunkedDigest, reader_digest
-from pipeline.store.reader import KEYS, STORE_FILE, open_store
+from pipeline.store.reader import KEYS, STORE_FILE, open_store, quiet
 
 
 def _quantile(values: pl.Series, q: float) -> float:
@@ -369,6 +369,7 @@ def build_store(ingest_dir: Path, out: Path, cfg: StoreConfig, resources: Resour
                 **({"threads": int(resources.threads)} if resources.threads else {}),
             },
         )
+        quiet(con)
         try:
             tables, observations, observations_digest = derive_tables(ingest_dir, out, cfg, resources, con)
             for name, table in tables.items():

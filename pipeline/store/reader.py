@@ -39,4 +39,13 @@ def open_store(path: Path, threads: int | None = None) -> duckdb.DuckDBPyConnect
     # A read-only store only reads: DuckDB's page cache is capped so that the readers of a large
     # store (the tasks stage opens two) stay within the build's memory budget.
     config = {"memory_limit": READER_MEMORY, **({"threads": int(threads)} if threads else {})}
-    return duckdb.connect(str(path), read_only=True, config=config)
+    con = duckdb.connect(str(path), read_only=True, config=config)
+    quiet(con)
+    return con
+
+
+def quiet(con: duckdb.DuckDBPyConnection) -> duckdb.DuckDBPyConnection:
+    """No progress bar: DuckDB draws one on stdout for a query of more than 2 s (a large family's candidate query,
+    the store's inserts at scale), which would corrupt a command's --json output."""
+    con.execute("SET enable_progress_bar = false")
+    return con

@@ -55,13 +55,16 @@ class _Aggregates:
 
     def __init__(self, table: pa.Table) -> None:
         self.table = table
-        self.starts = table.column("window_start").to_numpy()
+        self.starts = np.fromiter(table.column("window_start").to_pylist(), dtype=np.int64)  # to_numpy loads pandas
+        self.rows: dict[int, dict] = {}  # rows asked before, as dicts (shared, as the stores' rows always were)
 
     def row(self, window_start: int) -> dict | None:
         i = int(np.searchsorted(self.starts, window_start, "left"))
         if i == len(self.starts) or int(self.starts[i]) != window_start:
             return None
-        return self.table.slice(i, 1).to_pylist()[0]
+        if i not in self.rows:
+            self.rows[i] = self.table.slice(i, 1).to_pylist()[0]
+        return self.rows[i]
 
 
 @lru_cache(maxsize=65536)  # a pure function of the text, asked again for every stream a query is matched with
