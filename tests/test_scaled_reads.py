@@ -310,3 +310,16 @@ def test_store_connections_draw_no_progress_bar(tmp_path):
         assert con.execute("SELECT current_setting('enable_progress_bar')").fetchone()[0] is False
     finally:
         con.close()
+
+
+def test_store_connections_spill_outside_the_store_folder(tmp_path):
+    """A reader's spills (a large candidate pool) never land next to the store, in a finished stage's folder."""
+    from pipeline.store.reader import open_store
+
+    path = _store(tmp_path / "store.duckdb", {"s1": [(T0, 1.0, MINUTE)]})
+    con = open_store(path)
+    try:
+        folder = Path(con.execute("SELECT current_setting('temp_directory')").fetchone()[0])
+        assert tmp_path not in folder.parents and folder != tmp_path
+    finally:
+        con.close()

@@ -6,6 +6,8 @@ the builder, so that editing how the store is built does not change the code ide
 
 from __future__ import annotations
 
+import os
+import tempfile
 from pathlib import Path
 
 import duckdb
@@ -38,7 +40,13 @@ def open_store(path: Path, threads: int | None = None) -> duckdb.DuckDBPyConnect
         raise StageError(f"{path}: no tool store; run `telemetry-bench build` first")
     # A read-only store only reads: DuckDB's page cache is capped so that the readers of a large
     # store (the tasks stage opens two) stay within the build's memory budget.
-    config = {"memory_limit": READER_MEMORY, **({"threads": int(threads)} if threads else {})}
+    # What DuckDB spills (a large family's candidate pool, in the tasks stage) goes to this process's own temporary
+    # folder, never next to the store (a finished stage's folder), and goes when the process ends.
+    config = {
+        "memory_limit": READER_MEMORY,
+        "temp_directory": str(Path(tempfile.gettempdir()) / f"telemetry-bench-duckdb-{os.getpid()}"),
+        **({"threads": int(threads)} if threads else {}),
+    }
     con = duckdb.connect(str(path), read_only=True, config=config)
     quiet(con)
     return con
