@@ -11,11 +11,15 @@ import tempfile
 from pathlib import Path
 
 import duckdb
+import xxhash
 
 from pipeline.core.errors import StageError
 
 STORE_FILE = "store.duckdb"
 READER_MEMORY = "1GB"
+# Where readers spill, fixed when this module loads: the temporary folder may be changed later in the process (tests
+# do), and DuckDB refuses a second connection to one file under another configuration.
+SPILLS = Path(tempfile.gettempdir())
 
 # Table -> full sort key. Every table is exported to <name>.parquet in this order.
 KEYS: dict[str, list[str]] = {
@@ -40,11 +44,12 @@ def open_store(path: Path, threads: int | None = None) -> duckdb.DuckDBPyConnect
         raise StageError(f"{path}: no tool store; run `telemetry-bench build` first")
     # A read-only store only reads: DuckDB's page cache is capped so that the readers of a large
     # store (the tasks stage opens two) stay within the build's memory budget.
-    # What DuckDB spills (a large family's candidate pool, in the tasks stage) goes to this process's own temporary
-    # folder, never next to the store (a finished stage's folder), and goes when the process ends.
+    # What DuckDB spills (a large family's candidate pool, in the tasks stage) goes to a temporary folder of this
+    # process and this store, never next to the store (a finished stage's folder).
+    spills = f"telemetry-bench-duckdb-{os.getpid()}-{xxhash.xxh3_64_hexdigest(str(path.resolve()).encode())}"
     config = {
         "memory_limit": READER_MEMORY,
-        "temp_directory": str(Path(tempfile.gettempdir()) / f"telemetry-bench-duckdb-{os.getpid()}"),
+        "temp_directory": str(SPILLS / spills),
         **({"threads": int(threads)} if threads else {}),
     }
     con = duckdb.connect(str(path), read_only=True, config=config)

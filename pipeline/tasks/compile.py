@@ -6,6 +6,7 @@ import dataclasses
 import json
 import math
 import re
+import threading
 from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -139,7 +140,7 @@ class FamilyUnit:
     splits: SplitPlan
     raw_sha: dict[str, str]
     answers: AnswersConfig
-    threads: int | None
+    keep_open: bool  # keep this process's store open for the build's next family (local workers and this process)
 
 
 def select_family(store: ToolStore, con, unit: FamilyUnit) -> tuple[list[Task], FamilyReport]:
@@ -251,36 +252,45 @@ def _why_empty(reports: dict[str, dict], orphans: list[str], every_stream: list[
 
 
 _OPEN: dict[Path, tuple[tuple[int, int, int], ToolStore]] = {}  # this process's open store, by path
+_OPEN_LOCK = threading.Lock()
 
 
-def _store(path: Path, threads: int | None) -> ToolStore:
+def _store(path: Path) -> ToolStore:
     """The store this process opened for an earlier family of the same build (its caches warm), or a new one. A
-    store file that changed since (another build at the same path) is opened again."""
+    store file that changed since (another build at the same path) is opened again. Stores open with the readers'
+    one configuration (DuckDB refuses a second connection to a file under another one)."""
     stat = path.stat()
     identity = (stat.st_ino, stat.st_mtime_ns, stat.st_size)
-    kept = _OPEN.get(path)
-    if kept is not None and kept[0] == identity:
-        return kept[1]
+    with _OPEN_LOCK:
+        kept = _OPEN.get(path)
+        if kept is not None and kept[0] == identity:
+            return kept[1]
     release_stores(path)
-    store = ToolStore(path, remember_results=True, threads=threads)
-    _OPEN[path] = (identity, store)
+    store = ToolStore(path, remember_results=True)
+    with _OPEN_LOCK:
+        _OPEN[path] = (identity, store)
     return store
 
 
 def release_stores(path: Path | None = None) -> None:
     """Close the stores this process keeps open for family units (one path, or all)."""
-    for key in [k for k in _OPEN if path is None or k == path]:
-        _OPEN.pop(key)[1].close()
+    with _OPEN_LOCK:
+        closing = [_OPEN.pop(key)[1] for key in list(_OPEN) if path is None or key == path]
+    for store in closing:
+        store.close()
 
 
 def select_unit(unit: FamilyUnit) -> tuple[list[Task], FamilyReport]:
-    """A family's tasks and report, read through this process's store for the build (in a worker or here)."""
-    store = _store(unit.store_path, unit.threads)
-    con = open_store(unit.store_path, threads=unit.threads)
+    """A family's tasks and report, read through this process's store for the build (in a worker or here). A Ray
+    worker outlives the build, so there a unit closes what it opened."""
+    store = _store(unit.store_path) if unit.keep_open else ToolStore(unit.store_path, remember_results=True)
+    con = open_store(unit.store_path)
     try:
         return select_family(store, con, unit)
     finally:
         con.close()
+        if not unit.keep_open:
+            store.close()
 
 
 READS_OBSERVATIONS = re.compile(r"\bobservations\b")
@@ -316,8 +326,8 @@ def compile_tasks(
     names = sorted(cfg.families, key=lambda n: (not READS_OBSERVATIONS.search(cfg.families[n].candidates), n))
     if observations < UNIT_OBSERVATIONS:
         resources = dataclasses.replace(resources, executor="local", workers=1)
-    threads = resources.threads
-    units = [FamilyUnit(path, corpus, n, cfg.families[n], cfg, splits, raw_sha, answers, threads) for n in names]
+    keep = resources.executor == "local"  # spawned workers end with the stage; Ray's live on
+    units = [FamilyUnit(path, corpus, n, cfg.families[n], cfg, splits, raw_sha, answers, keep) for n in names]
     tasks, reports, eligible = [], {}, set()
     try:
         for unit, (selected, report) in zip(units, run_ordered(select_unit, units, resources, "tasks"), strict=True):

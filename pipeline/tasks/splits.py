@@ -49,12 +49,20 @@ class SplitPlan:
     def place(self, frame: pl.DataFrame, family: Family, idents: list[str], seed: str, name: str) -> pl.Series:
         """Each candidate row's split, or the reason it is dropped (a name not in SPLITS), by row number. `frame` holds
         the family's time and sites columns of every row."""
+        sites = frame.get_column(family.sites_column)
+        if missing := sites.null_count():
+            raise StageError(
+                f"configs/families.toml: family {name}: {missing} candidate rows have no {family.sites_column} list; "
+                "the candidate query must give every row the sites it touches (an empty list for none)"
+            )
         held_out = sorted(self.held_out)
-        touches = (
-            frame.get_column(family.sites_column).list.eval(pl.element().cast(pl.String).is_in(held_out)).list.any()
-            if held_out and frame.height
-            else pl.Series([False] * frame.height)
-        ).fill_null(False)
+        inner = sites.dtype.inner if isinstance(sites.dtype, pl.List) else None
+        textual = inner is not None and (inner in (pl.String, pl.Categorical) or isinstance(inner, pl.Enum))
+        touches = (  # only text can be a held-out site's id (a list of numbers touches none, as in Python)
+            sites.list.eval(pl.element().cast(pl.String).is_in(held_out)).list.any().fill_null(False)
+            if held_out and frame.height and textual
+            else pl.Series([False] * frame.height, dtype=pl.Boolean)
+        )
         if not family.time_columns:
             return pl.Series(
                 "placed",

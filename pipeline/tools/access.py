@@ -104,17 +104,16 @@ class ToolStore:
         path: Path,
         cache_bytes: int = DEFAULT_CACHE_BYTES,
         remember_results: bool = False,
-        threads: int | None = None,
     ) -> None:
         """`remember_results`: keep tool results by call (the store never changes, so a call always has the same
         result). The build stages that play every episode many times (tasks, episodes, audit) ask for it; agents'
-        runs and the MCP server do not, so their latencies are the tools' own. `threads`: DuckDB's (runtime only)."""
+        runs and the MCP server do not, so their latencies are the tools' own."""
         self.path = path
         self._results: OrderedDict[tuple[str, str], tuple[dict, int]] | None = (
             OrderedDict() if remember_results else None
         )
         self._remembered_bytes = 0
-        self._con = open_store(path, threads)
+        self._con = open_store(path)
         self._lock = threading.Lock()
         self._cache: OrderedDict[str, StreamArrays] = OrderedDict()
         self._windows: OrderedDict[tuple[str, str], _Aggregates] = OrderedDict()
