@@ -88,13 +88,12 @@ class Pool:
         by_number = {row[at]: dict(zip(self.columns, row[:at], strict=True)) for row in result}
         return [by_number[n] for n in numbers]
 
-    def walk(self, numbers: list[int]) -> Iterator[tuple[int, dict]]:
-        """(number, row) in the order given, fetched in growing chunks as the caller goes on."""
+    def walk(self, numbers: list[int]) -> Iterator[dict]:
+        """The rows of these numbers in the order given, fetched in growing chunks as the caller goes on."""
         start, size = 0, FIRST_FETCH
         while start < len(numbers):
-            chunk = numbers[start : start + size]
-            yield from zip(chunk, self.rows(chunk), strict=True)
-            start, size = start + len(chunk), min(LAST_FETCH, size * 2)
+            yield from self.rows(numbers[start : start + size])
+            start, size = start + size, min(LAST_FETCH, size * 2)
 
     def close(self) -> None:
         self.con.execute("DROP TABLE IF EXISTS eligible")
@@ -118,7 +117,7 @@ def evaluate(
     upto = [" AND ".join(f"({c})" for c in conditions[: i + 1]) for i in range(len(conditions))]
     counts = "".join(f", count(*) FILTER (WHERE {w})" for w in upto)
     stream_counts = "".join(f", count(DISTINCT _stream) FILTER (WHERE {w})" for w in upto)
-    where = " AND ".join(f"({c})" for c in conditions) or "TRUE"
+    where = upto[-1] if upto else "TRUE"
     streams = _quoted(family.streams_column)
     try:
         for macro in MACROS:

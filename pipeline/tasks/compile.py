@@ -177,7 +177,7 @@ def _select(pool: candidates.Pool, store: ToolStore, unit: FamilyUnit) -> tuple[
         per_key, per_stream, flagged = Counter(), Counter(), Counter()
         keys = by_split[split].get_column("key").to_list()
         block = splits.blocks[split]
-        for key, (_, row) in zip(keys, pool.walk(by_split[split].get_column("number").to_list()), strict=False):
+        for key, row in zip(keys, pool.walk(by_split[split].get_column("number").to_list()), strict=False):
             if report.selected[split] >= target:
                 break
             over = [
