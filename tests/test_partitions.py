@@ -9,8 +9,9 @@ from pathlib import Path
 
 import pytest
 
-from pipeline.core.errors import ConfigError
+from pipeline.core.errors import ConfigError, TelemetryBenchError
 from pipeline.core.executor import Resources, Scope, parse_bytes, scopes
+from pipeline.core.parts import check_location
 from pipeline.core.workspace import Workspace
 from pipeline.harness.build import build
 from pipeline.ingest import parquet
@@ -91,6 +92,34 @@ def test_spawned_workers_match_one_process(tmp_path, monkeypatch):
     runs = [Resources(partitions=1, workers=1), Resources(partitions=3, workers=2, memory_budget=300_000)]
     first, second = _build_all(tmp_path, _synthetic_site, "bts", "raw", runs)
     assert [name for name in first if first[name] != second[name]] == []
+
+
+def test_parts_at_an_fsspec_url_change_nothing_and_are_removed(tmp_path, monkeypatch):
+    """Spawned workers leave their parts at a file:// URL (through fsspec, as on shared storage); the outputs are the
+    bytes of a one-process build, and nothing is left there."""
+    monkeypatch.setattr(parquet, "ROW_GROUP_SIZE", 2_000)
+    shared = tmp_path / "shared parts"  # a space: the URL is used as given
+    url = check_location(f"file://{shared}")
+    runs = [
+        Resources(partitions=1, workers=1),
+        Resources(partitions=3, workers=2, memory_budget=300_000, parts=url),
+    ]
+    first, second = _build_all(tmp_path, _synthetic_site, "bts", "raw", runs)
+    assert [name for name in first if first[name] != second[name]] == []
+    assert not shared.exists() or [p for p in shared.rglob("*") if p.is_file()] == []
+
+
+def test_an_unreachable_parts_location_is_a_one_line_error(tmp_path):
+    with pytest.raises(ConfigError, match="nosuchfs://bucket/parts.*fsspec cannot open it"):
+        check_location("nosuchfs://bucket/parts")
+    blocker = tmp_path / "blocker"
+    blocker.write_text("a file where the parts folder should be", encoding="utf-8")
+    ws = _synthetic_site(tmp_path / "run")
+    resources = Resources(partitions=3, workers=2, memory_budget=300_000, parts=f"file://{blocker}/parts")
+    with pytest.raises(TelemetryBenchError, match="cannot write this intermediate part") as caught:
+        build(ws, ["bts"], until="store", resources=resources, raw=str(tmp_path / "run" / "raw"))
+    assert "\n" not in str(caught.value)
+    assert check_location(str(tmp_path / "rel" / ".." / "parts")) == str(tmp_path / "parts")
 
 
 def test_csv_corpus_is_partition_invariant(tmp_path):

@@ -63,13 +63,17 @@ def _differences(first: dict[str, bytes], second: dict[str, bytes]) -> list[str]
 def test_ray_writes_the_bytes_of_the_local_executor_and_of_one_partition(
     tmp_path, real_artifacts, local_ray, monkeypatch
 ):
-    """xai4heat on Ray in 3 partitions, to episodes, its task families as Ray tasks too: the files of the session's
-    one-partition build (families in one process), and of a local build in 3 partitions on 2 spawned workers."""
+    """xai4heat on Ray in 3 partitions (parts at a file:// URL), to episodes, its task families as Ray tasks too: the
+    files of the session's one-partition build (families in one process), and of a local build in 3 partitions on 2
+    spawned workers."""
     from pipeline.tasks import compile as tasks_compile
 
     monkeypatch.setattr(tasks_compile, "UNIT_OBSERVATIONS", 0)  # a small corpus too runs its families as units
     on_ray = Workspace.from_root(REPO, tmp_path / "ray")
-    build(on_ray, ["xai4heat"], until="episodes", resources=Resources(partitions=3, workers=2, executor="ray"))
+    shared = tmp_path / "shared"  # the Ray tasks leave their parts at a URL (through fsspec), as on a cluster
+    resources = Resources(partitions=3, workers=2, executor="ray", parts=f"file://{shared}")
+    build(on_ray, ["xai4heat"], until="episodes", resources=resources)
+    assert not shared.exists() or [p for p in shared.rglob("*") if p.is_file()] == []
     ray_files = _files(on_ray, "xai4heat")
     assert any(name.startswith("episodes/") for name in ray_files)
     assert _differences(_files(Workspace.from_root(REPO, real_artifacts), "xai4heat"), ray_files) == []

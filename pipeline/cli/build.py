@@ -53,6 +53,13 @@ from pipeline.cli import common as cli
     help="Ray cluster to run on with --executor ray (e.g. ray://head:10001 or auto; default: a local Ray instance of "
     "--workers CPUs).",
 )
+@click.option(
+    "--parts",
+    envvar="TELEMETRY_BENCH_PARTS",
+    help="Where workers leave intermediate parts: a folder or any fsspec URL every worker reaches (e.g. "
+    "s3://bucket/prefix, file:///shared/parts; a multi-node Ray cluster needs one). Default: each stage's own folder. "
+    "Outputs do not change.",
+)
 @click.option("--force", is_flag=True, help="Rebuild every stage even when its identity is unchanged.")
 @click.option(
     "--raw",
@@ -72,6 +79,7 @@ def build(
     memory_budget: str,
     executor: str,
     ray_address: str | None,
+    parts: str | None,
     force: bool,
     raw: str | None,
     as_json: bool,
@@ -83,8 +91,10 @@ def build(
       telemetry-bench build --corpus xai4heat --json
       telemetry-bench build --corpus xai4heat --partitions 4 --workers 2 --memory-budget 2GB
       telemetry-bench build --corpus xai4heat --executor ray --partitions 4
+      telemetry-bench build --corpus xai4heat --executor ray --parts shared/parts
     """
     from pipeline.core.executor import Resources, parse_bytes
+    from pipeline.core.parts import check_location
     from pipeline.harness.build import build as run_build
 
     resources = Resources(
@@ -94,6 +104,7 @@ def build(
         memory_budget=parse_bytes(memory_budget),
         executor=executor,
         ray_address=ray_address,
+        parts=check_location(parts) if parts else None,
     )
 
     def show(outcome) -> None:

@@ -58,6 +58,7 @@ class Resources:
     memory_budget: int = DEFAULT_BUDGET  # bytes for the whole build, shared by the workers
     executor: str = "local"  # where batches and units run: "local" (spawned processes) or "ray" (Ray tasks)
     ray_address: str | None = None  # a Ray cluster to connect to (None: a local Ray instance of `workers` CPUs)
+    parts: str | None = None  # where workers leave intermediate parts (pipeline.core.parts; None: each stage's folder)
 
     def __post_init__(self) -> None:
         if self.executor not in EXECUTORS:

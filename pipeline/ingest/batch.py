@@ -20,6 +20,7 @@ from contracts.corpus import CorpusMapping
 from pipeline.core.canonical import digest_value
 from pipeline.core.errors import IngestError
 from pipeline.core.executor import Scope
+from pipeline.core.parts import iter_part, join, read_part, write_part
 from pipeline.ingest.cleaning import (
     OBS_SCHEMA,
     REJECT_SCHEMA,
@@ -32,7 +33,6 @@ from pipeline.ingest.cleaning import (
 )
 from pipeline.ingest.layouts import READERS, ReadFile
 from pipeline.ingest.metadata import Resolver
-from pipeline.ingest.parquet import iter_part, read_part, write_part
 from pipeline.ingest.tables import TABLES
 
 OBSERVATIONS = "observations.arrow"
@@ -66,13 +66,13 @@ class BatchResult:
 
     def table(self, name: str) -> pa.Table:
         """The batch's OBSERVATIONS or REJECTS table."""
-        return self.held[name] if self.held is not None else read_part(Path(self.out) / name)
+        return self.held[name] if self.held is not None else read_part(join(self.out, name))
 
     def batches(self, name: str, rows: int = 1 << 16):
         """The table's record batches, read one at a time from a worker's file."""
         if self.held is not None:
             return iter(self.held[name].to_batches(max_chunksize=rows))
-        return iter_part(Path(self.out) / name)
+        return iter_part(join(self.out, name))
 
 
 def value_files(raw: Path, mapping: CorpusMapping) -> list[tuple[Path, str]]:
@@ -115,13 +115,13 @@ def streams_rows(resolver: Resolver, keep) -> list[dict]:
 def ingest_batch(task: BatchTask) -> BatchResult:
     """A worker's batch: ingested, its observations and rejects written to its folder for the merge."""
     result = ingest_batch_here(task)
-    _write_batch(Path(task.out), result.held)
+    _write_batch(task.out, result.held)
     return replace(result, held=None)
 
 
 def ingest_batch_here(task: BatchTask) -> BatchResult:
     """Read every value file, keep the cells this batch owns and clean them; the tables stay in the result."""
-    mapping, scope, out = task.mapping, task.scope, Path(task.out)
+    mapping, scope, out = task.mapping, task.scope, task.out
     resolver = Resolver(mapping, Path(task.metadata_root))
     reads = _read_values(Path(task.raw), mapping, resolver, scope)
     # Local stream codes are ranks of the sorted stream ids this batch registered, so code order is id order.
@@ -152,7 +152,7 @@ def ingest_batch_here(task: BatchTask) -> BatchResult:
         "relations": resolver.catalog.relations,
     }
     return BatchResult(
-        out=str(out),
+        out=out,
         stream_counts=[(stream_ids[sid], n) for sid, n in obs.group_by("sid", maintain_order=True).len().iter_rows()],
         streams=streams_rows(resolver, scope.owns),
         accounts={
@@ -170,12 +170,11 @@ def ingest_batch_here(task: BatchTask) -> BatchResult:
     )
 
 
-def _write_batch(out: Path, held: dict[str, pa.Table]) -> None:
-    """The batch's observations (ts, value) and rejects, as Arrow IPC in its own folder."""
-    out.mkdir(parents=True, exist_ok=True)
-    write_part(held[REJECTS], out / REJECTS)
+def _write_batch(out: str, held: dict[str, pa.Table]) -> None:
+    """The batch's observations (ts, value) and rejects, as Arrow IPC in its own folder of the parts location."""
+    write_part(held[REJECTS], join(out, REJECTS))
     # Small record batches: the merge keeps one open per batch, so its memory stays small with many batches.
-    write_part(held[OBSERVATIONS], out / OBSERVATIONS, batch_rows=1 << 16)
+    write_part(held[OBSERVATIONS], join(out, OBSERVATIONS), batch_rows=1 << 16)
 
 
 def _read_values(raw: Path, mapping: CorpusMapping, resolver: Resolver, scope: Scope) -> list[tuple[int, ReadFile]]:

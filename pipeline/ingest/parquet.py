@@ -116,27 +116,6 @@ class RowGroupWriter:
         Path(self.tmp).unlink(missing_ok=True)
 
 
-def write_part(table: pa.Table, path: Path, batch_rows: int = 1 << 20) -> None:
-    """A worker's intermediate rows: an uncompressed Arrow IPC file (no encoding work, read back as is),
-    in record batches of at most `batch_rows` rows (what a reader holds at a time)."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    with pa.OSFile(str(path), "wb") as sink, pa.ipc.new_file(sink, table.schema) as writer:
-        writer.write_table(table, max_chunksize=batch_rows)
-
-
-def iter_part(path: Path):
-    """The record batches of a part, read one at a time into memory (not memory-mapped: RSS stays bounded)."""
-    with pa.OSFile(str(path), "rb") as source:
-        reader = pa.ipc.open_file(source)
-        for index in range(reader.num_record_batches):
-            yield reader.get_batch(index)
-
-
-def read_part(path: Path) -> pa.Table:
-    with pa.OSFile(str(path), "rb") as source:
-        return pa.ipc.open_file(source).read_all()
-
-
 def read_rows(path: Path, start: int, count: int, columns: list[str] | None = None) -> pa.Table:
     """Rows [start, start + count) of a Parquet file, reading only the row groups that hold them."""
     file = pq.ParquetFile(path)

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import shutil
 import zipfile
 from pathlib import Path
 
@@ -17,6 +16,7 @@ from pipeline.core.allocator import tune_allocator
 from pipeline.core.canonical import digest, write_json
 from pipeline.core.errors import IngestError, StageError
 from pipeline.core.executor import Resources, buckets_for, run_all, runs_here, scopes
+from pipeline.core.parts import join, remove_parts, stage_parts
 from pipeline.ingest.batch import (
     OBSERVATIONS,
     REJECTS,
@@ -37,7 +37,6 @@ REPORT = "report.json"
 # (12 batches of ~127 MB, ~1.2 GB per worker); CSV 18 (hhw, 19 MB -> 343 MB) to 38 (xai4heat, 11.6 MB
 # -> 445 MB: text cells, frames of strings and their parses).
 EXPANSION = {"bts_pickle": 10, "wide_csv": 40, "long_csv": 40, "file_per_stream": 40}
-PARTS = ".parts"
 SMALL_WORKING_SET = 1 << 30  # ~25 MB of CSV, ~100 MB of pickles
 
 
@@ -65,10 +64,8 @@ def plan(
     partitions = resources.partitions or (1 if working_set < SMALL_WORKING_SET else resources.worker_count)
     buckets = buckets_for(working_set, partitions, resources.per_worker(partitions))
     root = str(metadata_root or raw)
-    return [
-        BatchTask(mapping, str(raw), scope, str(out / PARTS / scope.name), root)
-        for scope in scopes(partitions, buckets)
-    ]
+    parts = stage_parts(out, resources.parts, "ingest")
+    return [BatchTask(mapping, str(raw), scope, join(parts, scope.name), root) for scope in scopes(partitions, buckets)]
 
 
 def run_ingest(
@@ -107,7 +104,7 @@ def run_ingest(
         )
         return merge(mapping, raw, out, results, raw_sha, metadata_sha)
     finally:
-        shutil.rmtree(out / PARTS, ignore_errors=True)
+        remove_parts(stage_parts(out, resources.parts, "ingest"))
 
 
 def _merge_observations(results: list[BatchResult], stream_ids: list[str], path: Path) -> tuple[int, dict[str, str]]:

@@ -19,7 +19,8 @@ from pipeline.core.allocator import tune_allocator
 from pipeline.core.errors import StageError
 from pipeline.core.executor import Background, Resources, run_ordered, runs_here
 from pipeline.core.manifest import StageResult
-from pipeline.ingest.parquet import RowGroupWriter, iter_part, read_part, read_rows, write_part, write_table
+from pipeline.core.parts import PARTS, iter_part, join, read_part, remove_parts, stage_parts, write_part
+from pipeline.ingest.parquet import RowGroupWriter, read_rows, write_table
 from pipeline.ingest.stage import read_report
 from pipeline.store import bands, compute, sql
 from pipeline.store.digest import ChunkedDigest, reader_digest
@@ -102,7 +103,6 @@ def quality_band(limits: dict[str, float], gap_limit: str, clean: pl.Expr) -> pl
 
 # Peak working set of a store unit per observation row (measured with `make bench-scale`); it sizes units.
 BYTES_PER_ROW = 400
-PARTS = ".parts"
 MIN_SHARED_ROWS = 4_000_000  # below this, one process is faster than starting workers
 OBSERVATIONS_SCHEMA = pa.schema(
     [
@@ -147,7 +147,7 @@ def stream_runs(path: Path) -> list[tuple[str, int]]:
     return runs
 
 
-def plan_units(ingest_dir: Path, cfg: StoreConfig, out: Path, rows_per_unit: int, workers: int) -> list[StoreUnit]:
+def plan_units(ingest_dir: Path, cfg: StoreConfig, parts: str, rows_per_unit: int, workers: int) -> list[StoreUnit]:
     """Whole streams in id order, cut into runs of about `rows_per_unit` rows (a longer stream is a run alone),
     and into at least two runs per worker when there is enough to share."""
     runs = stream_runs(ingest_dir / "observations.parquet")
@@ -158,7 +158,7 @@ def plan_units(ingest_dir: Path, cfg: StoreConfig, out: Path, rows_per_unit: int
     for index, (sid, n) in enumerate(runs):
         current.append((sid, n))
         if sum(k for _, k in current) >= rows_per_unit or index == len(runs) - 1:
-            unit = StoreUnit(str(ingest_dir), start, tuple(current), cfg, str(out / PARTS / f"u{len(units):05d}"))
+            unit = StoreUnit(str(ingest_dir), start, tuple(current), cfg, join(parts, f"u{len(units):05d}"))
             units.append(unit)
             start, current = start + unit.rows, []
     return units
@@ -201,11 +201,9 @@ def compute_unit(unit: StoreUnit) -> dict[str, pa.Table]:
 
 def store_unit(unit: StoreUnit) -> dict[str, int]:
     """A worker's unit: computed, then written to the unit's folder (Arrow IPC) for the main process; row counts."""
-    out = Path(unit.out)
-    out.mkdir(parents=True, exist_ok=True)
     tables = compute_unit(unit)
     for name, table in tables.items():
-        write_part(table, out / f"{name}.arrow")
+        write_part(table, join(unit.out, f"{name}.arrow"))
     return {name: table.num_rows for name, table in tables.items()}
 
 
@@ -218,10 +216,10 @@ class _UnitTables:
     def observation_batches(self):
         if self.tables is not None:
             return self.tables["observations"].to_batches(max_chunksize=1 << 20)
-        return iter_part(Path(self.unit.out) / "observations.arrow")
+        return iter_part(join(self.unit.out, "observations.arrow"))
 
     def table(self, name: str) -> pa.Table:
-        return self.tables[name] if self.tables is not None else read_part(Path(self.unit.out) / f"{name}.arrow")
+        return self.tables[name] if self.tables is not None else read_part(join(self.unit.out, f"{name}.arrow"))
 
 
 def _limits_and_bands(
@@ -248,7 +246,8 @@ def derive_tables(
     read = lambda name: pl.read_parquet(ingest_dir / f"{name}.parquet")  # noqa: E731
     streams, rejects = read("streams"), read("rejects")
     rows_per_unit = max(1, resources.per_worker(resources.worker_count) // BYTES_PER_ROW)
-    units = plan_units(ingest_dir, cfg, out, rows_per_unit, resources.worker_count)
+    parts = stage_parts(out, resources.parts, "store")
+    units = plan_units(ingest_dir, cfg, parts, rows_per_unit, resources.worker_count)
 
     # Units are consecutive runs of streams in id order: appending them in order keeps every key order.
     # The Parquet export (with its digest) is written here while a second thread appends the same pieces
@@ -389,7 +388,8 @@ def build_store(ingest_dir: Path, out: Path, cfg: StoreConfig, resources: Resour
         finally:
             con.close()
     finally:
-        shutil.rmtree(out / PARTS, ignore_errors=True)
+        shutil.rmtree(out / PARTS, ignore_errors=True)  # DuckDB's spill folder (and the parts, by default)
+        remove_parts(stage_parts(out, resources.parts, "store"))
     if Path(str(path) + ".wal").exists():
         raise StageError(f"{path}.wal left after CHECKPOINT and close; the store is not self-contained")
     os.chmod(path, 0o444)
