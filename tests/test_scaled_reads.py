@@ -14,6 +14,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from pipeline.core.canonical import canonical_json, digest
+from pipeline.store.reader import open_store
 from pipeline.tasks import candidates
 from pipeline.tools import registry
 from pipeline.tools.access import ToolStore
@@ -218,11 +219,78 @@ def test_monday_us_is_the_stores_week_start():
     from pipeline.store.compute import window_bounds
 
     con = duckdb.connect()
+    con.execute("CREATE TABLE observations (stream_id VARCHAR, ts BIGINT, value DOUBLE, step_us BIGINT)")  # macros bind
     for macro in candidates.MACROS:
         con.execute(macro)
     ts = np.array([-(10**15), -1, 0, 1, 345_600_000_000, T0, T0 + 123_456_789, 4_102_444_800_000_000 - 1], np.int64)
     got = [con.execute("SELECT monday_us(?)", [int(t)]).fetchone()[0] for t in ts]
     assert got == window_bounds(ts, "week")[0].tolist()
+
+
+@settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(a=STREAM, b=STREAM, c=STREAM)
+def test_reads_in_the_stores_order_are_what_sorting_gives(tmp_path_factory, a, b, c):
+    """observation_pairs() (one pass in the table's order) gives each row its stream's next reading as a lead over
+    the stream in (ts, rowid) order does, and the tools' reads (no ORDER BY) give the rows that order gives: rows at
+    one time, gaps, a stream's last row, streams of one row."""
+    streams = {"s1": _rows(a, T0), "s2": _rows(b, T0 + 90_000), "s3": _rows(c, T0 - 5 * MINUTE)}
+    path = _store(tmp_path_factory.mktemp("store") / "store.duckdb", streams)
+    con = open_store(path)  # the readers' one configuration, shared with the ToolStore
+    store = ToolStore(path, cache_bytes=0)
+    try:
+        for macro in candidates.MACROS:
+            con.execute(macro)
+        got = con.execute(
+            "SELECT stream_id::VARCHAR, ts, value, step_us, next_ts, next_value FROM observation_pairs()"
+        ).fetchall()
+        sorted_rows = con.execute(
+            "SELECT stream_id::VARCHAR, ts, value, step_us, lead(ts) OVER w, lead(value) OVER w FROM observations "
+            "WINDOW w AS (PARTITION BY stream_id ORDER BY ts, rowid) ORDER BY stream_id, ts, rowid"
+        ).fetchall()
+        assert got == sorted_rows
+        span = (T0 - 10 * MINUTE, T0 + 30 * 86_400_000_000)  # every row of every stream
+        members = store.windows(list(streams), *span)
+        for sid in streams:
+            want = [(ts, v, step) for (i, ts, v, step, _, _) in sorted_rows if i == sid]
+            for arrays in (store.arrays(sid), store.window(sid, *span), members[sid]):
+                read = list(zip(arrays.ts.tolist(), arrays.value.tolist(), arrays.step.tolist(), strict=True))
+                assert _same_with_nan(read, want)
+    finally:
+        store.close()
+        con.close()
+
+
+def _same_with_nan(read: list[tuple], want: list[tuple]) -> bool:
+    """Rows equal, in order, a null step read as NaN."""
+    return len(read) == len(want) and all(
+        (r[0], r[1]) == (w[0], w[1]) and (np.isnan(r[2]) if w[2] is None else r[2] == w[2])
+        for r, w in zip(read, want, strict=True)
+    )
+
+
+def test_observations_out_of_the_stores_order_are_an_error_not_wrong_rows(tmp_path):
+    from pipeline.core.errors import StageError
+    from pipeline.store.reader import OBSERVATIONS_OUT_OF_ORDER
+
+    path = _store(tmp_path / "store.duckdb", {"s1": _rows([(MINUTE, 1.0, None)] * 5, T0), "s2": [(T0, 2.0, None)]})
+    con = duckdb.connect(str(path))
+    con.execute("CREATE TABLE shuffled AS SELECT * FROM observations ORDER BY ts DESC, stream_id")
+    con.execute("DROP TABLE observations")
+    con.execute("ALTER TABLE shuffled RENAME TO observations")
+    con.close()
+    con = duckdb.connect(str(path), read_only=True)
+    for macro in candidates.MACROS:
+        con.execute(macro)
+    with pytest.raises(duckdb.Error, match=r"not in \(stream_id, ts\) order"):
+        con.execute("SELECT count(next_ts) FROM observation_pairs()").fetchall()
+    con.close()
+    store = ToolStore(path, cache_bytes=0)
+    try:
+        with pytest.raises(StageError, match="rebuild the store") as caught:
+            store.arrays("s1")
+        assert OBSERVATIONS_OUT_OF_ORDER in str(caught.value) and str(path) in str(caught.value)
+    finally:
+        store.close()
 
 
 def test_selection_key_is_unchanged():

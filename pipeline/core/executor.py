@@ -184,14 +184,21 @@ def run_ordered(fn: Callable[[T], R], tasks: Sequence[T], resources: Resources, 
             yield future.result()
 
 
+# A worker's share of the CPUs, for the DuckDB connections it opens (pipeline.store.reader.open_store): DuckDB's
+# default is every core, and two task-family workers with two threads each on two cores lose a fifth of their time
+# to each other (measured at 1e8 points: 35-41 core-seconds instead of 46-48).
+WORKER_THREADS = "TELEMETRY_BENCH_WORKER_THREADS"
+
+
 def polars_threads(busy: int) -> str:
-    """Each worker's polars gets its share of the CPUs, so workers do not fight over cores. Set in each worker before
-    it imports polars, never in this process's environment: corpora building at once share it."""
+    """Each worker's polars (and DuckDB) gets its share of the CPUs, so workers do not fight over cores. Set in each
+    worker before it imports polars, never in this process's environment: corpora building at once share it."""
     return str(max(1, Resources(workers=None).worker_count // max(1, busy)))
 
 
 def _start_worker(polars_threads: str) -> None:
     """A spawned worker's settings, before its tasks import anything heavy."""
     os.environ["POLARS_MAX_THREADS"] = polars_threads
+    os.environ[WORKER_THREADS] = polars_threads
     os.environ.update(worker_environment())
     tune_allocator()

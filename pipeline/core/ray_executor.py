@@ -23,7 +23,7 @@ from typing import TypeVar
 
 from pipeline.core.allocator import tune_allocator, worker_environment
 from pipeline.core.errors import ConfigError, StageError
-from pipeline.core.executor import Resources, polars_threads
+from pipeline.core.executor import WORKER_THREADS, Resources, polars_threads
 from pipeline.core.progress import track
 
 T = TypeVar("T")
@@ -102,7 +102,7 @@ def run_on_ray(fn: Callable[[T], R], tasks: Sequence[T], resources: Resources, d
     busy = min(len(tasks), max(1, int(cluster.get("CPU", resources.worker_count))))
     # A task's memory request is its share of the budget, never more than the cluster has (it would never start).
     memory = min(resources.per_worker(busy), int(cluster.get("memory", resources.memory_budget)))
-    env = {"POLARS_MAX_THREADS": polars_threads(busy), **worker_environment()}
+    env = {"POLARS_MAX_THREADS": polars_threads(busy), WORKER_THREADS: polars_threads(busy), **worker_environment()}
     if os.environ.get(KILL_ONCE_ENV):
         env[KILL_ONCE_ENV] = os.environ[KILL_ONCE_ENV]
     remote = ray.remote(_call).options(

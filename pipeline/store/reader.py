@@ -14,12 +14,21 @@ import duckdb
 import xxhash
 
 from pipeline.core.errors import StageError
+from pipeline.core.executor import WORKER_THREADS
 
 STORE_FILE = "store.duckdb"
 READER_MEMORY = "1GB"
 # Where readers spill, fixed when this module loads: the temporary folder may be changed later in the process (tests
 # do), and DuckDB refuses a second connection to one file under another configuration.
 SPILLS = Path(tempfile.gettempdir())
+
+# The store writes `observations` in (stream_id, ts) order, rows at one time in the order ingest gave them
+# (pipeline.store.build appends runs of whole streams in id order, each sorted), and readers use that order without
+# sorting again: DuckDB keeps a table's row order through WHERE, UNION ALL and window functions with an empty OVER
+# clause (its documented order preservation). A reader that meets rows out of that order stops with this error.
+OBSERVATIONS_OUT_OF_ORDER = (
+    "store observations are not in (stream_id, ts) order; rebuild the store (telemetry-bench build --force)"
+)
 
 # Table -> full sort key. Every table is exported to <name>.parquet in this order.
 KEYS: dict[str, list[str]] = {
@@ -39,7 +48,10 @@ KEYS: dict[str, list[str]] = {
 
 
 def open_store(path: Path, threads: int | None = None) -> duckdb.DuckDBPyConnection:
-    """Open a built store read-only (writes are refused by DuckDB)."""
+    """Open a built store read-only (writes are refused by DuckDB). In a worker (a spawned process or a Ray task),
+    DuckDB gets the worker's share of the CPUs unless told; the share is fixed per process, so every reader of a
+    process opens the store under the same configuration."""
+    threads = threads or int(os.environ.get(WORKER_THREADS) or 0) or None
     if not path.is_file():
         raise StageError(f"{path}: no tool store; run `telemetry-bench build` first")
     # A read-only store only reads: DuckDB's page cache is capped so that the readers of a large

@@ -20,6 +20,7 @@ from contracts.tasks import Family
 from pipeline.core.canonical import canonical_json, digest
 from pipeline.core.errors import StageError
 from pipeline.store.compute import DAY, MONDAY
+from pipeline.store.reader import OBSERVATIONS_OUT_OF_ORDER
 
 PLACEHOLDER = re.compile(r"\{([a-z_]+)\}")
 ROW = "__candidate_row"  # the eligible table's row number (never a column of a candidate)
@@ -39,11 +40,24 @@ def fill(sql: str, values: dict[str, str]) -> str:
     return PLACEHOLDER.sub(lambda m: values.get(m.group(1), m.group(0)), sql)
 
 
-# Helpers the candidate SQL may call (configs/families.toml says so): the Monday 00:00 UTC starting an epoch-us
-# instant's week, the store's own week rule (pipeline.store.compute.window_bounds), in whole numbers.
+# Helpers the candidate SQL may call (configs/families.toml says so):
+# - monday_us(us): the Monday 00:00 UTC starting an epoch-us instant's week, the store's own week rule
+#   (pipeline.store.compute.window_bounds), in whole numbers;
+# - observation_pairs(): every observation with the time and value of its stream's next one (NULL after a stream's
+#   last), rows at one time in store order. In the store's order (pipeline.store.reader) the table's next row is the
+#   stream's next reading: one streamed pass (a window with an empty OVER clause), where
+#   `lead(ts) OVER (PARTITION BY stream_id ORDER BY ts)` sorts every row (at 1e8 points: half the CPU time of the
+#   timestamp_nearest family's pool). Rows out of that order stop the query with OBSERVATIONS_OUT_OF_ORDER.
 WEEK = 7 * DAY
 MACROS = [
     f"CREATE OR REPLACE TEMP MACRO monday_us(us) AS us - (((us - {MONDAY}) % {WEEK}) + {WEEK}) % {WEEK}",
+    "CREATE OR REPLACE TEMP MACRO observation_pairs() AS TABLE "
+    "SELECT stream_id, ts, value, step_us, "
+    f"CASE WHEN after < stream_id OR (after = stream_id AND next_ts < ts) THEN error('{OBSERVATIONS_OUT_OF_ORDER}') "
+    "WHEN after = stream_id THEN next_ts END AS next_ts, "
+    "CASE WHEN after = stream_id THEN next_value END AS next_value "
+    "FROM (SELECT stream_id, ts, value, step_us, lead(stream_id) OVER () AS after, lead(ts) OVER () AS next_ts, "
+    "lead(value) OVER () AS next_value FROM observations)",
 ]
 
 POOL_QUERY = "candidate query"  # what leaves a stream out before any predicate: the family's query never yields it

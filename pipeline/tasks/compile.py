@@ -293,8 +293,16 @@ def select_unit(unit: FamilyUnit) -> tuple[list[Task], FamilyReport]:
             store.close()
 
 
-READS_OBSERVATIONS = re.compile(r"\bobservations\b")
+READS_OBSERVATIONS = re.compile(r"\bobservations\b|\bobservation_pairs\(")
 UNIT_OBSERVATIONS = 2_000_000  # below this many observations, families are selected in this process (no spawn)
+
+
+def _start_order(name: str, family: Family) -> tuple:
+    """The longest units start first, so that none ends last on one worker (results are merged by family name
+    whatever the order): families whose candidate query reads `observations` (the largest table, by far), then those
+    whose calls repeat for every member of a group (`for_each`: each member's data is read), then the rest; by name."""
+    calls = [c for cs in (family.canonical, *family.alternatives) for c in cs.calls]
+    return (not READS_OBSERVATIONS.search(family.candidates), not any(c.for_each for c in calls), name)
 
 
 def compile_tasks(
@@ -321,9 +329,7 @@ def compile_tasks(
         observations = con.execute("SELECT count(*) FROM observations").fetchone()[0]
     finally:
         con.close()
-    # Families whose candidate query reads `observations` (the largest table, by far) start first, so that the
-    # longest units do not end last on one worker; results are merged by family name whatever the order.
-    names = sorted(cfg.families, key=lambda n: (not READS_OBSERVATIONS.search(cfg.families[n].candidates), n))
+    names = sorted(cfg.families, key=lambda n: _start_order(n, cfg.families[n]))
     if observations < UNIT_OBSERVATIONS:
         resources = dataclasses.replace(resources, executor="local", workers=1)
     keep = resources.executor == "local"  # spawned workers end with the stage; Ray's live on

@@ -13,8 +13,9 @@ import numpy as np
 import pyarrow as pa
 
 from pipeline.core.canonical import canonical_json
+from pipeline.core.errors import StageError
 from pipeline.core.workspace import Workspace
-from pipeline.store.reader import STORE_FILE, open_store
+from pipeline.store.reader import OBSERVATIONS_OUT_OF_ORDER, STORE_FILE, open_store
 
 DEFAULT_CACHE_BYTES = 512 * 1024 * 1024
 WHOLE_SHARE = 1 / 64  # a stream up to this share of the cache is loaded whole on first use (later calls slice it)
@@ -40,6 +41,16 @@ class StreamArrays:
 
     def slice(self, start: int, stop: int) -> StreamArrays:
         return StreamArrays(self.ts[start:stop], self.value[start:stop], self.step[start:stop])
+
+
+def _stream_arrays(data: dict, rows: slice, path: Path | None = None) -> StreamArrays:
+    """StreamArrays from rows of a fetchnumpy result (ts, value, step_us: an integer column, masked where null),
+    checked to be in time order."""
+    ts = np.asarray(data["ts"][rows], dtype=np.int64)
+    if len(ts) > 1 and bool((np.diff(ts) < 0).any()):
+        raise StageError(f"{path or 'tool store'}: {OBSERVATIONS_OUT_OF_ORDER}")
+    step = np.ma.asarray(data["step_us"][rows]).astype(np.float64)
+    return StreamArrays(ts=ts, value=np.asarray(data["value"][rows], dtype=np.float64), step=np.ma.filled(step, np.nan))
 
 
 def _window_slice(arrays: StreamArrays, start: int, end: int) -> StreamArrays:
@@ -186,18 +197,13 @@ class ToolStore:
         """Site id from an id or a label, ignoring case, spaces and punctuation."""
         return self._site_index.get(_compact(text))
 
-    # A stream's rows in the store's order: by time, and rows with the same time as the store holds them.
-    _COLUMNS = "ts, value, coalesce(CAST(step_us AS DOUBLE), 'NaN'::DOUBLE) AS step_us"
-    _ORDER = "ORDER BY ts, rowid"
+    # A stream's rows come in the store's order (pipeline.store.reader): by time, rows with the same time as the
+    # store holds them; no ORDER BY (a third of a range read's time), each read checked instead.
+    _COLUMNS = "ts, value, step_us"
 
     def _fetch(self, sql: str, params: list) -> StreamArrays:
         """Under the lock."""
-        data = self._con.execute(sql, params).fetchnumpy()
-        return StreamArrays(
-            ts=np.asarray(data["ts"], dtype=np.int64),
-            value=np.asarray(data["value"], dtype=np.float64),
-            step=np.asarray(data["step_us"], dtype=np.float64),
-        )
+        return _stream_arrays(self._con.execute(sql, params).fetchnumpy(), slice(None), self.path)
 
     def arrays(self, stream_id: str) -> StreamArrays:
         """The stream's sorted arrays, loaded once by a bound-parameter query and kept in an LRU cache."""
@@ -205,9 +211,7 @@ class ToolStore:
             if stream_id in self._cache:
                 self._cache.move_to_end(stream_id)
                 return self._cache[stream_id]
-            arrays = self._fetch(
-                f"SELECT {self._COLUMNS} FROM observations WHERE stream_id = ? {self._ORDER}", [stream_id]
-            )
+            arrays = self._fetch(f"SELECT {self._COLUMNS} FROM observations WHERE stream_id = ?", [stream_id])
             self._cache[stream_id] = arrays
             self._cached += arrays.nbytes
             while self._cached > self._cache_bytes and len(self._cache) > 1:
@@ -229,7 +233,7 @@ class ToolStore:
         """The stream's rows with lo <= ts < hi (zone maps skip the rest of the table)."""
         with self._lock:
             return self._fetch(
-                f"SELECT {self._COLUMNS} FROM observations WHERE stream_id = ? AND ts >= ? AND ts < ? {self._ORDER}",
+                f"SELECT {self._COLUMNS} FROM observations WHERE stream_id = ? AND ts >= ? AND ts < ?",
                 [stream_id, lo, hi],
             )
 
@@ -257,7 +261,9 @@ class ToolStore:
         return _window_slice(cached, start, end)
 
     def windows(self, stream_ids: list[str], start: int, end: int) -> dict[str, StreamArrays]:
-        """`window` for several streams over one time range, the large ones read by one query."""
+        """`window` for several streams over one time range, the large ones read by one query: a UNION ALL of one
+        range read per stream, each pruned to its own rows (measured at 1e8 points: half the time of one
+        `stream_id IN (...)` scan, which prunes by time only, or of one query per stream)."""
         found, large = {}, []
         for stream_id in dict.fromkeys(stream_ids):
             if self._cached_or_small(stream_id) is not None:
@@ -266,24 +272,20 @@ class ToolStore:
                 large.append(stream_id)
         if not large:
             return found
-        pad = max(self._reach(stream_id)[0] for stream_id in large)
-        marks = ", ".join("?" * len(large))
+        reads = " UNION ALL ".join(
+            f"SELECT {index} AS member, {self._COLUMNS} FROM observations WHERE stream_id = ? AND ts >= ? AND ts < ?"
+            for index in range(len(large))
+        )
+        params = [value for stream_id in large for value in (stream_id, start - self._reach(stream_id)[0], end)]
         with self._lock:
-            data = self._con.execute(
-                f"SELECT CAST(stream_id AS VARCHAR) AS stream_id, {self._COLUMNS} FROM observations "
-                f"WHERE stream_id IN ({marks}) "
-                "AND ts >= ? AND ts < ? ORDER BY stream_id, ts, rowid",
-                [*large, start - pad, end],
-            ).fetchnumpy()
-        ids = np.asarray(data["stream_id"], dtype=object)
-        for stream_id in large:
-            rows = ids == stream_id
-            arrays = StreamArrays(
-                ts=np.asarray(data["ts"][rows], dtype=np.int64),
-                value=np.asarray(data["value"][rows], dtype=np.float64),
-                step=np.asarray(data["step_us"][rows], dtype=np.float64),
-            )
-            first_ts = self._reach(stream_id)[1]
+            data = self._con.execute(reads, params).fetchnumpy()  # UNION ALL keeps its parts' order, one after another
+        members = np.asarray(data["member"])
+        if len(members) > 1 and bool((np.diff(members) < 0).any()):
+            raise StageError(f"{self.path}: {OBSERVATIONS_OUT_OF_ORDER}")
+        bounds = np.searchsorted(members, np.arange(len(large) + 1), "left")
+        for index, stream_id in enumerate(large):
+            arrays = _stream_arrays(data, slice(int(bounds[index]), int(bounds[index + 1])), self.path)
+            pad, first_ts, _ = self._reach(stream_id)
             if not np.searchsorted(arrays.ts, start, "left") and first_ts is not None and first_ts < start - pad:
                 found[stream_id] = self.window(stream_id, start, end)  # the row before lies further back
             else:
