@@ -4,6 +4,14 @@ import pytest
 
 # Tests never draw progress bars.
 os.environ.setdefault("TELEMETRY_BENCH_QUIET", "1")
+# Nor do they follow a developer's build settings: parts at a URL, an executor, a worker's thread share.
+for _name in (
+    "TELEMETRY_BENCH_PARTS",
+    "TELEMETRY_BENCH_EXECUTOR",
+    "TELEMETRY_BENCH_RAY_ADDRESS",
+    "TELEMETRY_BENCH_WORKER_THREADS",
+):
+    os.environ.pop(_name, None)
 
 
 @pytest.fixture

@@ -9,9 +9,9 @@ from pathlib import Path
 
 import pytest
 
-from pipeline.core.errors import ConfigError, TelemetryBenchError
+from pipeline.core.errors import ConfigError, StageError, TelemetryBenchError
 from pipeline.core.executor import Resources, Scope, parse_bytes, scopes
-from pipeline.core.parts import check_location
+from pipeline.core.parts import check_location, join, read_part
 from pipeline.core.workspace import Workspace
 from pipeline.harness.build import build
 from pipeline.ingest import parquet
@@ -109,9 +109,18 @@ def test_parts_at_an_fsspec_url_change_nothing_and_are_removed(tmp_path, monkeyp
     assert not shared.exists() or [p for p in shared.rglob("*") if p.is_file()] == []
 
 
-def test_an_unreachable_parts_location_is_a_one_line_error(tmp_path):
+def test_an_unreachable_parts_location_is_a_one_line_error(tmp_path, monkeypatch):
     with pytest.raises(ConfigError, match="nosuchfs://bucket/parts.*fsspec cannot open it"):
         check_location("nosuchfs://bucket/parts")
+    with pytest.raises(ConfigError, match="lives in one process"):
+        check_location("memory://")  # each worker would have its own
+    monkeypatch.chdir(tmp_path)
+    assert check_location("file://relative/parts") == f"file://{tmp_path}/relative/parts"  # workers start elsewhere
+    assert join(check_location("file:///"), "store-1", "u0") == "file:///store-1/u0"
+    corrupt = tmp_path / "corrupt.arrow"
+    corrupt.write_bytes(b"not an arrow file")
+    with pytest.raises(StageError, match=f"{corrupt}: cannot read this intermediate part"):
+        read_part(f"file://{corrupt}")
     blocker = tmp_path / "blocker"
     blocker.write_text("a file where the parts folder should be", encoding="utf-8")
     ws = _synthetic_site(tmp_path / "run")

@@ -284,6 +284,9 @@ def test_observations_out_of_the_stores_order_are_an_error_not_wrong_rows(tmp_pa
     with pytest.raises(duckdb.Error, match=r"not in \(stream_id, ts\) order"):
         con.execute("SELECT count(next_ts) FROM observation_pairs()").fetchall()
     con.close()
+    # the whole-table check, whatever rows a family's query keeps
+    with open_store(path) as con, pytest.raises(StageError, match=r"not in \(stream_id, ts\) order.*followed by"):
+        candidates.check_store_order(con, path)
     store = ToolStore(path, cache_bytes=0)
     try:
         with pytest.raises(StageError, match="rebuild the store") as caught:
@@ -291,6 +294,27 @@ def test_observations_out_of_the_stores_order_are_an_error_not_wrong_rows(tmp_pa
         assert OBSERVATIONS_OUT_OF_ORDER in str(caught.value) and str(path) in str(caught.value)
     finally:
         store.close()
+
+
+def test_interleaved_streams_are_found_by_the_whole_table_check(tmp_path):
+    """Stream a stored in two runs around b: a query that keeps only a's rows never meets the row that breaks the
+    order, so the macro alone would pair a's last row of the first run with nothing; the stage's check stops it."""
+    from pipeline.core.errors import StageError
+
+    path = _store(tmp_path / "store.duckdb", {"a": _rows([(MINUTE, 1.0, None)] * 4, T0), "b": [(T0, 2.0, None)]})
+    con = duckdb.connect(str(path))
+    con.execute(
+        "CREATE TABLE split AS SELECT * FROM (SELECT * FROM observations WHERE stream_id = 'a' ORDER BY ts LIMIT 2) "
+        "UNION ALL SELECT * FROM observations WHERE stream_id = 'b' "
+        "UNION ALL SELECT * FROM (SELECT * FROM observations WHERE stream_id = 'a' ORDER BY ts OFFSET 2)"
+    )
+    con.execute("DROP TABLE observations")
+    con.execute("ALTER TABLE split RENAME TO observations")
+    con.close()
+    with open_store(path) as con:
+        assert [r[0] for r in con.execute("SELECT stream_id::VARCHAR FROM observations").fetchall()] == list("aabaa")
+        with pytest.raises(StageError, match="rebuild the store"):
+            candidates.check_store_order(con, path)
 
 
 def test_selection_key_is_unchanged():

@@ -10,6 +10,11 @@ import ctypes
 import ctypes.util
 import os
 
+# A worker's share of the CPUs, for the DuckDB connections it opens (pipeline.store.reader): set in a worker's
+# environment by the local pool and by Ray, with POLARS_MAX_THREADS. DuckDB's default is every core, and two
+# task-family workers of two threads on two cores spend a fifth more CPU time. Not a user setting.
+WORKER_THREADS = "TELEMETRY_BENCH_WORKER_THREADS"
+
 # polars' jemalloc: freed pages are returned after 10 s instead of its shorter default (page faults of a build of both
 # shipped corpora: 694k -> 393k). Read when polars loads, so it is set when `pipeline` is imported; a value the user
 # set is kept.

@@ -23,7 +23,7 @@ from typing import TypeVar
 
 import xxhash
 
-from pipeline.core.allocator import tune_allocator, worker_environment
+from pipeline.core.allocator import WORKER_THREADS, tune_allocator, worker_environment
 from pipeline.core.errors import ConfigError
 from pipeline.core.progress import track
 
@@ -182,12 +182,6 @@ def run_ordered(fn: Callable[[T], R], tasks: Sequence[T], resources: Resources, 
         futures = [pool.submit(fn, task) for task in tasks]
         for future in track(futures, description):
             yield future.result()
-
-
-# A worker's share of the CPUs, for the DuckDB connections it opens (pipeline.store.reader.open_store): DuckDB's
-# default is every core, and two task-family workers with two threads each on two cores lose a fifth of their time
-# to each other (measured at 1e8 points: 35-41 core-seconds instead of 46-48).
-WORKER_THREADS = "TELEMETRY_BENCH_WORKER_THREADS"
 
 
 def polars_threads(busy: int) -> str:

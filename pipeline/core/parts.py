@@ -39,13 +39,24 @@ def _filesystem(location: str):
         ) from exc
 
 
+PRIVATE = ("memory",)  # fsspec filesystems that live in one process: workers could not share them
+
+
 def check_location(location: str) -> str:
     """A parts location as given (`--parts`): a URL fsspec can open (the package of its protocol installed), or a
-    local folder, made absolute (workers may start elsewhere)."""
-    if is_url(location):
-        _filesystem(location)
-        return location.rstrip("/")
-    return str(Path(location).expanduser().resolve())
+    local folder. Local folders and file:// URLs are made absolute (workers may start in another folder)."""
+    if not is_url(location):
+        return str(Path(location).expanduser().resolve())
+    fs, path = _filesystem(location)
+    protocols = {fs.protocol} if isinstance(fs.protocol, str) else set(fs.protocol)
+    if protocols & set(PRIVATE):
+        raise ConfigError(
+            f"parts location {location!r}: a {'/'.join(sorted(protocols))} filesystem lives in one process, and "
+            "workers run in others; give a folder or a URL every worker reaches (file://, s3://, gs://) with --parts"
+        )
+    if protocols & {"file", "local"}:
+        return "file://" + path  # fsspec made it absolute
+    return location
 
 
 def stage_parts(out: Path, location: str | None, stage: str) -> str:
@@ -57,7 +68,9 @@ def stage_parts(out: Path, location: str | None, stage: str) -> str:
 
 
 def join(location: str, *names: str) -> str:
-    return "/".join([location.rstrip("/"), *names]) if is_url(location) else str(Path(location, *names))
+    if not is_url(location):
+        return str(Path(location, *names))
+    return (location if location.endswith("/") else location + "/") + "/".join(names)
 
 
 @contextmanager
@@ -74,7 +87,7 @@ def _open(location: str, mode: str):
                 Path(location).parent.mkdir(parents=True, exist_ok=True)
             with pa.OSFile(location, mode) as handle:
                 yield handle
-    except OSError as exc:
+    except (OSError, pa.ArrowInvalid) as exc:  # a missing or unwritable part, or one that is not an Arrow file
         verb = "write" if "w" in mode else "read"
         raise StageError(f"{location}: cannot {verb} this intermediate part ({exc}); check the parts location") from exc
 

@@ -1,8 +1,9 @@
 """The Ray executor: ingest batches and store units as Ray tasks, on a local Ray instance or an existing cluster.
 
 A task is all a worker gets (a module-level function and a picklable task), its intermediate parts are files under
-the stage's folder, and the merge orders everything by full keys: the outputs are the bytes the local executor
-writes, on any number of nodes. Ray is an optional dependency (`pip install 'telemetry-bench[ray]'`).
+the stage's folder or the parts location (pipeline.core.parts), and the merge orders everything by full keys: the
+outputs are the bytes the local executor writes, on any number of nodes. Ray is an optional dependency (`pip install
+'telemetry-bench[ray]'`).
 
 Resources map onto Ray as follows. A local instance gets `workers` CPUs, an object store of an eighth of the memory
 budget (at least Ray's 80 MB floor; results are small, parts are files) and a short temporary folder (Ray's socket
@@ -21,9 +22,9 @@ import threading
 from collections.abc import Callable, Iterator, Sequence
 from typing import TypeVar
 
-from pipeline.core.allocator import tune_allocator, worker_environment
+from pipeline.core.allocator import WORKER_THREADS, tune_allocator, worker_environment
 from pipeline.core.errors import ConfigError, StageError
-from pipeline.core.executor import WORKER_THREADS, Resources, polars_threads
+from pipeline.core.executor import Resources, polars_threads
 from pipeline.core.progress import track
 
 T = TypeVar("T")

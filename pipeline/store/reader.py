@@ -13,14 +13,18 @@ from pathlib import Path
 import duckdb
 import xxhash
 
+from pipeline.core.allocator import WORKER_THREADS
 from pipeline.core.errors import StageError
-from pipeline.core.executor import WORKER_THREADS
 
 STORE_FILE = "store.duckdb"
 READER_MEMORY = "1GB"
 # Where readers spill, fixed when this module loads: the temporary folder may be changed later in the process (tests
 # do), and DuckDB refuses a second connection to one file under another configuration.
 SPILLS = Path(tempfile.gettempdir())
+# A worker's readers use its share of the CPUs (pipeline.core.allocator.WORKER_THREADS), read once, like SPILLS: every
+# reader of a process must open the store under one configuration.
+_SHARE = os.environ.get(WORKER_THREADS, "")
+THREADS = int(_SHARE) if _SHARE.isdigit() and int(_SHARE) > 0 else None
 
 # The store writes `observations` in (stream_id, ts) order, rows at one time in the order ingest gave them
 # (pipeline.store.build appends runs of whole streams in id order, each sorted), and readers use that order without
@@ -51,7 +55,7 @@ def open_store(path: Path, threads: int | None = None) -> duckdb.DuckDBPyConnect
     """Open a built store read-only (writes are refused by DuckDB). In a worker (a spawned process or a Ray task),
     DuckDB gets the worker's share of the CPUs unless told; the share is fixed per process, so every reader of a
     process opens the store under the same configuration."""
-    threads = threads or int(os.environ.get(WORKER_THREADS) or 0) or None
+    threads = threads or THREADS
     if not path.is_file():
         raise StageError(f"{path}: no tool store; run `telemetry-bench build` first")
     # A read-only store only reads: DuckDB's page cache is capped so that the readers of a large

@@ -147,6 +147,8 @@ def select_family(store: ToolStore, con, unit: FamilyUnit) -> tuple[list[Task], 
     """Evaluate the family's pool (a temporary table of `con`), order and place its rows, and select under the caps,
     building each task's gold through `store`'s tools."""
     held_out = sorted(unit.splits.held_out)
+    if candidates.PAIRS.search(unit.family.candidates):
+        candidates.check_store_order(con, unit.store_path)
     pool = candidates.evaluate(con, unit.name, unit.family, store.thresholds, held_out, unit.cfg.grid_minutes)
     try:
         return _select(pool, store, unit)
