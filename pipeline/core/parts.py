@@ -39,7 +39,7 @@ def _filesystem(location: str):
         ) from exc
 
 
-PRIVATE = ("memory",)  # fsspec filesystems that live in one process: workers could not share them
+PRIVATE = frozenset({"memory"})  # fsspec filesystems that live in one process: workers could not share them
 
 
 def check_location(location: str) -> str:
@@ -49,7 +49,7 @@ def check_location(location: str) -> str:
         return str(Path(location).expanduser().resolve())
     fs, path = _filesystem(location)
     protocols = {fs.protocol} if isinstance(fs.protocol, str) else set(fs.protocol)
-    if protocols & set(PRIVATE):
+    if protocols & PRIVATE:
         raise ConfigError(
             f"parts location {location!r}: a {'/'.join(sorted(protocols))} filesystem lives in one process, and "
             "workers run in others; give a folder or a URL every worker reaches (file://, s3://, gs://) with --parts"

@@ -224,15 +224,20 @@ def identities(pool: Pool, key: list[str]) -> list[str]:
 
 def selection_key(seed: str, family: str, ident: str) -> str:
     """xxh3-128 of the seed, the family and the candidate's identity: the declared total order."""
-    return digest(f"{canonical_json([seed, family])}|{ident}")
+    return digest(_key_prefix(seed, family) + ident)
+
+
+def _key_prefix(seed: str, family: str) -> str:
+    """What every selection key of a family hashes before the candidate's identity."""
+    return f"{canonical_json([seed, family])}|"
 
 
 def ordered(seed: str, family: str, pool: Pool, idents: list[str]) -> pl.DataFrame:
     """Columns key (the selection key) and number (the row number) of every eligible row, by selection key, then
     identity; rows with the same identity (a key that is not unique) by their values, so the order never depends on
     how DuckDB returned them."""
-    prefix = f"{canonical_json([seed, family])}|".encode()
-    hashed = xxhash.xxh3_128_hexdigest
+    prefix = _key_prefix(seed, family).encode()
+    hashed = xxhash.xxh3_128_hexdigest  # selection_key over whole columns: its prefix encoded once
     frame = pl.DataFrame(
         {
             "key": [hashed(prefix + ident.encode("utf-8")) for ident in idents],

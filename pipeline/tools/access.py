@@ -43,12 +43,12 @@ class StreamArrays:
         return StreamArrays(self.ts[start:stop], self.value[start:stop], self.step[start:stop])
 
 
-def _stream_arrays(data: dict, rows: slice, path: Path | None = None) -> StreamArrays:
+def _stream_arrays(data: dict, rows: slice, path: Path) -> StreamArrays:
     """StreamArrays from rows of a fetchnumpy result (ts, value, step_us: an integer column, masked where null),
     checked to be in time order."""
     ts = np.asarray(data["ts"][rows], dtype=np.int64)
     if len(ts) > 1 and bool((np.diff(ts) < 0).any()):
-        raise StageError(f"{path or 'tool store'}: {OBSERVATIONS_OUT_OF_ORDER}")
+        raise StageError(f"{path}: {OBSERVATIONS_OUT_OF_ORDER}")
     step = np.ma.asarray(data["step_us"][rows]).astype(np.float64)
     return StreamArrays(ts=ts, value=np.asarray(data["value"][rows], dtype=np.float64), step=np.ma.filled(step, np.nan))
 
