@@ -8,6 +8,7 @@ from typing import Annotated, Literal
 from pydantic import Field, field_validator, model_validator
 
 from contracts.base import Frozen
+from contracts.tasks import SplitKind, SplitOverrides
 
 TIME_FORMATS_NAMED = ("iso8601", "epoch_s", "epoch_ms", "epoch_us")
 
@@ -285,6 +286,15 @@ class CorpusMapping(Frozen):
     time: TimeSpec = Field(description="[time]: the time column and how it becomes UTC.")
     cleaning: Cleaning = Field(Cleaning(), description="[cleaning]: declared rules for invalid values.")
     held_out_sites: list[str] = Field(default=[], description="Site ids whose tasks go to the test split only.")
+    split: SplitKind = Field(
+        "auto",
+        description="How rows are split: 'time' (time blocks with buffers), 'site' (whole sites per split, for a short "
+        "corpus of many sites) or 'auto' (time blocks when the span allows them, else sites when there are enough; "
+        "docs/tasks.md states the minimums).",
+    )
+    splits: SplitOverrides | None = Field(
+        None, description="[splits]: this corpus's own split settings over configs/families.toml [splits]."
+    )
     raw_env: str | None = Field(
         None, description="Environment variable that may name the raw folder (data too large to ship)."
     )

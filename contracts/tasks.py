@@ -63,11 +63,16 @@ PERIOD_DAYS = {"day": 1, "week": 7, "month": 31, "relative": 1, "instant": 0, "n
 WINDOW_SLOT = {"relative": "anchor_iso", "week": "week_start", "month": "month_name", "day": "day"}
 
 
+SplitKind = Literal["auto", "time", "site"]
+
+
 class SplitRule(Frozen):
-    """Splits without memory (design/VALIDITY.md §3): the corpus's time is cut into one block per split, in `order`,
-    each holding about its share of the corpus's stream-weeks, with `buffer_days` between blocks. A row goes to the
-    block that holds its whole reach (its windows widened by one window, for revisions, and by `reach_days`, for the
-    commitment); held-out sites only ever appear in test. A corpus with fewer than 2 sites splits by time alone."""
+    """Splits without memory (design/VALIDITY.md §3), by one of two plans. time: the corpus's time is cut into one
+    block per split, in `order`, each holding about its share of the corpus's stream-weeks, with buffers between
+    blocks; a row goes to the block that holds its whole reach (its windows widened by one window, for revisions, and
+    by `reach_days`, for the commitment). site: whole sites go to the splits, each about its share of the
+    stream-weeks, every split over the corpus's whole time. Held-out sites only ever appear in test; a corpus with
+    fewer than 2 sites splits by time alone. pipeline/tasks/fit.py chooses the plan and the families that fit."""
 
     order: list[Split] = Field(min_length=3, max_length=3, description="The splits' blocks in time order.")
     shares: dict[Split, float] = Field(
@@ -79,6 +84,24 @@ class SplitRule(Frozen):
     reach_days: int = Field(
         ge=0, description="How far a conversation reaches beyond its windows (commitments: 14 days, a week long)."
     )
+    min_sites: int = Field(
+        5,
+        ge=3,
+        description="A site split needs at least this many sites (each split gets one or more whole sites).",
+    )
+    min_windows_in_span: int = Field(
+        3,
+        ge=1,
+        description="A family fits a corpus whose span holds at least this many of its windows (one asked about and "
+        "one on each side to revise to); a family that does not fit is left out with a note.",
+    )
+
+    def with_overrides(self, overrides: SplitOverrides | None) -> SplitRule:
+        """This rule with a corpus mapping's [splits] settings in place of the defaults (validated again)."""
+        if overrides is None:
+            return self
+        changed = overrides.model_dump(exclude_none=True)
+        return SplitRule.model_validate({**self.model_dump(), **changed}) if changed else self
 
     @model_validator(mode="after")
     def _consistent(self) -> SplitRule:
@@ -91,6 +114,19 @@ class SplitRule(Frozen):
                 f"buffer_days must be at least the longest window ({max(PERIOD_DAYS.values())} days) + 2 x reach_days"
             )
         return self
+
+
+class SplitOverrides(Frozen):
+    """A corpus's own split settings ([splits] in configs/corpora/<name>.toml); what it leaves out comes from
+    configs/families.toml [splits]."""
+
+    shares: dict[Split, float] | None = Field(None, description="Each split's share of the stream-weeks.")
+    buffer_days: int | None = Field(
+        None, gt=0, description="Days between time blocks when the longest window (31 days) fits the corpus."
+    )
+    reach_days: int | None = Field(None, ge=0, description="How far a conversation reaches beyond its windows.")
+    min_sites: int | None = Field(None, ge=3, description="Sites a site split needs at least.")
+    min_windows_in_span: int | None = Field(None, ge=1, description="Windows of a family the span must hold.")
 
 
 class Family(Frozen):

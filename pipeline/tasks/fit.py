@@ -1,0 +1,145 @@
+"""What a corpus's span and sites allow: the families that fit, the split rule's buffer, and the split plan.
+
+A family fits when the corpus's span holds `min_windows_in_span` of its windows (the one asked about and one on each
+side to revise to). The buffer between time blocks is `buffer_days` less what the longest window that fits falls
+short of the longest declared window, so a corpus without month families gets shorter buffers. The plan:
+- time: needs 3 one-week blocks and 2 buffers of whole weeks within the corpus's calendar weeks;
+- site: needs `min_sites` sites;
+- auto: time when the span allows it, else site when there are enough sites, else one line naming the span, the
+  sites and the minimum of each plan.
+One home for these rules: the tasks stage applies them, `corpus draft` states them before any build.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+from contracts.tasks import PERIOD_DAYS, FamiliesConfig, SplitKind, SplitOverrides, SplitRule
+from pipeline.core.errors import StageError
+from pipeline.store.compute import DAY, MONDAY
+
+WEEK = 7 * DAY
+LONGEST = max(PERIOD_DAYS.values())
+
+
+@dataclass(frozen=True)
+class Span:
+    """A corpus's extent: its first and last reading (epoch us) and its number of sites."""
+
+    first: int
+    last: int
+    sites: int
+
+    @property
+    def days(self) -> float:
+        return (self.last - self.first) / DAY
+
+    @property
+    def weeks(self) -> int:
+        """Calendar weeks (Monday to Sunday, UTC) from the first reading's to the last's, both included."""
+        return int((self.last - MONDAY) // WEEK - (self.first - MONDAY) // WEEK + 1)
+
+    def describe(self) -> str:
+        sites = f"{self.sites} site" + ("" if self.sites == 1 else "s")
+        return f"{_days(self.days)} ({self.weeks} calendar weeks) at {sites}"
+
+
+@dataclass(frozen=True)
+class Fit:
+    """The families a span keeps, those it leaves out with the reason, the rule in force and the plan chosen."""
+
+    kept: list[str]
+    left_out: dict[str, str]
+    rule: SplitRule
+    plan: str  # "time" or "site"
+
+    def notes(self) -> list[str]:
+        return [f"family {name} left out: {why}" for name, why in self.left_out.items()]
+
+
+def _days(days: float) -> str:
+    return f"{days:.1f} days" if days < 10 else f"{round(days)} days"
+
+
+def fitting(families: FamiliesConfig, rule: SplitRule, span: Span) -> tuple[list[str], dict[str, str]]:
+    """The families whose windows fit the span, and why each other one does not."""
+    kept, left_out = [], {}
+    for name, family in sorted(families.families.items()):
+        needed = rule.min_windows_in_span * PERIOD_DAYS[family.period]
+        if span.days + 1e-9 < needed:
+            left_out[name] = (
+                f"its {family.period} window ({PERIOD_DAYS[family.period]} days) needs a span of {needed} days "
+                f"({rule.min_windows_in_span} windows), the corpus spans {_days(span.days)}"
+            )
+        else:
+            kept.append(name)
+    return kept, left_out
+
+
+def buffer_days(families: FamiliesConfig, rule: SplitRule, kept: list[str]) -> int:
+    """The buffer between time blocks for the families kept: shorter by what their longest window lacks of 31 days."""
+    longest = max((PERIOD_DAYS[families.families[n].period] for n in kept), default=0)
+    return max(1, rule.buffer_days - (LONGEST - longest))
+
+
+def time_weeks(buffer: int) -> int:
+    """Calendar weeks a time plan needs at least: three one-week blocks and two buffers of whole weeks."""
+    return 3 + 2 * math.ceil(buffer / 7)
+
+
+def fit(
+    families: FamiliesConfig, kind: SplitKind, overrides: SplitOverrides | None, span: Span, corpus: str
+) -> Fit:
+    """The families that fit, the rule with its buffer, and the plan; one line when no plan or family fits."""
+    rule = families.splits.with_overrides(overrides)
+    kept, left_out = fitting(families, rule, span)
+    if not kept:
+        raise StageError(
+            f"corpus {corpus}: its data spans {span.describe()}: no task family fits (the shortest window needs "
+            f"{rule.min_windows_in_span} of its windows in the span); add data"
+        )
+    buffer = buffer_days(families, rule, kept)
+    rule = rule.model_copy(update={"buffer_days": buffer})
+    time_ok, site_ok = span.weeks >= time_weeks(buffer), span.sites >= rule.min_sites
+    wanted = {"time": time_ok, "site": site_ok}
+    if kind == "auto":
+        plan = "time" if time_ok else "site" if site_ok else None
+    else:
+        plan = kind if wanted[kind] else None
+    if plan is None:
+        raise StageError(f"corpus {corpus}: {why_no_plan(kind, rule, span, corpus)}")
+    return Fit(kept=kept, left_out=left_out, rule=rule, plan=plan)
+
+
+def why_no_plan(kind: SplitKind, rule: SplitRule, span: Span, corpus: str) -> str:
+    """The one line saying why no split plan fits a span, and what span or sites would."""
+    time_need = (
+        f"a time split needs {time_weeks(rule.buffer_days)} calendar weeks (3 blocks and 2 buffers of "
+        f"{rule.buffer_days} days)"
+    )
+    site_need = f"a site split needs {rule.min_sites} sites"
+    needs = {"time": time_need, "site": site_need, "auto": f"{time_need}, {site_need}"}[kind]
+    return (
+        f"its data spans {span.describe()}: no split plan fits (split = {kind!r}; {needs}); add data or sites, or "
+        f"set split and [splits] in configs/corpora/{corpus}.toml"
+    )
+
+
+def summary(families: FamiliesConfig, kind: SplitKind, overrides: SplitOverrides | None, span: Span) -> list[str]:
+    """What a build would do with a span, in lines for `corpus draft`: the span, the plan, the families that fit (or
+    the one reason nothing fits)."""
+    lines = [f"span: {span.describe()}"]
+    try:
+        found = fit(families, kind, overrides, span, "(draft)")
+    except StageError as exc:
+        return [*lines, "split plan: none; " + str(exc).split(": ", 1)[1]]
+    how = (
+        f"time blocks with {found.rule.buffer_days}-day buffers"
+        if found.plan == "time"
+        else f"whole sites per split ({span.sites} sites)"
+    )
+    lines.append(f"split plan: {found.plan} ({how})")
+    lines.append(f"families that fit: {', '.join(found.kept)}")
+    lines += [f"  left out: {name}: {why}" for name, why in found.left_out.items()]
+    return lines
