@@ -211,7 +211,8 @@ class EpisodesConfig(Frozen):
         ge=1,
         description="At most this many released commitments of one corpus share a calendar week "
         "(Monday to Sunday, UTC) and an outcome, so that no row's outcome can be remembered from other rows "
-        "about the same week (design/VALIDITY.md section 3).",
+        "about the same week (design/VALIDITY.md section 3). A corpus of few weeks allows each week the outcome's "
+        "share of its rows per week instead, when that is more: every week's mix then follows the declared shares.",
     )
     commit_options: str
     commit_window_prompts: list[str] = Field(

@@ -4,14 +4,21 @@ from __future__ import annotations
 
 
 def gate_of(name: str, audit: dict) -> dict:
-    """One gate's record in the audit stage's details: the artifact probe's, or a policy's."""
-    return audit["artifact_probe"] if name == "artifact_probe" else audit["policies"][name]["gate"]
+    """One gate's record in the audit stage's details: the artifact probe's, the commitment mix's, or a policy's."""
+    if name == "artifact_probe":
+        return audit["artifact_probe"]
+    if name == "commitment_mix":
+        return audit["commitment_mix_gate"]
+    return audit["policies"][name]["gate"]
 
 
 def figures(gate: dict) -> str:
     """What a gate was decided on: accuracy against the majority share, a share against its bound, or rows won."""
     if gate.get("status") in ("insufficient_rows", "unproven"):
         return f"not gated: {gate.get('note', 'too few rows')}"
+    if "mix" in gate:
+        shares = ", ".join(f"{outcome} {share}" for outcome, share in gate["mix"].items())
+        return f"{shares} over {gate['rows']} rows, each at least {gate['min_share']}"
     if "accuracy" in gate:
         return (
             f"accuracy {gate['accuracy']} vs majority share {gate['majority']} + {gate['margin']} over "

@@ -11,8 +11,10 @@ random_state, metrics rounded to 4 decimals, and the regression fitted to its un
 (OpenBLAS picks one per processor) and a row near the boundary flips between machines.
 
 Beside the declared grouping by task, the same models are cross-validated with folds grouped by the calendar
-quarter of the commitment (`by_quarter`): what transfers across time, as from train to a test block. The two differ
-where quality is correlated in time (an outage spans weeks), which folds by task let the week start reveal.
+quarter of the commitment (`by_quarter`): what transfers across time, as from train to a test block; and grouped by the
+rows' sites (`by_site`): what transfers across sites, as in a site split. They differ from folds by task where quality
+is correlated in time (an outage spans weeks, or rooms share one), which folds by task let the week start reveal.
+A grouping with a single group (one quarter, one site) is left out.
 """
 
 from __future__ import annotations
@@ -175,9 +177,14 @@ def artifact_probe(episodes: list[Episode], lifts: EpisodesConfig, cfg: Artifact
             else "one outcome only",
         }
     texts, surfaces = [visible_text(e) for e in rows], [surface(e, lifts) for e in rows]
+    informative = {"by_quarter": [_quarter(e) for e in rows], "by_site": ["|".join(e.site_ids) for e in rows]}
     with threadpool_limits(limits=1):
         accuracy = _cross_validated(texts, surfaces, labels, [e.task_id for e in rows], cfg)
-        by_quarter = _cross_validated(texts, surfaces, labels, [_quarter(e) for e in rows], cfg)
+        beside = {  # a grouping with one group has no fold to hold out (a corpus of one quarter, or one site)
+            name: _cross_validated(texts, surfaces, labels, groups, cfg)
+            for name, groups in informative.items()
+            if len(set(groups)) >= 2
+        }
     model = max(sorted(accuracy), key=lambda k: accuracy[k])
     return {
         **result,
@@ -185,5 +192,5 @@ def artifact_probe(episodes: list[Episode], lifts: EpisodesConfig, cfg: Artifact
         "accuracy": accuracy[model],
         "model": model,
         "accuracy_by_model": accuracy,
-        "by_quarter": by_quarter,
+        **beside,
     }

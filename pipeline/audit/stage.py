@@ -240,6 +240,7 @@ def run_audit(
     probe = artifact_probe(released, lifts, cfg.artifact_probe, cfg.gates)
     outcomes = Counter(e.commitment_outcome for e in released)
     mix = {o: round(outcomes.get(o, 0) / max(1, len(released)), 4) for o in ("answer", "abstain", "re_clarify")}
+    mix_gate = _mix_gate(mix, len(released), lifts.min_outcome_share, cfg.gates)
     report = {}
     for spec in cfg.policies:
         report[spec.name] = {
@@ -260,9 +261,14 @@ def run_audit(
                 by_rule if spec.kind == "grid_rules" else {},
             ),
         }
-    gates = {"artifact_probe": probe["status"], **{name: r["gate"]["status"] for name, r in report.items()}}
+    gates = {
+        "artifact_probe": probe["status"],
+        "commitment_mix": mix_gate["status"],
+        **{name: r["gate"]["status"] for name, r in report.items()},
+    }
+    found = {"artifact_probe": probe, "commitment_mix_gate": mix_gate, "policies": report}
     notes = [
-        f"{name}: {status} ({gate_of(name, {'artifact_probe': probe, 'policies': report})['note']}): not gated"
+        f"{name}: {status} ({gate_of(name, found)['note']}): not gated"
         for name, status in gates.items()
         if status in ("insufficient_rows", "unproven")
     ]
@@ -272,6 +278,7 @@ def run_audit(
         "excluded_by_policy": {p.name: excluded_by.get(p.name, 0) for p in cfg.policies},
         "completions_on_candidates": {p.name: len(won[p.name]) for p in cfg.policies},
         "commitment_mix": mix,
+        "commitment_mix_gate": mix_gate,
         "controls": {
             "every_policy_wins_some_candidate": all(c["ok"] for c in controls.values()),
             "oracle_accomplished_released": oracle_ok,
@@ -287,6 +294,24 @@ def run_audit(
         "notes": notes,
     }
     return StageResult(outputs=[f"{s}.jsonl" for s in SPLITS], row_counts=counts, details=details)
+
+
+def _mix_gate(mix: dict[str, float], rows: int, least: float, gates: Gates) -> dict:
+    """Every commitment outcome at least `least` of the released rows (a release whose commitments are all one
+    outcome tests no quality gate); below `min_rows` released rows it is a note, like the probe."""
+    status = "insufficient_rows" if rows < gates.min_rows else "pass" if min(mix.values()) >= least else "fail"
+    gate = {
+        "rule": f"every commitment outcome is at least {least} of the released rows",
+        "rows": rows,
+        "mix": mix,
+        "min_share": least,
+        "status": status,
+    }
+    return (
+        {**gate, "note": f"{rows} released rows, fewer than {gates.min_rows}"}
+        if status == "insufficient_rows"
+        else gate
+    )
 
 
 def _rule_name(rule: tuple[int, str]) -> str:

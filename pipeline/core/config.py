@@ -198,3 +198,10 @@ def load_episodes_config(ws: Workspace) -> EpisodesConfig:
 
 def load_audit_config(ws: Workspace) -> AuditConfig:
     return _load_model(ws.configs_dir / "audit.toml", AuditConfig, "the audit stage needs the shortcut policies")
+
+
+def weekly_commitments(ws: Workspace) -> frozenset[str]:
+    """The families whose commitment asks about a calendar week (configs/episodes.toml commit_target = "window"): the
+    tasks stage keeps them only on a corpus with whole weeks (pipeline/tasks/fit.py)."""
+    lifts = load_episodes_config(ws)
+    return frozenset(name for name, lift in lifts.families.items() if lift.commit_target == "window")

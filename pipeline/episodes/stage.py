@@ -39,7 +39,9 @@ def build_episodes(
             tasks.setdefault((task.family, split), []).append(task)
     try:
         targets = {key: families.families[key[0]].target(families.targets, key[1]) for key in tasks}
-        for fields, origin in _keep(lifter, tasks, targets, cfg, dropped):
+        weeks = store._rows("SELECT count(DISTINCT window_start) AS n FROM aggregates WHERE period = 'week'")[0]["n"]
+        caps = week_caps(cfg, sum(targets.values()), weeks)
+        for fields, origin in _keep(lifter, tasks, targets, cfg, dropped, caps):
             episodes.append(Episode.model_validate(fields))
             provenance.append(origin)
     finally:
@@ -62,11 +64,21 @@ def build_episodes(
             for f in sorted({e.family for e in episodes})
         },
         "balance_ok": all(v >= cfg.min_outcome_share for v in shares.values()),
+        "commit_week_caps": caps,
         "dropped": dict(sorted(dropped.items())),
     }
     return StageResult(
         outputs=[*(f"{s}.jsonl" for s in SPLITS), "provenance.jsonl"], row_counts=counts, details=details
     )
+
+
+def week_caps(cfg: EpisodesConfig, rows: int, weeks: int) -> dict[str, int]:
+    """Released commitments per (calendar week, outcome) at most: `commit_week_cap`, or the outcome's share of the rows
+    per week of the corpus when that is more (a corpus of few weeks), so that each week's mix follows the shares."""
+    return {
+        outcome: max(cfg.commit_week_cap, math.ceil(round(share * rows / max(1, weeks), 9)))  # no float noise
+        for outcome, share in cfg.outcome_shares.items()
+    }
 
 
 def _keep(
@@ -75,16 +87,17 @@ def _keep(
     targets: dict[tuple[str, str], int],
     cfg: EpisodesConfig,
     dropped: Counter,
+    caps: dict[str, int],
 ) -> list[tuple[dict, dict]]:
     """Per family and split, the first `target` tasks (selection order) that lift, with at most ceil(target x share)
     of each commitment outcome while others are still to be had: the released mix follows the declared shares, not
     what is most common near the conversations. Tasks over their outcome's quota fill places left at the end while
     every other outcome stays at min_outcome_share of the corpus.
 
-    No more than `commit_week_cap` commitments of the corpus share a week and an outcome: the lifter is told which
-    are full and looks elsewhere near the conversation. The families and splits take turns, one task each, so that
-    none is served last from the weeks the others left."""
-    selection = _Selection(lifter, sorted(tasks), targets, cfg, dropped)
+    No more than the outcome's week cap (week_caps) of the corpus's commitments share a week and an outcome: the
+    lifter is told which are full and looks elsewhere near the conversation. The families and splits take turns, one
+    task each, so that none is served last from the weeks the others left."""
+    selection = _Selection(lifter, sorted(tasks), targets, cfg, dropped, caps)
     for turn in range(max((len(t) for t in tasks.values()), default=0)):
         for key in selection.groups:
             if turn < len(tasks[key]) and not selection.is_full(key):
@@ -107,8 +120,10 @@ class _Selection:
         targets: dict[tuple[str, str], int],
         cfg: EpisodesConfig,
         dropped: Counter,
+        caps: dict[str, int],
     ):
         self.lifter, self.groups, self.targets, self.cfg, self.dropped = lifter, groups, targets, cfg, dropped
+        self.caps = caps
         self.quota = {
             key: {o: math.ceil(targets[key] * share) for o, share in cfg.outcome_shares.items()} for key in groups
         }
@@ -152,7 +167,7 @@ class _Selection:
         """The row's (week, outcome) when that week has room for it, else None (counted as dropped)."""
         at = commitment_instant([c.model_dump() for c in fields["phases"][-1].canonical_calls])
         week = (int(week_index(at)) if at is not None else -1, fields["commitment_outcome"])
-        if self.weeks[week] >= self.cfg.commit_week_cap:
+        if self.weeks[week] >= self.caps[week[1]]:
             self.dropped[f"{key[0]}: its commitment week is full"] += 1
             return None
         return week
@@ -160,7 +175,7 @@ class _Selection:
     def _take(self, key: tuple[str, str], fields: dict, origin: dict, week: tuple[int, str]) -> None:
         self.kept[key].append((fields, origin))
         self.weeks[week] += 1
-        if self.weeks[week] >= self.cfg.commit_week_cap:
+        if self.weeks[week] >= self.caps[week[1]]:
             self.lifter.full_weeks.add(week)
 
     def _balanced(self, outcome: str) -> bool:

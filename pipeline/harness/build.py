@@ -26,6 +26,7 @@ from pipeline.core.config import (
     load_families,
     load_mapping,
     select_corpora,
+    weekly_commitments,
 )
 from pipeline.core.errors import ConfigError
 from pipeline.core.executor import Resources
@@ -116,6 +117,9 @@ def _tasks_identity(ctx: Context) -> tuple[dict, dict[str, str]]:
         "families": load_families(ctx.ws).model_dump(mode="json"),
         "answers": load_answers(ctx.ws).model_dump(mode="json"),
         "held_out_sites": ctx.mapping.held_out_sites,
+        "split": ctx.mapping.split,
+        "splits": ctx.mapping.splits.model_dump(mode="json") if ctx.mapping.splits else None,
+        "weekly_commitments": sorted(weekly_commitments(ctx.ws)),
     }
     return config, {**_upstream_outputs(ctx, "store"), **_upstream_outputs(ctx, "ingest")}
 
@@ -132,6 +136,9 @@ def _tasks_run(ctx: Context, out: Path) -> StageResult:
         ctx.mapping.held_out_sites,
         out,
         ctx.resources,
+        ctx.mapping.split,
+        ctx.mapping.splits,
+        weekly_commitments(ctx.ws),
     )
 
 

@@ -10,7 +10,7 @@ from pathlib import Path
 from contracts.corpus import CorpusMapping
 from contracts.episodes import Episode
 from contracts.tasks import SPLITS
-from pipeline.audit.gates import gate_of
+from pipeline.audit.gates import figures, gate_of
 from pipeline.core.canonical import digest, digest_value, pretty_json, write_json, write_jsonl
 from pipeline.core.checksums import sha256_file
 from pipeline.core.errors import StageError
@@ -49,6 +49,8 @@ def _gate_summary(name: str, audit: dict) -> dict:
         "won",
         "excluded",
         "positive_control",
+        "mix",
+        "min_share",
         "note",
     )
     return {k: gate[k] for k in keep if k in gate}
@@ -78,8 +80,9 @@ def build_release(
     audit = upstream["audit"]["details"]
     failed = [name for name, status in audit.get("gates", {}).items() if status == "fail"]
     if failed:
+        said = "; ".join(f"{name}: {figures(gate_of(name, audit))}" for name in failed)
         raise StageError(
-            f"{mapping.name}: the release gates failed ({', '.join(failed)}): see `telemetry-bench audit --corpus "
+            f"{mapping.name}: the release gates failed ({said}): see `telemetry-bench audit --corpus "
             f"{mapping.name}` and docs/audit.md; nothing was released"
         )
     for split in SPLITS:

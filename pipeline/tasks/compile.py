@@ -14,12 +14,13 @@ from pathlib import Path
 import polars as pl
 
 from contracts.answers import AnswersConfig
-from contracts.tasks import SPLITS, FamiliesConfig, Family, Task
+from contracts.tasks import SPLITS, FamiliesConfig, Family, SplitKind, SplitOverrides, Task
 from pipeline.core.errors import StageError
 from pipeline.core.executor import Resources, run_ordered
 from pipeline.core.manifest import StageResult, write_splits
 from pipeline.store.reader import STORE_FILE, open_store
 from pipeline.tasks import candidates, forms, gold, grading, render
+from pipeline.tasks.fit import Span, fit
 from pipeline.tasks.splits import Block, SplitPlan, plan
 from pipeline.tools.access import ToolStore
 
@@ -213,6 +214,13 @@ def _select(pool: candidates.Pool, store: ToolStore, unit: FamilyUnit) -> tuple[
 ORPHANS_NAMED = 40  # streams in no family named in the build output (inspect tasks --json lists every one)
 
 
+def _plan_words(splits: SplitPlan) -> str:
+    found = splits.as_dict()
+    if "sites" in found:
+        return "sites " + "; ".join(f"{s}: {', '.join(v)}" for s, v in found["sites"].items())
+    return f"time blocks {found['blocks']}"
+
+
 def _exclusion_notes(reports: dict[str, dict], orphans: list[str], corpus: str) -> list[str]:
     """The build output's lines: streams each family's steps left out (by step), and the streams in no family."""
     left = {name: {step: n for step, n in r["streams_left_out"].items() if n} for name, r in sorted(reports.items())}
@@ -316,6 +324,9 @@ def compile_tasks(
     held_out: list[str],
     out: Path,
     resources: Resources | None = None,
+    split: SplitKind = "auto",
+    overrides: SplitOverrides | None = None,
+    weekly_commitments: frozenset[str] = frozenset(),
 ) -> StageResult:
     """Write {train,dev,test}.jsonl (canonical JSON) and report every family's pool, predicates and selection.
 
@@ -326,12 +337,18 @@ def compile_tasks(
     raw_sha = json.loads((ingest_dir / "report.json").read_text(encoding="utf-8"))["raw_sha256"]
     con = open_store(path)
     try:
-        splits = plan(con, cfg.splits, held_out, corpus)
+        first, last, sites = con.execute(
+            "SELECT min(first_ts), max(last_ts), count(DISTINCT site_id) FROM streams WHERE n_obs > 0"
+        ).fetchone()
+        if first is None:
+            raise StageError(f"corpus {corpus}: the store holds no observation, so no task; check the ingest report")
+        fitted = fit(cfg, split, overrides, Span(first, last, sites), corpus, weekly_commitments)
+        splits = plan(con, fitted, held_out, corpus, cfg.seed)
         every_stream = [s for (s,) in con.execute("SELECT stream_id FROM streams ORDER BY stream_id").fetchall()]
         observations = con.execute("SELECT count(*) FROM observations").fetchone()[0]
     finally:
         con.close()
-    names = sorted(cfg.families, key=lambda n: _start_order(n, cfg.families[n]))
+    names = sorted(fitted.kept, key=lambda n: _start_order(n, cfg.families[n]))
     if observations < UNIT_OBSERVATIONS:
         resources = dataclasses.replace(resources, executor="local", workers=1)
     keep = resources.executor == "local"  # spawned workers end with the stage; Ray's live on
@@ -350,8 +367,8 @@ def compile_tasks(
     if empty:
         raise StageError(
             f"corpus {corpus}: no task in the {', '.join(empty)} split; {_why_empty(reports, orphans, every_stream)}"
-            f"its time blocks: {splits.as_dict()['blocks']}; change [splits] shares in configs/families.toml, or "
-            f"held_out_sites in configs/corpora/{corpus}.toml so that held-out sites have data in the test block"
+            f"its split plan: {_plan_words(splits)}; change [splits] shares in configs/corpora/{corpus}.toml, or "
+            f"held_out_sites there so that held-out sites have data in the test split"
         )
     counts = write_splits(out, tasks, sort_key=lambda t: (t.family, t.selection_key))
     missing = {
@@ -368,6 +385,6 @@ def compile_tasks(
             "seed": cfg.seed,
             "split_rule": splits.as_dict(),
             "streams_in_no_family": orphans,
-            "notes": _exclusion_notes(reports, orphans, corpus),
+            "notes": [*fitted.notes(), *_exclusion_notes(reports, orphans, corpus)],
         },
     )

@@ -36,6 +36,12 @@ class Span:
         return (self.last - self.first) / DAY
 
     @property
+    def whole_weeks(self) -> int:
+        """Calendar weeks (Monday to Sunday, UTC) wholly inside the span."""
+        start = self.first + (-(self.first - MONDAY)) % WEEK  # the first Monday at or after the first reading
+        return max(0, (self.last + 1 - start) // WEEK)
+
+    @property
     def weeks(self) -> int:
         """Calendar weeks (Monday to Sunday, UTC) from the first reading's to the last's, both included."""
         return int((self.last - MONDAY) // WEEK - (self.first - MONDAY) // WEEK + 1)
@@ -62,15 +68,25 @@ def _days(days: float) -> str:
     return f"{days:.1f} days" if days < 10 else f"{round(days)} days"
 
 
-def fitting(families: FamiliesConfig, rule: SplitRule, span: Span) -> tuple[list[str], dict[str, str]]:
-    """The families whose windows fit the span, and why each other one does not."""
+def fitting(
+    families: FamiliesConfig, rule: SplitRule, span: Span, weekly_commitments: frozenset[str]
+) -> tuple[list[str], dict[str, str]]:
+    """The families whose windows fit the span, and why each other one does not. A family whose commitment asks about
+    a calendar week (`weekly_commitments`) also needs `min_windows_in_span` - 1 whole weeks: on partial weeks alone
+    every commitment would be an abstention, and the family would predict the outcome."""
     kept, left_out = [], {}
+    weeks_needed = rule.min_windows_in_span - 1
     for name, family in sorted(families.families.items()):
         needed = rule.min_windows_in_span * PERIOD_DAYS[family.period]
         if span.days + 1e-9 < needed:
             left_out[name] = (
                 f"its {family.period} window ({PERIOD_DAYS[family.period]} days) needs a span of {needed} days "
                 f"({rule.min_windows_in_span} windows), the corpus spans {_days(span.days)}"
+            )
+        elif name in weekly_commitments and span.whole_weeks < weeks_needed:
+            left_out[name] = (
+                f"its commitment asks about a calendar week and needs {weeks_needed} whole weeks (Monday to Sunday) "
+                f"in the span, the corpus has {span.whole_weeks}"
             )
         else:
             kept.append(name)
@@ -89,11 +105,16 @@ def time_weeks(buffer: int) -> int:
 
 
 def fit(
-    families: FamiliesConfig, kind: SplitKind, overrides: SplitOverrides | None, span: Span, corpus: str
+    families: FamiliesConfig,
+    kind: SplitKind,
+    overrides: SplitOverrides | None,
+    span: Span,
+    corpus: str,
+    weekly_commitments: frozenset[str] = frozenset(),
 ) -> Fit:
     """The families that fit, the rule with its buffer, and the plan; one line when no plan or family fits."""
     rule = families.splits.with_overrides(overrides)
-    kept, left_out = fitting(families, rule, span)
+    kept, left_out = fitting(families, rule, span, weekly_commitments)
     if not kept:
         raise StageError(
             f"corpus {corpus}: its data spans {span.describe()}: no task family fits (the shortest window needs "
@@ -102,11 +123,8 @@ def fit(
     buffer = buffer_days(families, rule, kept)
     rule = rule.model_copy(update={"buffer_days": buffer})
     time_ok, site_ok = span.weeks >= time_weeks(buffer), span.sites >= rule.min_sites
-    wanted = {"time": time_ok, "site": site_ok}
-    if kind == "auto":
-        plan = "time" if time_ok else "site" if site_ok else None
-    else:
-        plan = kind if wanted[kind] else None
+    allowed = {"time": time_ok, "site": site_ok, "auto": time_ok or site_ok}
+    plan = None if not allowed[kind] else kind if kind != "auto" else "time" if time_ok else "site"
     if plan is None:
         raise StageError(f"corpus {corpus}: {why_no_plan(kind, rule, span, corpus)}")
     return Fit(kept=kept, left_out=left_out, rule=rule, plan=plan)
@@ -126,12 +144,18 @@ def why_no_plan(kind: SplitKind, rule: SplitRule, span: Span, corpus: str) -> st
     )
 
 
-def summary(families: FamiliesConfig, kind: SplitKind, overrides: SplitOverrides | None, span: Span) -> list[str]:
+def summary(
+    families: FamiliesConfig,
+    kind: SplitKind,
+    overrides: SplitOverrides | None,
+    span: Span,
+    weekly_commitments: frozenset[str] = frozenset(),
+) -> list[str]:
     """What a build would do with a span, in lines for `corpus draft`: the span, the plan, the families that fit (or
     the one reason nothing fits)."""
     lines = [f"span: {span.describe()}"]
     try:
-        found = fit(families, kind, overrides, span, "(draft)")
+        found = fit(families, kind, overrides, span, "(draft)", weekly_commitments)
     except StageError as exc:
         return [*lines, "split plan: none; " + str(exc).split(": ", 1)[1]]
     how = (

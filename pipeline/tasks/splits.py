@@ -1,11 +1,16 @@
-"""Splits without memory: time blocks per split with buffers between them, held-out sites in test only.
+"""Splits without memory, by the corpus's plan (pipeline/tasks/fit.py chooses it): time blocks, or whole sites.
 
-The corpus's stream-weeks (weekly aggregate windows) are counted per Monday; the blocks are cut where the cumulative
-count reaches each split's share, with `buffer_days` left out between consecutive blocks. A row belongs to the block
-that holds its whole reach: its time columns widened by one window (a revision moves to the previous or next window)
-and by `reach_days` (the commitment asks about a week starting within 14 days). Rows that straddle a buffer, and
-rows of held-out sites in a train or dev block, are dropped and counted. Rows without time go by their sites:
-held-out sites to test, the others by a hash in proportion to the shares.
+time: the corpus's stream-weeks (weekly aggregate windows) are counted per Monday; the blocks are cut where the
+cumulative count reaches each split's share, with the rule's buffer left out between consecutive blocks. A row belongs
+to the block that holds its whole reach: its time columns widened by one window (a revision moves to the previous or
+next window) and by `reach_days` (the commitment asks about a week starting within 14 days). Rows that straddle a
+buffer, and rows of held-out sites in a train or dev block, are dropped and counted.
+
+site: every split's block is the corpus's whole time; each site goes to one split, held-out sites to test, the others
+in an order stratified by the point classes they have, each to the split furthest below its share of the stream-weeks.
+A row goes to the split of its sites; a row whose sites are in two splits is dropped and counted.
+
+Rows without time (or, in a site plan, without sites) go by a hash in proportion to the shares, held-out sites to test.
 """
 
 from __future__ import annotations
@@ -15,13 +20,12 @@ from dataclasses import dataclass
 import duckdb
 import polars as pl
 
-from contracts.tasks import PERIOD_DAYS, Family, SplitRule
+from contracts.tasks import PERIOD_DAYS, SPLITS, Family, SplitRule
 from pipeline.core.canonical import digest
 from pipeline.core.errors import StageError
+from pipeline.store.compute import DAY
+from pipeline.tasks.fit import WEEK, Fit
 from pipeline.tools.timeutil import format_us
-
-DAY = 86_400_000_000
-WEEK = 7 * DAY
 
 
 @dataclass(frozen=True)
@@ -44,7 +48,9 @@ class SplitPlan:
     rule: SplitRule
     blocks: dict[str, Block]
     held_out: frozenset[str]
-    by: str  # "time and site" or "time" (fewer than 2 sites)
+    by: str  # "time and site", "time" (fewer than 2 sites) or "site"
+    site_splits: dict[str, str] | None = None  # site -> split, in a site plan
+    left_out: dict[str, str] | None = None  # families that do not fit the corpus's span, with the reason
 
     def place(self, frame: pl.DataFrame, family: Family, idents: list[str], seed: str, name: str) -> pl.Series:
         """Each candidate row's split, or the reason it is dropped (a name not in SPLITS), by row number. `frame` holds
@@ -63,15 +69,18 @@ class SplitPlan:
             if held_out and frame.height and textual
             else pl.Series([False] * frame.height, dtype=pl.Boolean)
         )
+        by_hash = pl.Series(
+            "placed",
+            [
+                "test" if touched else self._by_hash(int(digest(f"{seed}|split|{name}|{ident}")[:12], 16) / 16**12)
+                for ident, touched in zip(idents, touches.to_list(), strict=True)
+            ],
+            dtype=pl.String,
+        )
+        if self.site_splits is not None:
+            return self._place_by_site(sites, by_hash)
         if not family.time_columns:
-            return pl.Series(
-                "placed",
-                [
-                    "test" if touched else self._by_hash(int(digest(f"{seed}|split|{name}|{ident}")[:12], 16) / 16**12)
-                    for ident, touched in zip(idents, touches.to_list(), strict=True)
-                ],
-                dtype=pl.String,
-            )
+            return by_hash
         times = [pl.col(c).cast(pl.Int64) for c in family.time_columns]
         nulls = frame.select(pl.any_horizontal(t.is_null() for t in times).sum()).item()
         if nulls:
@@ -88,6 +97,22 @@ class SplitPlan:
         outside = placed.is_in(list(self.blocks)) & (placed != "test") & touches
         return placed.set(outside, "held_out_site_outside_test_block")
 
+    def _place_by_site(self, sites: pl.Series, by_hash: pl.Series) -> pl.Series:
+        """The split of a row's sites; a row whose sites are in two splits is dropped; a row without sites by hash."""
+        splits = sites.cast(pl.List(pl.String)).list.eval(
+            pl.element().replace_strict(self.site_splits, default="site_not_in_store")
+        )
+        distinct = splits.list.unique()
+        frame = pl.DataFrame({"splits": distinct, "hashed": by_hash})
+        return frame.select(
+            pl.when(pl.col("splits").list.len() == 0)
+            .then(pl.col("hashed"))
+            .when(pl.col("splits").list.len() == 1)
+            .then(pl.col("splits").list.first())
+            .otherwise(pl.lit("sites_in_two_splits"))
+            .alias("placed")
+        ).get_column("placed")
+
     def _by_hash(self, x: float) -> str:
         """A time-less row's split: the first whose cumulative share exceeds x in [0, 1)."""
         total = 0.0
@@ -98,34 +123,47 @@ class SplitPlan:
         return self.rule.order[-1]
 
     def as_dict(self) -> dict:
-        return {
+        found = {
             "by": self.by,
-            "blocks": [b.as_dict() for b in sorted(self.blocks.values(), key=lambda b: b.start)],
+            "blocks": [b.as_dict() for b in sorted(self.blocks.values(), key=lambda b: (b.start, b.split))],
             "shares": dict(self.rule.shares),
             "buffer_days": self.rule.buffer_days,
             "reach_days": self.rule.reach_days,
             "held_out_sites": sorted(self.held_out),
         }
+        if self.site_splits is not None:
+            found["sites"] = {s: sorted(k for k, v in self.site_splits.items() if v == s) for s in SPLITS}
+        if self.left_out:
+            found["families_left_out"] = dict(sorted(self.left_out.items()))
+        return found
 
 
-def plan(con: duckdb.DuckDBPyConnection, rule: SplitRule, held_out: list[str], corpus: str) -> SplitPlan:
-    """Cut the corpus's time into the rule's blocks by its stream-weeks."""
+def plan(con: duckdb.DuckDBPyConnection, fit: Fit, held_out: list[str], corpus: str, seed: str) -> SplitPlan:
+    """The corpus's split plan: time blocks, or whole sites per split."""
     counted = dict(
         con.execute("SELECT window_start, count(*) FROM aggregates WHERE period = 'week' GROUP BY 1").fetchall()
     )
-    sites = con.execute("SELECT count(DISTINCT site_id) FROM streams").fetchone()[0]
-    buffer_weeks = -(-rule.buffer_days // 7)
     if not counted:
-        raise StageError(f"corpus {corpus}: no weekly windows in the store, so no time blocks for the splits")
+        raise StageError(f"corpus {corpus}: no weekly windows in the store, so no split plan")
     first, last = min(counted), max(counted) + WEEK
     calendar = list(range(first, last, WEEK))  # every Monday, weeks without data included: buffers are time
-    if len(calendar) < 3 + 2 * buffer_weeks:
-        raise StageError(
-            f"corpus {corpus}: its data spans {len(calendar)} weeks, too few for time-blocked splits "
-            f"(3 blocks and 2 buffers of {rule.buffer_days} days); add data or lower buffer_days in "
-            "configs/families.toml [splits]"
-        )
-    counts = [counted.get(week, 0) for week in calendar]
+    if fit.plan == "site":
+        return _site_plan(con, fit, held_out, corpus, seed, Block("", first, last))
+    plan_ = _time_plan(fit.rule, calendar, [counted.get(week, 0) for week in calendar], corpus)
+    sites = con.execute("SELECT count(DISTINCT site_id) FROM streams").fetchone()[0]
+    single = sites < 2
+    return SplitPlan(
+        rule=fit.rule,
+        blocks=plan_,
+        held_out=frozenset() if single else frozenset(held_out),
+        by="time" if single else "time and site",
+        left_out=fit.left_out,
+    )
+
+
+def _time_plan(rule: SplitRule, calendar: list[int], counts: list[int], corpus: str) -> dict[str, Block]:
+    """Cut the calendar into the rule's blocks by its stream-weeks."""
+    buffer_weeks = -(-rule.buffer_days // 7)
     total = sum(counts) * (1 - 2 * buffer_weeks / len(calendar))  # the buffers' share is left out
     bounds, cumulative, share, index = [], 0, 0.0, 0
     for split in rule.order[:-1]:
@@ -142,13 +180,62 @@ def plan(con: duckdb.DuckDBPyConnection, rule: SplitRule, held_out: list[str], c
         if stop <= begin:
             raise StageError(
                 f"corpus {corpus}: the {split} block is empty; change the shares or buffer_days in "
-                "configs/families.toml [splits]"
+                f"configs/families.toml [splits], or [splits] in configs/corpora/{corpus}.toml"
             )
         blocks[split] = Block(split, calendar[begin], calendar[stop - 1] + WEEK)
-    single = sites < 2
+    return blocks
+
+
+def _site_plan(
+    con: duckdb.DuckDBPyConnection, fit: Fit, held_out: list[str], corpus: str, seed: str, span: Block
+) -> SplitPlan:
+    """Whole sites per split over the corpus's whole time: held-out sites to test, the others in an order stratified
+    by their point classes (a hash within a stratum), each to the split furthest below its share of the stream-weeks
+    (the first split in the rule's order on a tie); the last sites go to splits still without one."""
+    rows = con.execute(
+        "SELECT s.site_id, list(DISTINCT s.point_class ORDER BY s.point_class), "
+        "count(a.window_start) FROM streams s LEFT JOIN aggregates a ON a.stream_id = s.stream_id "
+        "AND a.period = 'week' GROUP BY s.site_id ORDER BY s.site_id"
+    ).fetchall()
+    unknown = sorted(set(held_out) - {site for site, _, _ in rows})
+    if unknown:
+        raise StageError(
+            f"corpus {corpus}: held_out_sites {', '.join(unknown)} are not sites of the store; fix held_out_sites in "
+            f"configs/corpora/{corpus}.toml"
+        )
+    rule = fit.rule
+    assigned = {site: "test" for site in held_out}
+    weight = dict.fromkeys(rule.order, 0)
+    for site, _, weeks in rows:
+        if site in assigned:
+            weight["test"] += weeks
+    order = sorted(
+        (
+            (classes, digest(f"{seed}|site|{site}"), site, weeks)
+            for site, classes, weeks in rows
+            if site not in assigned
+        ),
+    )
+    for position, (_, _, site, weeks) in enumerate(order):
+        empty = [s for s in rule.order if s not in assigned.values()]
+        total = sum(weight.values()) + weeks
+        if len(order) - position <= len(empty):  # as many sites left as splits without one
+            choice = max(empty, key=lambda s: rule.shares[s])
+        else:
+            choice = max(rule.order, key=lambda s: (rule.shares[s] * total - weight[s], -rule.order.index(s)))
+        assigned[site] = choice
+        weight[choice] += weeks
+    empty = [s for s in rule.order if s not in assigned.values()]
+    if empty:
+        raise StageError(
+            f"corpus {corpus}: the site split leaves {', '.join(empty)} without a site ({len(rows)} sites, "
+            f"{len(held_out)} held out); hold out fewer sites in configs/corpora/{corpus}.toml or add sites"
+        )
     return SplitPlan(
         rule=rule,
-        blocks=blocks,
-        held_out=frozenset() if single else frozenset(held_out),
-        by="time" if single else "time and site",
+        blocks={s: Block(s, span.start, span.end) for s in rule.order},
+        held_out=frozenset(held_out),
+        by="site",
+        site_splits=dict(sorted(assigned.items())),
+        left_out=fit.left_out,
     )

@@ -1,0 +1,97 @@
+"""Generated raw corpora of the shapes real telemetry comes in (issue 39): a short office corpus of many rooms, one
+wide CSV per room. The values follow a day's occupancy with room-to-room variety; outages are drawn per room and
+day so that weeks hold good, gappy and missing stretches (the three commitment outcomes), none shared by every room."""
+
+from __future__ import annotations
+
+import datetime as dt
+import math
+from pathlib import Path
+
+import numpy as np
+
+SENSORS = ("co2", "humidity", "light", "pir", "temperature")
+START = dt.datetime(2023, 3, 1, tzinfo=dt.UTC)  # a Wednesday: the span begins and ends in partial weeks
+
+
+def office_rows(room: int, days: int, step_minutes: int, seed: int, outages: bool = True) -> list[str]:
+    """The lines of one room's wide CSV (header first): timestamp, co2, humidity, light, pir, temperature; without
+    `outages`, every reading is there (every commitment would be to answer)."""
+    rng = np.random.default_rng(seed * 1000 + room)
+    steps = days * 24 * 60 // step_minutes
+    lines = ["timestamp," + ",".join(SENSORS)]
+    down = []  # (first step, last step) of each stretch without readings
+    for day in range(days if outages else 0):
+        kind = rng.random()
+        if kind < 0.12:  # a whole day down: coverage too low to report the week
+            down.append((day * 24 * 60 // step_minutes, (day + 1) * 24 * 60 // step_minutes - 1))
+        elif kind < 0.45:  # a few hours down: a long gap inside the day
+            first = (day * 24 + int(rng.integers(0, 20))) * 60 // step_minutes
+            down.append((first, first + int(rng.integers(2, 5)) * 60 // step_minutes))
+    base_temp, base_co2 = 20 + rng.random() * 3, 420 + rng.random() * 60
+    for i in range(steps):
+        if any(lo <= i <= hi for lo, hi in down):
+            continue
+        at = START + dt.timedelta(minutes=i * step_minutes)
+        hour = at.hour + at.minute / 60
+        occupied = at.weekday() < 5 and 8 <= hour < 18 and rng.random() < 0.8
+        co2 = base_co2 + (350 + 80 * math.sin(hour) if occupied else 0) + rng.normal(0, 15)
+        humidity = 40 + 6 * math.sin(2 * math.pi * hour / 24) + rng.normal(0, 1.5)
+        light = (300 + rng.normal(0, 40) if occupied else max(0.0, 20 * math.sin(math.pi * (hour - 6) / 12))) + 0.0
+        temperature = (
+            base_temp + (1.5 if occupied else 0) + 0.8 * math.sin(2 * math.pi * hour / 24) + rng.normal(0, 0.1)
+        )
+        cells = [f"{co2:.1f}", f"{humidity:.2f}", f"{light:.1f}", str(int(occupied)), f"{temperature:.2f}"]
+        if outages and rng.random() < 0.002:
+            cells[int(rng.integers(0, len(cells)))] = ""
+        lines.append(at.strftime("%Y-%m-%d %H:%M:%S") + "," + ",".join(cells))
+    return lines
+
+
+def write_office(
+    raw: Path, rooms: int, days: int, step_minutes: int = 10, seed: int = 7, outages: bool = True
+) -> list[str]:
+    """One `room_<number>.csv` per room under `raw`; returns the room numbers (the site keys)."""
+    raw.mkdir(parents=True, exist_ok=True)
+    names = [str(401 + 2 * r) for r in range(rooms)]
+    for room, name in enumerate(names):
+        text = "\n".join(office_rows(room, days, step_minutes, seed, outages)) + "\n"
+        (raw / f"room_{name}.csv").write_text(text, encoding="utf-8")
+    return names
+
+
+OFFICE_POINTS = {  # what a user fills in: the Brick class and unit of each sensor
+    "co2": ("CO2_Sensor", "PPM"),
+    "humidity": ("Relative_Humidity_Sensor", "PERCENT_RH"),
+    "light": ("Illuminance_Sensor", "LUX"),
+    "pir": ("Occupancy_Sensor", None),
+    "temperature": ("Zone_Air_Temperature_Sensor", "DEG_C"),
+}
+
+
+def office_mapping(name: str, extra: str = "") -> str:
+    """A hand-written mapping of the office corpus (inline metadata), as a user would write it."""
+    points = "".join(
+        f'\n[metadata.points.{key}]\npoint_class = "{cls}"\nlabel = "{key} in room {{site}}"\n'
+        + (f'unit = "{unit}"\n' if unit else "")
+        for key, (cls, unit) in OFFICE_POINTS.items()
+    )
+    return f"""name = "{name}"
+title = "Office rooms, generated"
+{extra}
+[time]
+column = "timestamp"
+format = "%Y-%m-%d %H:%M:%S"
+timezone = "UTC"
+row_order = "ascending"
+
+[values]
+kind = "wide_csv"
+files = "room_*.csv"
+file_pattern = 'room_(?P<site>\\d+)\\.csv'
+site = "{{site}}"
+
+[metadata]
+kind = "inline"
+site_label = "room {{site}}"
+{points}"""

@@ -1,0 +1,147 @@
+"""Corpora as they come (issue 39): a short corpus of many sites splits by site, the families that fit its span are
+kept (the others named with the reason), a corpus no plan fits is one line saying what would, and a release whose
+commitments test no quality gate is refused by the commitment-mix gate."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+from contracts.tasks import SplitOverrides
+from pipeline.cli import main
+from pipeline.core.config import load_episodes_config, load_families, weekly_commitments
+from pipeline.core.errors import StageError
+from pipeline.core.workspace import Workspace
+from pipeline.episodes.stage import week_caps
+from pipeline.tasks.fit import DAY, Span, fit, summary
+from tests.helpers import REPO, copy_shared_configs
+from tests.shapes import office_mapping, write_office
+
+WEDNESDAY = 1_677_628_800_000_000  # 2023-03-01 00:00 UTC
+
+
+def _project(root: Path, name: str, rooms: int, days: int, step: int = 10, outages: bool = True) -> Path:
+    (root / "configs" / "corpora").mkdir(parents=True)
+    copy_shared_configs(root)
+    write_office(root / "data" / "raw" / name, rooms=rooms, days=days, step_minutes=step, outages=outages)
+    (root / "configs" / "corpora" / f"{name}.toml").write_text(office_mapping(name), encoding="utf-8")
+    return root
+
+
+def cli(root: Path, *args: str):
+    return CliRunner().invoke(main, ["--root", str(root), *args])
+
+
+@pytest.fixture(scope="module")
+def shipped():
+    ws = Workspace.from_root(REPO)
+    return load_families(ws), weekly_commitments(ws)
+
+
+def test_a_span_counts_calendar_and_whole_weeks():
+    eight = Span(WEDNESDAY, WEDNESDAY + 8 * DAY, 45)
+    assert (eight.weeks, eight.whole_weeks, round(eight.days)) == (2, 0, 8)  # Wed..Thu: two partial weeks
+    monday = WEDNESDAY + 5 * DAY
+    assert Span(monday, monday + 14 * DAY - 1, 1).whole_weeks == 2
+    assert Span(monday, monday + 14 * DAY - 2, 1).whole_weeks == 1
+
+
+def test_short_many_site_span_gets_a_site_plan_and_only_the_families_that_fit(shipped):
+    families, weekly = shipped
+    found = fit(families, "auto", None, Span(WEDNESDAY, WEDNESDAY + 8 * DAY, 45), "office", weekly)
+    assert found.plan == "site"
+    assert set(found.kept) == {"timestamp_nearest_lookup", "timestamp_value_lookup"} | (
+        {"point_disambiguation", "day_mean_lookup", "relative_24h_mean_lookup"} - weekly
+    )
+    assert "month window" in found.left_out["window_rank"] and "21 days" in found.left_out["window_mean_lookup"]
+    assert found.rule.buffer_days < families.splits.buffer_days  # no month window: shorter buffers
+
+
+def test_long_corpus_keeps_every_family_and_the_time_plan(shipped):
+    families, weekly = shipped
+    found = fit(families, "auto", None, Span(WEDNESDAY, WEDNESDAY + 700 * DAY, 1), "plant", weekly)
+    assert (found.plan, found.left_out, found.rule) == ("time", {}, families.splits)
+
+
+@pytest.mark.parametrize(
+    ("kind", "sites", "days", "said"),
+    [
+        ("auto", 1, 8, "a time split needs"),
+        ("auto", 4, 8, "a site split needs 5 sites"),
+        ("time", 45, 8, "split = 'time'"),
+        ("site", 2, 700, "split = 'site'"),
+    ],
+)
+def test_no_plan_is_one_line_naming_span_sites_and_each_minimum(shipped, kind, sites, days, said):
+    families, weekly = shipped
+    with pytest.raises(StageError) as info:
+        fit(families, kind, None, Span(WEDNESDAY, WEDNESDAY + days * DAY, sites), "c", weekly)
+    message = str(info.value)
+    assert "\n" not in message and said in message and f"at {sites} site" in message
+    assert "configs/corpora/c.toml" in message
+    lines = summary(families, kind, None, Span(WEDNESDAY, WEDNESDAY + days * DAY, sites), weekly)
+    assert lines[0].startswith("span: ") and lines[1].startswith("split plan: none; ")
+
+
+def test_a_corpus_may_lower_its_own_minimum_of_sites(shipped):
+    families, weekly = shipped
+    span = Span(WEDNESDAY, WEDNESDAY + 8 * DAY, 3)
+    with pytest.raises(StageError):
+        fit(families, "auto", None, span, "c", weekly)
+    assert fit(families, "auto", SplitOverrides(min_sites=3), span, "c", weekly).plan == "site"
+
+
+def test_week_caps_follow_the_shares_only_on_a_corpus_of_few_weeks():
+    cfg = load_episodes_config(Workspace.from_root(REPO))
+    assert week_caps(cfg, 540, 280) == dict.fromkeys(cfg.outcome_shares, cfg.commit_week_cap)  # years: unchanged
+    assert cfg.outcome_shares == {"answer": 0.4, "abstain": 0.3, "re_clarify": 0.3}
+    assert week_caps(cfg, 120, 2) == {"answer": 24, "abstain": 18, "re_clarify": 18}  # 60 rows a week, by the shares
+
+
+def test_eight_days_of_45_rooms_release_in_every_split_and_play(tmp_path):
+    root = _project(tmp_path / "p", "office", rooms=45, days=8)
+    built = cli(root, "build", "--corpus", "office")
+    assert built.exit_code == 0, built.output
+    assert "family window_rank left out: its month window" in built.output
+    artifacts = root / "artifacts" / "office"
+    plan = json.loads((artifacts / "tasks" / "manifest.json").read_text())["details"]["split_rule"]
+    assert plan["by"] == "site"
+    placed = [site for split in ("train", "dev", "test") for site in plan["sites"][split]]
+    assert sorted(placed) == sorted(set(placed)) and len(placed) == 45
+    for split in ("train", "dev", "test"):
+        rows = [json.loads(line) for line in (artifacts / "release" / f"{split}.jsonl").read_text().splitlines()]
+        assert rows, split
+        assert all(set(r["site_ids"]) <= set(plan["sites"][split]) for r in rows)  # no site in two splits
+    audit = json.loads((artifacts / "audit" / "manifest.json").read_text())["details"]
+    assert audit["gates"]["commitment_mix"] == "pass"
+    assert all(status in ("pass", "insufficient_rows", "unproven") for status in audit["gates"].values())
+    scores = {}
+    for agent in ("oracle", "noop", "controller"):
+        trace = tmp_path / f"{agent}.jsonl"
+        played = cli(root, "run", "--corpus", "office", "--split", "test", "--agent", agent, "--out", str(trace))
+        assert played.exit_code == 0, played.output
+        scored = cli(root, "score", str(trace), "--json")
+        scores[agent] = json.loads(scored.output)["accomplished_rate"]
+    assert scores == {"oracle": 1.0, "noop": 0.0, "controller": 0.0}
+
+
+def test_one_site_of_eight_days_is_one_line_saying_what_would_split(tmp_path):
+    root = _project(tmp_path / "p", "one", rooms=1, days=8)
+    built = cli(root, "build", "--corpus", "one")
+    assert built.exit_code == 1
+    error = [line for line in built.output.splitlines() if line.startswith("error:")]
+    assert len(error) == 1 and "Traceback" not in built.output
+    assert "8.0 days (2 calendar weeks) at 1 site: no split plan fits" in error[0]
+    assert "a time split needs" in error[0] and "a site split needs 5 sites" in error[0]
+
+
+def test_a_release_whose_commitments_test_no_quality_gate_is_refused(tmp_path):
+    root = _project(tmp_path / "p", "clean", rooms=6, days=35, step=30, outages=False)
+    built = cli(root, "build", "--corpus", "clean")
+    assert built.exit_code == 1
+    error = next(line for line in built.output.splitlines() if line.startswith("error:"))
+    assert "commitment_mix: " in error and "re_clarify 0.0" in error and "each at least 0.15" in error
+    assert not (root / "artifacts" / "clean" / "release" / "train.jsonl").exists()
