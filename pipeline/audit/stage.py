@@ -14,6 +14,7 @@ from pipeline.audit.gates import gate_of
 from pipeline.audit.guessers import Guesser
 from pipeline.audit.policies import ShortcutPolicy
 from pipeline.audit.probe import accuracy_gate, artifact_probe, majority_share
+from pipeline.core.canonical import digest
 from pipeline.core.manifest import StageResult, write_splits
 from pipeline.episodes.stage import read_episodes
 from pipeline.runtime.agents import Agent, OracleAgent
@@ -230,6 +231,7 @@ def run_audit(
                     excluded = True
             if not excluded:
                 released.append(episode)
+        released, trimmed = trim_to_mix(released, lifts.min_outcome_share)
         controls = _positive_controls(cfg, by_name, candidates, needed, won, store, families, lifts, keywords)
         oracle = OracleAgent()
         oracle_ok = sum(accomplishes(oracle, e, store, keywords) for e in released)
@@ -279,6 +281,7 @@ def run_audit(
         "completions_on_candidates": {p.name: len(won[p.name]) for p in cfg.policies},
         "commitment_mix": mix,
         "commitment_mix_gate": mix_gate,
+        "trimmed_for_mix": trimmed,
         "controls": {
             "every_policy_wins_some_candidate": all(c["ok"] for c in controls.values()),
             "oracle_accomplished_released": oracle_ok,
@@ -294,6 +297,25 @@ def run_audit(
         "notes": notes,
     }
     return StageResult(outputs=[f"{s}.jsonl" for s in SPLITS], row_counts=counts, details=details)
+
+
+def trim_to_mix(released: list[Episode], least: float) -> tuple[list[Episode], dict[str, int]]:
+    """Fewer rows rather than a skewed mix: while an outcome present in the release is under `least` of it, leave out
+    one row of the most frequent outcome (the last by the xxh3 of its id, an order free of the gold). An outcome with
+    no row cannot be mended so; the commitment-mix gate then fails."""
+    by_outcome: dict[str, list[Episode]] = {}
+    for episode in sorted(released, key=lambda e: digest(f"trim|{e.id}")):
+        by_outcome.setdefault(episode.commitment_outcome, []).append(episode)
+    dropped: Counter = Counter()
+    while len(by_outcome) > 1:
+        size = sum(len(rows) for rows in by_outcome.values())
+        if min(len(rows) for rows in by_outcome.values()) >= least * size:
+            break
+        largest = max(sorted(by_outcome), key=lambda o: len(by_outcome[o]))
+        by_outcome[largest].pop()
+        dropped[largest] += 1
+    kept = {e.id for rows in by_outcome.values() for e in rows}
+    return [e for e in released if e.id in kept], dict(sorted(dropped.items()))
 
 
 def _mix_gate(mix: dict[str, float], rows: int, least: float, gates: Gates) -> dict:

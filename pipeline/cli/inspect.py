@@ -61,11 +61,20 @@ def _tasks_text(summary: dict) -> None:
         if empty and family not in summary["missing_families"]:
             click.echo(f"{family}: no task in {', '.join(empty)} (no candidate placed there survived selection)")
     rule = summary["split_rule"]
-    click.echo(
-        f"splits by {rule['by']}: "
-        + ", ".join(f"{b['split']} {b['start'][:10]}..{b['end'][:10]}" for b in rule["blocks"])
-        + f" ({rule['buffer_days']}-day buffers)"
-    )
+    if "sites" in rule:
+        block = rule["blocks"][0]
+        click.echo(
+            f"splits by site over {block['start'][:10]}..{block['end'][:10]}: "
+            + "; ".join(f"{split} {len(sites)} sites ({', '.join(sites)})" for split, sites in rule["sites"].items())
+        )
+    else:
+        click.echo(
+            f"splits by {rule['by']}: "
+            + ", ".join(f"{b['split']} {b['start'][:10]}..{b['end'][:10]}" for b in rule["blocks"])
+            + f" ({rule['buffer_days']}-day buffers)"
+        )
+    for family, why in rule.get("families_left_out", {}).items():
+        click.echo(f"{family}: left out, {why}")
     for family, drops in summary["dropped_by_split_rule"].items():
         if drops:
             click.echo(f"{family}: dropped by the split rule: " + ", ".join(f"{k} {v:,}" for k, v in drops.items()))

@@ -34,6 +34,13 @@ def file_entry(path: Path) -> dict:
     return entry
 
 
+def _recorded(name: str, audit: dict) -> bool:
+    try:
+        return bool(gate_of(name, audit))
+    except KeyError:  # an audit record with the status alone
+        return False
+
+
 def _gate_summary(name: str, audit: dict) -> dict:
     """One gate as release.json records it: status and the figures it was decided on."""
     gate = gate_of(name, audit)
@@ -80,10 +87,10 @@ def build_release(
     audit = upstream["audit"]["details"]
     failed = [name for name, status in audit.get("gates", {}).items() if status == "fail"]
     if failed:
-        said = "; ".join(f"{name}: {figures(gate_of(name, audit))}" for name in failed)
+        said = "".join(f"; {name}: {figures(gate_of(name, audit))}" for name in failed if _recorded(name, audit))
         raise StageError(
-            f"{mapping.name}: the release gates failed ({said}): see `telemetry-bench audit --corpus "
-            f"{mapping.name}` and docs/audit.md; nothing was released"
+            f"{mapping.name}: the release gates failed ({', '.join(failed)}{said}): see `telemetry-bench audit "
+            f"--corpus {mapping.name}` and docs/audit.md; nothing was released"
         )
     for split in SPLITS:
         shutil.copyfile(audit_dir / f"{split}.jsonl", out / f"{split}.jsonl")
