@@ -145,3 +145,21 @@ def test_a_release_whose_commitments_test_no_quality_gate_is_refused(tmp_path):
     error = next(line for line in built.output.splitlines() if line.startswith("error:"))
     assert "commitment_mix" in error and "re_clarify 0.0" in error and "each at least 0.15" in error
     assert not (root / "artifacts" / "clean" / "release" / "train.jsonl").exists()
+
+
+def test_a_skewed_mix_is_trimmed_to_the_least_share_and_an_absent_outcome_is_left_to_the_gate():
+    from types import SimpleNamespace
+
+    from pipeline.audit.stage import trim_to_mix
+
+    def rows(outcome: str, n: int) -> list:
+        return [SimpleNamespace(id=f"{outcome}-{i}", commitment_outcome=outcome) for i in range(n)]
+
+    skewed = rows("answer", 80) + rows("abstain", 6) + rows("re_clarify", 14)
+    kept, dropped = trim_to_mix(skewed, 0.15)
+    counts = {o: sum(e.commitment_outcome == o for e in kept) for o in ("answer", "abstain", "re_clarify")}
+    assert counts == {"answer": 20, "abstain": 6, "re_clarify": 14} and dropped == {"answer": 60}
+    assert [e.id for e in kept] == [e.id for e in skewed if e in kept]  # the release keeps its order
+    assert trim_to_mix(skewed, 0.15) == (kept, dropped)  # the same rows every time
+    lone = rows("answer", 70) + rows("abstain", 30)
+    assert trim_to_mix(lone, 0.15) == (lone, {})  # no re_clarify row to mend with: the gate decides
