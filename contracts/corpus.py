@@ -114,6 +114,9 @@ class TableMetadata(Frozen):
     )
     equipment_type_column: str | None = Field(None, description="Column holding the equipment's Brick class.")
     location_column: str | None = Field(None, description="Column holding the location key within the site.")
+    site_label: str = Field(
+        "{site}", description="Template for a site's label; {site} is the site key (e.g. 'room {site}')."
+    )
     unmapped_columns: Literal["error", "reject"] = Field(
         "error", description="A value column or stream key the table does not list: an error, or its cells rejected."
     )
