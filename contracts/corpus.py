@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+import string
 from typing import Annotated, Literal
 
 from pydantic import Field, field_validator, model_validator
@@ -11,6 +12,46 @@ from contracts.base import Frozen
 from contracts.tasks import SplitKind, SplitOverrides
 
 TIME_FORMATS_NAMED = ("iso8601", "epoch_s", "epoch_ms", "epoch_us")
+
+
+def _known_time_format(value: str) -> str:
+    if value not in TIME_FORMATS_NAMED and "%" not in value:
+        raise ValueError(
+            f"unknown time format {value!r}: use one of {', '.join(TIME_FORMATS_NAMED)} or a strftime pattern with "
+            f"% codes"
+        )
+    return value
+
+
+def _regex(value: str, what: str) -> str:
+    try:
+        re.compile(value)
+    except re.error as exc:
+        raise ValueError(f"{what} {value!r} is not a valid regex: {exc}") from exc
+    return value
+
+
+class FileTimeFormat(Frozen):
+    """A time format (and zone) for the files whose relative path matches a regex."""
+
+    files: str = Field(
+        description="Regex fully matched against the file's POSIX path relative to the corpus folder, e.g. "
+        "'b1/.*' or '.*/2019\\.csv'."
+    )
+    format: str = Field(description="The format of these files' time column (as time.format).")
+    timezone: str | None = Field(
+        None, description="IANA zone of these files' naive timestamps (default time.timezone)."
+    )
+
+    @field_validator("format")
+    @classmethod
+    def _known_format(cls, value: str) -> str:
+        return _known_time_format(value)
+
+    @field_validator("files")
+    @classmethod
+    def _compiles(cls, value: str) -> str:
+        return _regex(value, "files")
 
 
 class TimeSpec(Frozen):
@@ -28,16 +69,16 @@ class TimeSpec(Frozen):
     row_order: Literal["ascending", "descending", "any"] = Field(
         "any", description="Declared order of rows by time; a file that breaks it is an error naming the row."
     )
+    file_formats: list[FileTimeFormat] = Field(
+        default=[],
+        description="Per-file overrides: the first entry whose `files` regex fully matches a file's relative path "
+        "gives that file's format (and timezone, if it sets one) instead of `format` (and `timezone`).",
+    )
 
     @field_validator("format")
     @classmethod
     def _known_format(cls, value: str) -> str:
-        if value not in TIME_FORMATS_NAMED and "%" not in value:
-            raise ValueError(
-                f"unknown time format {value!r}: use one of {', '.join(TIME_FORMATS_NAMED)} or a strftime pattern with "
-                f"% codes"
-            )
-        return value
+        return _known_time_format(value)
 
 
 class CounterRule(Frozen):
@@ -120,6 +161,21 @@ class TableMetadata(Frozen):
     unmapped_columns: Literal["error", "reject"] = Field(
         "error", description="A value column or stream key the table does not list: an error, or its cells rejected."
     )
+    site_column: str | None = Field(
+        None,
+        description="Column holding the site id a row applies to (empty cell: every site), so that sites may map one "
+        "key differently; rows are then keyed by (site, key).",
+    )
+    files_column: str | None = Field(
+        None,
+        description="Column holding a regex fully matched against a value file's relative path: the row applies "
+        "to the files it matches (empty cell: every file).",
+    )
+    counter_column: str | None = Field(
+        None,
+        description="Column marking cumulative counters: a true cell (1, true, yes, y, x) makes the stream a counter "
+        "with the CounterRule defaults; an empty or false cell (0, false, no, n) does not.",
+    )
 
 
 class InlineMetadata(Frozen):
@@ -141,7 +197,10 @@ Metadata = Annotated[BrickMetadata | TableMetadata | InlineMetadata, Field(discr
 
 class _CsvFiles(Frozen):
     files: str = Field(description="Glob of value files relative to the corpus folder.")
-    file_pattern: str = Field(description="Regex matched against the file name; named groups feed the templates.")
+    file_pattern: str = Field(
+        description="Regex fully matched against the file name, or, when it holds a '/', against the file's POSIX "
+        "path relative to the corpus folder; named groups feed the templates."
+    )
     delimiter: str = Field(
         ",", min_length=1, max_length=1, description='The field separator: one character (use "\\t" for tabs).'
     )
@@ -185,16 +244,86 @@ class _CsvFiles(Frozen):
             raise ValueError(f"file_pattern is not a valid regex: {exc}") from exc
         return value
 
+    def pattern_groups(self) -> set[str]:
+        """The named groups of file_pattern."""
+        return set(re.compile(self.file_pattern).groupindex)
+
+
+def template_names(template: str) -> set[str]:
+    """The field names a str.format template uses ('{site}__{key}' -> {'site', 'key'})."""
+    names = set()
+    for _, field, _, _ in string.Formatter().parse(template):
+        if field is not None:
+            names.add(re.split(r"[.\[]", field, maxsplit=1)[0])
+    return names
+
+
+def check_template(template: str, what: str, allowed: set[str]) -> None:
+    """A ValueError naming the template's unknown fields and the ones it may use."""
+    try:
+        names = template_names(template)
+    except ValueError as exc:
+        raise ValueError(f"{what} template {template!r} is not a valid template: {exc}") from exc
+    unknown = sorted(names - allowed)
+    if unknown:
+        raise ValueError(
+            f"{what} template {template!r} names {', '.join('{' + n + '}' for n in unknown)}, which is not available "
+            f"(available: {', '.join('{' + n + '}' for n in sorted(allowed)) or 'none'}); capture it as a named "
+            "group of file_pattern or fix the template"
+        )
+
+
+def _site_column_field():
+    return Field(
+        None,
+        description="Column holding each row's site key (many sites in one file); {site} in the site template is its "
+        "value. A row with an empty cell has its cells rejected (missing_site). Not with brick metadata.",
+    )
+
+
+def _check_site_column(layout: WideCsv | LongCsv, reserved: list[str]) -> None:
+    if layout.site_column is None:
+        return
+    if "site" in layout.pattern_groups():
+        raise ValueError(
+            "file_pattern captures a group 'site' and site_column is set: {site} would mean two things; rename the "
+            "group (e.g. (?P<place>...)) or drop site_column"
+        )
+    if layout.site_column in reserved:
+        raise ValueError(
+            f"site_column {layout.site_column!r} is also the time, stream or value column; name the column that "
+            "holds the site keys"
+        )
+
 
 class WideCsv(_CsvFiles):
     """One file per site: a time column and one column per stream."""
 
     kind: Literal["wide_csv"] = Field(description="One file per site: a time column and one column per stream.")
     site: str | None = Field(
-        None, description="Template of the site key from file_pattern groups; absent when Brick metadata gives sites."
+        None,
+        description="Template of the site key from file_pattern groups (and {site}, the site_column value); absent "
+        "when Brick metadata gives sites. With site_column it defaults to '{site}'.",
     )
-    stream_id: str = Field("{site}__{key}", description="Template of a stream id from {site} and {key} (column).")
+    stream_id: str = Field(
+        "{site}__{key}",
+        description="Template of a stream id from {site} (the site key), {key} (the column) and file_pattern groups.",
+    )
     ignore_columns: list[str] = Field(default=[], description="Columns that are neither time nor values.")
+    site_column: str | None = _site_column_field()
+
+    @model_validator(mode="after")
+    def _templates(self) -> WideCsv:
+        groups = self.pattern_groups()
+        if "key" in groups:
+            raise ValueError("file_pattern of wide_csv must not capture a group 'key': {key} is the column name")
+        _check_site_column(self, [])
+        if self.site is not None:
+            check_template(self.site, "values.site", groups | ({"site"} if self.site_column else set()))
+        check_template(self.stream_id, "values.stream_id", groups | {"site", "key"})
+        if self.site_column is not None and self.site_column in self.ignore_columns:
+            raise ValueError(f"site_column {self.site_column!r} is also in ignore_columns; remove it from one of them")
+        return self
 
 
 class LongCsv(_CsvFiles):
@@ -203,22 +332,57 @@ class LongCsv(_CsvFiles):
     kind: Literal["long_csv"] = Field(description="Rows of (stream key, time, value).")
     stream_column: str = Field(description="Column holding each row's stream key.")
     value_column: str = Field(description="Column holding each row's value.")
-    site: str = Field("{site}", description="Template of the site key from file_pattern groups.")
-    stream_id: str = Field("{site}__{key}", description="Template from {site} and {key} (stream column value).")
+    site: str = Field(
+        "{site}", description="Template of the site key from file_pattern groups (and {site}, the site_column value)."
+    )
+    stream_id: str = Field(
+        "{site}__{key}",
+        description="Template from {site} (the site key), {key} (stream column value) and file_pattern groups.",
+    )
+    site_column: str | None = _site_column_field()
+
+    @model_validator(mode="after")
+    def _templates(self) -> LongCsv:
+        groups = self.pattern_groups()
+        if "key" in groups:
+            raise ValueError(
+                "file_pattern of long_csv must not capture a group 'key': {key} is the stream column's value"
+            )
+        _check_site_column(self, [self.stream_column, self.value_column])
+        check_template(self.site, "values.site", groups | ({"site"} if self.site_column else set()))
+        check_template(self.stream_id, "values.stream_id", groups | {"site", "key"})
+        return self
 
 
 class FilePerStream(_CsvFiles):
-    """One file per stream; the stream key comes from the file name (group 'key')."""
+    """One file per stream; the stream key comes from the file's path (group 'key', or the `key` template)."""
 
     kind: Literal["file_per_stream"] = Field(description="One file per stream; its key comes from the file name.")
     value_column: str = Field(description="Column holding the values (name it in `columns` when there is no header).")
     site: str = Field("{site}", description="Template of the site key from file_pattern groups.")
-    stream_id: str = Field("{site}__{key}", description="Template from {site} and {key}.")
+    stream_id: str = Field(
+        "{site}__{key}", description="Template from {site} (the site key), {key} and file_pattern groups."
+    )
+    key: str | None = Field(
+        None,
+        description="Template of the stream key from file_pattern groups, e.g. '{meter}'; absent: the group "
+        "(?P<key>...). Files giving one stream id (shards: years, parts) become one stream.",
+    )
 
     @model_validator(mode="after")
     def _has_key_group(self) -> FilePerStream:
-        if "key" not in re.compile(self.file_pattern).groupindex:
-            raise ValueError("file_pattern of file_per_stream needs a named group (?P<key>...) for the stream key")
+        groups = self.pattern_groups()
+        if self.key is None and "key" not in groups:
+            raise ValueError(
+                "file_pattern of file_per_stream needs a named group (?P<key>...) for the stream key, or set "
+                'values.key to a template of other groups (e.g. key = "{meter}")'
+            )
+        if self.key is not None:
+            if "key" in groups:
+                raise ValueError("values.key is set and file_pattern captures a group 'key': keep one of them")
+            check_template(self.key, "values.key", groups)
+        check_template(self.site, "values.site", groups)
+        check_template(self.stream_id, "values.stream_id", groups | {"site", "key"})
         return self
 
 
@@ -322,8 +486,11 @@ class CorpusMapping(Frozen):
                 raise ValueError(
                     "values.site must be absent with brick metadata: the graph's storedAt links give sites"
                 )
-            if not from_graph and self.values.site is None:
-                raise ValueError("values.site is required: a template of the site key from file_pattern groups")
+            if not from_graph and self.values.site is None and self.values.site_column is None:
+                raise ValueError(
+                    "values.site is required: a template of the site key from file_pattern groups (or set "
+                    "values.site_column, the column holding each row's site)"
+                )
         elif isinstance(self.values, BtsPickle):
             if from_graph and not self.metadata.stream_id_predicate:
                 raise ValueError(
@@ -333,6 +500,17 @@ class CorpusMapping(Frozen):
             raise ValueError(
                 "brick metadata works with the wide_csv or bts_pickle layouts; use table or inline metadata otherwise"
             )
+        if getattr(self.values, "site_column", None) is not None:
+            if from_graph:
+                raise ValueError(
+                    "values.site_column cannot be combined with brick metadata (the graph gives sites); use table or "
+                    "inline metadata, or drop site_column"
+                )
+            if self.values.site_column == self.time.column:
+                raise ValueError(
+                    f"values.site_column {self.values.site_column!r} is the time column; name the column that holds "
+                    "the site keys"
+                )
         if self.cleaning.dropout_rows and not isinstance(self.values, WideCsv):
             raise ValueError("cleaning.dropout_rows applies to wide_csv rows only; remove it for this layout")
         return self

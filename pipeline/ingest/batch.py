@@ -31,7 +31,7 @@ from pipeline.ingest.cleaning import (
     resolve_duplicates,
     split_cells,
 )
-from pipeline.ingest.layouts import READERS, ReadFile
+from pipeline.ingest.layouts import READERS, ReadFile, natural_key
 from pipeline.ingest.metadata import Resolver
 from pipeline.ingest.tables import TABLES
 
@@ -104,7 +104,7 @@ def streams_rows(resolver: Resolver, keep) -> list[dict]:
                 "unit": p.unit,
                 "label": p.label,
                 "entity_id": p.entity_id,
-                "source_file": ";".join(sorted(resolver.sources[stream_id])),
+                "source_file": ";".join(sorted(resolver.sources[stream_id], key=natural_key)),
                 "source_column": stream.key,
                 "is_counter": p.counter is not None,
             }
@@ -133,6 +133,11 @@ def ingest_batch_here(task: BatchTask) -> BatchResult:
     )
     owned = [i for i, sid in enumerate(stream_ids) if scope.owns(sid)]
     obs_parts, reject_parts, time_parts = _split_reads(reads, mapping, scope, rank, owned, rules)
+    if any(len(files) > 1 for files in resolver.sources.values()):
+        # Shards of one stream (years, numbered parts) in the natural order of their paths (part_2 before part_10):
+        # the order duplicate_timestamp's keep_first_row / keep_last_row go by.
+        order = sorted(range(len(reads)), key=lambda i: natural_key(reads[i][1].rel))
+        obs_parts = [obs_parts[i] for i in order]
     obs, duplicates, counter_rejects = _clean_observations(obs_parts, time_parts, mapping, rules)
     sources = [read.rel for _, read in reads]
     rejects = _labelled_rejects(
@@ -200,8 +205,11 @@ def _split_reads(
     obs_parts, reject_parts, time_parts = [], [], []
     for index, (_, read) in enumerate(reads):
         frame = read.frame
-        if "sid" in frame.columns:
-            frame = frame.with_columns(sid=pl.col("sid").replace_strict(remap, default=None, return_dtype=pl.Int32))
+        per_row = sorted({s.codes for s in read.slices if s.sid is None and s.codes in frame.columns})
+        if per_row:
+            frame = frame.with_columns(
+                pl.col(c).replace_strict(remap, default=None, return_dtype=pl.Int32) for c in per_row
+            )
         # An unmapped column keeps its -1 (None would mean "one stream per row", the long layout).
         slices = [
             replace(s, sid=remap.get(s.sid, s.sid)) if s.sid is not None and not s.unmapped else s for s in read.slices
@@ -291,7 +299,9 @@ def _counter_times(frame: pl.DataFrame, slices: list[Slice], rules: StreamRules)
     for sl in slices:
         if sl.sid is None:
             parts.append(
-                frame.select(pl.col("sid").cast(pl.Int32), "ts").filter(pl.col("sid").is_in(list(rules.counters)))
+                frame.select(pl.col(sl.codes).cast(pl.Int32).alias("sid"), "ts").filter(
+                    pl.col("sid").is_in(list(rules.counters))
+                )
             )
         elif sl.sid in rules.counters and not sl.unmapped:
             parts.append(frame.select(sid=pl.lit(sl.sid, dtype=pl.Int32), ts="ts"))

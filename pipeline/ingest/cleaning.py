@@ -1,7 +1,7 @@
 """Declared cleaning rules, applied column-wise; every raw value cell ends as a value or a reason.
 
 Reasons, in the order they are decided (the first that applies wins):
-  malformed_row, missing_timestamp, bad_timestamp, nonexistent_local_time, ambiguous_local_time,
+  malformed_row, missing_site, missing_timestamp, bad_timestamp, nonexistent_local_time, ambiguous_local_time,
   unmapped_column, dropout_row, missing, unparseable, non_finite, sentinel, zero_dropout,
   out_of_range, duplicate_timestamp, counter_first, counter_gap, counter_decrease, counter_jump.
 """
@@ -59,8 +59,10 @@ class Slice:
 
     column: str  # frame column with the raw text
     label: str  # column name recorded in rejects
-    sid: int | None = None  # the stream code, or None when the frame's `sid` column holds one per row
+    sid: int | None = None  # the stream code, or None when the frame's `codes` column holds one per row
     unmapped: bool = False  # no metadata maps it: every cell is rejected as unmapped_column
+    codes: str = "sid"  # the frame column of per-row stream codes (sid None): a wide file with a site column has one
+    # per value column
 
 
 def _first_reason(*conditions: tuple[pl.Expr, str]) -> pl.Expr:
@@ -73,7 +75,7 @@ def _first_reason(*conditions: tuple[pl.Expr, str]) -> pl.Expr:
 def _per_stream(sl: Slice, mapping: dict[int, object], dtype: pl.DataType) -> pl.Expr:
     if sl.sid is not None:
         return pl.lit(mapping.get(sl.sid), dtype=dtype)
-    return pl.col("sid").replace_strict(mapping, default=None, return_dtype=dtype)
+    return pl.col(sl.codes).replace_strict(mapping, default=None, return_dtype=dtype)
 
 
 def _token_numbers(tokens: list[str]) -> tuple[list[float], bool, bool, bool]:
@@ -138,8 +140,8 @@ def cell_reason(sl: Slice, index: int, rules: Cleaning, streams: StreamRules, ze
     row_level = pl.col("ts_reason")
     if sl.unmapped:
         row_level = pl.coalesce(row_level, pl.lit("unmapped_column"))
-    elif sl.sid is None:  # one stream per row (long files): rows whose key no metadata maps
-        row_level = pl.coalesce(row_level, pl.when(pl.col("sid").is_null()).then(pl.lit("unmapped_column")))
+    elif sl.sid is None:  # one stream per row (long files, site columns): rows whose key no metadata maps
+        row_level = pl.coalesce(row_level, pl.when(pl.col(sl.codes).is_null()).then(pl.lit("unmapped_column")))
     return pl.coalesce(
         row_level,
         _first_reason(
@@ -182,7 +184,7 @@ def split_cells(
                     if sl.unmapped
                     else pl.lit(sl.sid, dtype=pl.Int32)
                     if sl.sid is not None
-                    else pl.col("sid").cast(pl.Int32)
+                    else pl.col(sl.codes).cast(pl.Int32)
                 ),
                 ts="ts",
                 value=f"_v{i}",

@@ -17,10 +17,10 @@ from pipeline.core.errors import IngestError, UnsafePickle
 from pipeline.core.executor import Scope
 from pipeline.ingest.cleaning import Slice
 from pipeline.ingest.csvread import RawTable, read_strings
-from pipeline.ingest.metadata import Resolver
+from pipeline.ingest.metadata import Resolver, fill
 from pipeline.ingest.pickles import Series, load_series
 from pipeline.ingest.timeparse import BAD as BAD_TIMESTAMP
-from pipeline.ingest.timeparse import parse_times
+from pipeline.ingest.timeparse import parse_times, spec_for_file
 
 
 @dataclass
@@ -37,12 +37,21 @@ class ReadFile:
 
 
 def _file_groups(rel: str, pattern: str) -> dict[str, str]:
-    match = re.fullmatch(pattern, Path(rel).name)
+    """The named groups of file_pattern, matched against the file name, or the relative path when it holds a '/'."""
+    by_path = "/" in pattern
+    match = re.fullmatch(pattern, rel if by_path else Path(rel).name)
     if not match:
         raise IngestError(
-            f"{rel}: file name does not match values.file_pattern {pattern!r}; rename it or fix the pattern"
+            f"{rel}: {'relative path' if by_path else 'file name'} does not match values.file_pattern {pattern!r}; "
+            "rename it or fix the pattern"
         )
     return {k: v for k, v in match.groupdict().items() if v is not None}
+
+
+def natural_key(rel: str) -> tuple:
+    """Sort key of a path with its numbers compared as numbers (part_2 before part_10), ties by the text."""
+    pieces = re.split(r"(\d+)", rel)
+    return tuple(int(p) if i % 2 else p for i, p in enumerate(pieces)), rel
 
 
 INPUT = "in:"  # prefix of every input column in a read frame: no input name can collide with row, ts, sid, value...
@@ -65,9 +74,9 @@ def _require(raw: RawTable, columns: list[str], what: str) -> None:
         )
 
 
-def _timed_frame(raw: RawTable, mapping: CorpusMapping, keep: list[str]) -> pl.DataFrame:
+def _timed_frame(raw: RawTable, mapping: CorpusMapping, keep: list[str], rel: str) -> pl.DataFrame:
     """Records as strings (only `keep` columns, named `in:<name>`) plus `row`, `ts`, `ts_reason`; checks the row
-    order."""
+    order. The time format is the file's own when a time.file_formats entry matches its path."""
     names = [mapping.time.column, *(c for c in keep if c != mapping.time.column)]
     frame = (
         pl.from_arrow(raw.table.select(names))
@@ -75,12 +84,13 @@ def _timed_frame(raw: RawTable, mapping: CorpusMapping, keep: list[str]) -> pl.D
         .with_columns(row=pl.Series(raw.rows))
     )
     time = _input(mapping.time.column)
-    frame = parse_times(frame, time, mapping.time)
+    spec, where = spec_for_file(mapping.time, rel)
+    frame = parse_times(frame, time, spec)
     if frame.height and frame["ts"].null_count() == frame.height:
         first = frame[time][0]
         raise IngestError(
             f"{raw.path}: row {raw.rows[0]}: no value of time column {mapping.time.column!r} matches format "
-            f"{mapping.time.format!r} (first value {first!r}); fix time.format"
+            f"{spec.format!r} (first value {first!r}); fix {where}"
         )
     order = mapping.time.row_order
     if order != "any":
@@ -96,33 +106,81 @@ def _timed_frame(raw: RawTable, mapping: CorpusMapping, keep: list[str]) -> pl.D
     return frame.drop(time) if mapping.time.column not in keep else frame
 
 
-def _codes(resolver: Resolver, rel: str, site: str, keys: list[str], template: str) -> dict[str, int | None]:
+def _codes(
+    resolver: Resolver, rel: str, site: str, keys: list[str], template: str, groups: dict[str, str] | None = None
+) -> dict[str, int | None]:
     codes = {}
     for key in keys:
-        stream = resolver.stream(rel, site, key, template)
+        stream = resolver.stream(rel, site, key, template, groups)
         codes[key] = resolver.code(stream.stream_id) if stream else None
     unmapped = sorted(k for k, v in codes.items() if v is None)
     if unmapped and resolver.unmapped_policy == "error":
+        at = f" at site {site!r}" if resolver.site_specific else ""
         raise IngestError(
-            f"{rel}: no metadata for {', '.join(map(repr, unmapped))}; declare them in the mapping, "
+            f"{rel}: no metadata for {', '.join(map(repr, unmapped))}{at}; declare them in the mapping, "
             'or set metadata.unmapped_columns = "reject" to record their cells as rejects'
         )
     return codes
 
 
+SITE = "site:"  # the stripped site cell of each row (null when empty), beside the input columns
+MISSING_SITE = "missing_site"
+
+
+def _site_cells(frame: pl.DataFrame, column: str) -> tuple[pl.DataFrame, list[str]]:
+    """The frame with each row's site key (`site:`, null when the cell is empty: its cells are rejected as
+    missing_site before any other reason) and the distinct site keys, sorted."""
+    text = pl.col(_input(column)).str.strip_chars()
+    frame = frame.with_columns(pl.when(text != "").then(text).alias(SITE))
+    frame = frame.with_columns(
+        ts_reason=pl.when(pl.col(SITE).is_null()).then(pl.lit(MISSING_SITE)).otherwise(pl.col("ts_reason"))
+    )
+    return frame, sorted(frame[SITE].drop_nulls().unique().to_list())
+
+
+def _sites_of_rows(
+    resolver: Resolver, rel: str, layout: WideCsv | LongCsv, groups: dict[str, str], values: list[str]
+) -> dict[str, str]:
+    """Site cell value -> site id, through the site template ({site} is the cell's value)."""
+    return {value: resolver.site_for(rel, {**groups, "site": value}, layout.site or "{site}") for value in values}
+
+
 def read_wide(path: Path, rel: str, mapping: CorpusMapping, resolver: Resolver, scope: Scope) -> ReadFile | None:
     layout: WideCsv = mapping.values
     raw = _read(path, layout)
-    _require(raw, [mapping.time.column, *layout.ignore_columns], "time.column / values.ignore_columns")
-    site = resolver.site_for(rel, _file_groups(rel, layout.file_pattern), layout.site)
-    columns = [c for c in raw.header if c != mapping.time.column and c not in layout.ignore_columns]
-    resolver.check_columns(rel, columns)
-    codes = _codes(resolver, rel, site, columns, layout.stream_id)
-    frame = _timed_frame(raw, mapping, columns)
-    slices = [
-        Slice(column=_input(c), label=c, sid=codes[c] if codes[c] is not None else -1, unmapped=codes[c] is None)
-        for c in columns
-    ]
+    if layout.site_column is None:
+        _require(raw, [mapping.time.column, *layout.ignore_columns], "time.column / values.ignore_columns")
+    else:
+        _require(
+            raw,
+            [mapping.time.column, layout.site_column, *layout.ignore_columns],
+            "time.column / values.site_column / values.ignore_columns",
+        )
+    groups = _file_groups(rel, layout.file_pattern)
+    skip = {mapping.time.column, layout.site_column, *layout.ignore_columns}
+    columns = [c for c in raw.header if c not in skip]
+    if layout.site_column is None:
+        site = resolver.site_for(rel, groups, layout.site)
+        resolver.check_columns(rel, columns, site)
+        codes = _codes(resolver, rel, site, columns, layout.stream_id, groups)
+        frame = _timed_frame(raw, mapping, columns, rel)
+        slices = [
+            Slice(column=_input(c), label=c, sid=codes[c] if codes[c] is not None else -1, unmapped=codes[c] is None)
+            for c in columns
+        ]
+    else:
+        frame, values = _site_cells(_timed_frame(raw, mapping, [*columns, layout.site_column], rel), layout.site_column)
+        by_value = {}
+        for value, site in _sites_of_rows(resolver, rel, layout, groups, values).items():
+            resolver.check_columns(rel, columns, site)
+            by_value[value] = _codes(resolver, rel, site, columns, layout.stream_id, groups)
+        frame = frame.with_columns(
+            pl.col(SITE)
+            .replace_strict({v: codes[c] for v, codes in by_value.items()}, default=None, return_dtype=pl.Int32)
+            .alias(f"sid:{c}")
+            for c in columns
+        )
+        slices = [Slice(column=_input(c), label=c, sid=None, codes=f"sid:{c}") for c in columns]
     return ReadFile(
         rel,
         frame,
@@ -137,14 +195,30 @@ def read_wide(path: Path, rel: str, mapping: CorpusMapping, resolver: Resolver, 
 def read_long(path: Path, rel: str, mapping: CorpusMapping, resolver: Resolver, scope: Scope) -> ReadFile | None:
     layout: LongCsv = mapping.values
     raw = _read(path, layout)
-    _require(raw, [mapping.time.column, layout.stream_column, layout.value_column], "time.column / values")
-    site = resolver.site_for(rel, _file_groups(rel, layout.file_pattern), layout.site)
-    frame = _timed_frame(raw, mapping, [layout.stream_column, layout.value_column])
-    keys = sorted(set(frame[_input(layout.stream_column)].to_list()))
-    codes = _codes(resolver, rel, site, keys, layout.stream_id)
-    frame = frame.with_columns(
-        sid=pl.col(_input(layout.stream_column)).replace_strict(codes, default=None, return_dtype=pl.Int32)
+    site_column = [layout.site_column] if layout.site_column else []
+    _require(
+        raw, [mapping.time.column, layout.stream_column, layout.value_column, *site_column], "time.column / values"
     )
+    groups = _file_groups(rel, layout.file_pattern)
+    frame = _timed_frame(raw, mapping, [layout.stream_column, layout.value_column, *site_column], rel)
+    stream_key = pl.col(_input(layout.stream_column))
+    if layout.site_column is None:
+        site = resolver.site_for(rel, groups, layout.site)
+        keys = sorted(set(frame[_input(layout.stream_column)].to_list()))
+        codes = _codes(resolver, rel, site, keys, layout.stream_id, groups)
+        sid = stream_key.replace_strict(codes, default=None, return_dtype=pl.Int32)
+    else:
+        frame, values = _site_cells(frame, layout.site_column)
+        pairs = frame.filter(pl.col(SITE).is_not_null()).select(SITE, _input(layout.stream_column)).unique()
+        codes = {}
+        for value, site in _sites_of_rows(resolver, rel, layout, groups, values).items():
+            keys = sorted(pairs.filter(pl.col(SITE) == value)[_input(layout.stream_column)].to_list())
+            codes |= {
+                f"{value}\x00{k}": c for k, c in _codes(resolver, rel, site, keys, layout.stream_id, groups).items()
+            }
+        pair = pl.concat_str([pl.col(SITE), stream_key], separator="\x00")
+        sid = pair.replace_strict(codes, default=None, return_dtype=pl.Int32)
+    frame = frame.with_columns(sid=sid)
     slices = [Slice(column=_input(layout.value_column), label=layout.value_column, sid=None)]
     return ReadFile(
         rel, frame, slices, raw.malformed, [layout.value_column], raw.table.num_rows + len(raw.malformed), shared=True
@@ -156,14 +230,15 @@ def read_file_per_stream(
 ) -> ReadFile | None:
     layout: FilePerStream = mapping.values
     groups = _file_groups(rel, layout.file_pattern)
+    key = fill(layout.key, groups, "values.key", rel) if layout.key is not None else groups["key"]
     site = resolver.site_for(rel, groups, layout.site)
     # Every batch registers the stream (the catalog stays the same everywhere); only its owner reads the file.
-    code = _codes(resolver, rel, site, [groups["key"]], layout.stream_id)[groups["key"]]
-    if not scope.owns(resolver.stream_id_for(rel, site, groups["key"], layout.stream_id) or rel):
+    code = _codes(resolver, rel, site, [key], layout.stream_id, groups)[key]
+    if not scope.owns(resolver.stream_id_for(rel, site, key, layout.stream_id, groups) or rel):
         return None
     raw = _read(path, layout)
     _require(raw, [mapping.time.column, layout.value_column], "time.column / values.value_column")
-    frame = _timed_frame(raw, mapping, [layout.value_column])
+    frame = _timed_frame(raw, mapping, [layout.value_column], rel)
     sl = Slice(
         column=_input(layout.value_column),
         label=layout.value_column,

@@ -77,6 +77,18 @@ def _first_match(text: pl.Series, formats: tuple[str, ...], dtype: pl.Datetime) 
     return result
 
 
+def spec_for_file(spec: TimeSpec, rel: str) -> tuple[TimeSpec, str]:
+    """The spec a file's times are read with, and the mapping key that set its format (for error messages): the first
+    time.file_formats entry whose regex fully matches the relative path gives the format (and zone, if it sets one)."""
+    for index, entry in enumerate(spec.file_formats):
+        if re.fullmatch(entry.files, rel):
+            update = {"format": entry.format} | ({"timezone": entry.timezone} if entry.timezone is not None else {})
+            return spec.model_copy(
+                update=update
+            ), f"the format of time.file_formats entry {index + 1} ({entry.files!r})"
+    return spec, "time.format"
+
+
 def parse_times(frame: pl.DataFrame, column: str, spec: TimeSpec) -> pl.DataFrame:
     """Add `ts` (Int64 us UTC, null when rejected) and `ts_reason` to a frame with a string column."""
     text = frame[column].str.strip_chars()
