@@ -8,6 +8,8 @@ import polars as pl
 from click.testing import CliRunner
 
 from pipeline.cli import main
+from pipeline.core.executor import Resources
+from pipeline.harness.build import build
 from tests.helpers import ingest, make_workspace
 
 INLINE = """
@@ -377,3 +379,24 @@ def test_per_file_format_matching_nothing_names_its_entry(tmp_path):
     time = "file_formats = [{files = 'b2/.*', format = \"epoch_ms\"}]\n"
     ws = workspace(tmp_path, mapping(SHARDED, time=time), TREE)
     fails(run(ws, "ingest"), "b2/heat/2020.csv", "time.file_formats entry 1")
+
+
+def _ingest_bytes(ws, resources) -> dict[str, bytes]:
+    build(ws, ["shapes"], until="ingest", resources=resources)
+    out = ws.stage_dir("shapes", "ingest")
+    return {p.name: p.read_bytes() for p in sorted(out.glob("*")) if p.suffix in (".parquet", ".json")}
+
+
+def test_shards_and_site_columns_are_partition_invariant(tmp_path):
+    """Shards of a stream go to one batch; a file of many sites is read by every batch, each keeping its streams."""
+    body = "time,building,heat,flow\n" + "".join(
+        f"2020-01-01 {h:02d}:00,{site},{h}.5,{'' if h == 3 else h}\n" for h in range(6) for site in ("1", "2", "", "3")
+    )
+    for config, files in ((mapping(SHARDED), TREE), (mapping(WIDE_SITES), {"all.csv": body})):
+        runs = [Resources(partitions=1, workers=1), Resources(partitions=3, workers=1, memory_budget=300_000)]
+        outputs = [_ingest_bytes(workspace(tmp_path / f"{i}", config, files), r) for i, r in enumerate(runs)]
+        assert outputs[0].keys() == outputs[1].keys() and len(outputs[0]) >= 7
+        for name in outputs[0]:
+            if name != "manifest.json":
+                assert outputs[0][name] == outputs[1][name], name
+        tmp_path = tmp_path / "next"
