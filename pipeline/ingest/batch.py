@@ -31,8 +31,9 @@ from pipeline.ingest.cleaning import (
     resolve_duplicates,
     split_cells,
 )
-from pipeline.ingest.layouts import READERS, ReadFile, natural_key
+from pipeline.ingest.layouts import READERS, ReadFile
 from pipeline.ingest.metadata import Resolver
+from pipeline.ingest.paths import natural_key
 from pipeline.ingest.tables import TABLES
 
 OBSERVATIONS = "observations.arrow"

@@ -18,6 +18,7 @@ from pipeline.core.executor import Scope
 from pipeline.ingest.cleaning import Slice
 from pipeline.ingest.csvread import RawTable, read_strings
 from pipeline.ingest.metadata import Resolver, fill
+from pipeline.ingest.paths import file_groups
 from pipeline.ingest.pickles import Series, load_series
 from pipeline.ingest.timeparse import BAD as BAD_TIMESTAMP
 from pipeline.ingest.timeparse import parse_times, spec_for_file
@@ -34,24 +35,6 @@ class ReadFile:
     value_labels: list[str]  # value columns, for the cells of malformed records
     cells: int
     shared: bool = False  # holds many streams: every batch reads it and keeps only the cells it owns
-
-
-def _file_groups(rel: str, pattern: str) -> dict[str, str]:
-    """The named groups of file_pattern, matched against the file name, or the relative path when it holds a '/'."""
-    by_path = "/" in pattern
-    match = re.fullmatch(pattern, rel if by_path else Path(rel).name)
-    if not match:
-        raise IngestError(
-            f"{rel}: {'relative path' if by_path else 'file name'} does not match values.file_pattern {pattern!r}; "
-            "rename it or fix the pattern"
-        )
-    return {k: v for k, v in match.groupdict().items() if v is not None}
-
-
-def natural_key(rel: str) -> tuple:
-    """Sort key of a path with its numbers compared as numbers (part_2 before part_10), ties by the text."""
-    pieces = re.split(r"(\d+)", rel)
-    return tuple(int(p) if i % 2 else p for i, p in enumerate(pieces)), rel
 
 
 INPUT = "in:"  # prefix of every input column in a read frame: no input name can collide with row, ts, sid, value...
@@ -156,7 +139,7 @@ def read_wide(path: Path, rel: str, mapping: CorpusMapping, resolver: Resolver, 
             [mapping.time.column, layout.site_column, *layout.ignore_columns],
             "time.column / values.site_column / values.ignore_columns",
         )
-    groups = _file_groups(rel, layout.file_pattern)
+    groups = file_groups(rel, layout.file_pattern)
     skip = {mapping.time.column, layout.site_column, *layout.ignore_columns}
     columns = [c for c in raw.header if c not in skip]
     if layout.site_column is None:
@@ -199,7 +182,7 @@ def read_long(path: Path, rel: str, mapping: CorpusMapping, resolver: Resolver, 
     _require(
         raw, [mapping.time.column, layout.stream_column, layout.value_column, *site_column], "time.column / values"
     )
-    groups = _file_groups(rel, layout.file_pattern)
+    groups = file_groups(rel, layout.file_pattern)
     frame = _timed_frame(raw, mapping, [layout.stream_column, layout.value_column, *site_column], rel)
     stream_key = pl.col(_input(layout.stream_column))
     if layout.site_column is None:
@@ -229,7 +212,7 @@ def read_file_per_stream(
     path: Path, rel: str, mapping: CorpusMapping, resolver: Resolver, scope: Scope
 ) -> ReadFile | None:
     layout: FilePerStream = mapping.values
-    groups = _file_groups(rel, layout.file_pattern)
+    groups = file_groups(rel, layout.file_pattern)
     key = fill(layout.key, groups, "values.key", rel) if layout.key is not None else groups["key"]
     site = resolver.site_for(rel, groups, layout.site)
     # Every batch registers the stream (the catalog stays the same everywhere); only its owner reads the file.
