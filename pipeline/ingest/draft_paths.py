@@ -132,6 +132,19 @@ def _shard_role(files: list[str], position: int, tokens: dict[str, list[str]], s
     return role if _ordered_apart(files, position, tokens, spans) else None
 
 
+def _why(named: list[str], shards: list[str]) -> str:
+    """What the varying parts of the paths are, for the file_pattern's comment."""
+    varying = [r for r in named if r not in ("year", "part")]
+    why = f"the part that varies is the {varying[0]}" if len(varying) == 1 else "the parts that vary: "
+    why = why if len(varying) == 1 else why + (", ".join(varying) or "shards only")
+    if shards:
+        why += (
+            f"; {' and '.join(shards)} tell shards of the same streams apart (numbered in time order, no overlap): "
+            "merged, not sites"
+        )
+    return why
+
+
 def read_paths(files: list[str], per_stream: bool, spans: dict[str, tuple[int, int] | None]) -> Paths | None:
     """The structure of alike files' paths (sorted), or None when they do not split into the same tokens."""
     tokens = {rel: _tokens(rel) for rel in files}
@@ -184,13 +197,7 @@ def read_paths(files: list[str], per_stream: bool, spans: dict[str, tuple[int, i
     word = tokens[files[0]][site_at - 2].lower() if site_at is not None and site_at >= 2 else ""
     label = f"{PLACE_WORDS[word]} {{site}}" if word in PLACE_WORDS else None
     shards = [r for r in named if r in ("year", "part")]
-    why = f"the parts that vary are the {', '.join(r for r in named if r not in ('year', 'part')) or 'shard'}" + (
-        f"; {' and '.join(shards)} tell shards of the same streams apart (numbered in time order, no overlap): "
-        "they are merged, not sites"
-        if shards
-        else ""
-    )
-    return Paths(glob, pattern, named, why, values, label)
+    return Paths(glob, pattern, named, _why(named, shards), values, label)
 
 
 def place_label(name: str, last: bool = False) -> str | None:
