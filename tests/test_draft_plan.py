@@ -138,7 +138,7 @@ def test_numbered_chunks_are_shards_of_one_site_not_sites(tmp_path):
     for part in range(1, 12):
         times = _times(start + dt.timedelta(days=part - 1), dt.timedelta(minutes=30), 48)
         _write(
-            root / "data" / "raw" / "chunks" / f"data_{part}.csv",
+            root / "data" / "raw" / "chunks" / "exports" / f"data_{part}.csv",
             ["time", "co2", "temp"],
             [[t, 400 + i % 7, 21.5] for i, t in enumerate(times)],
         )
@@ -146,7 +146,10 @@ def test_numbered_chunks_are_shards_of_one_site_not_sites(tmp_path):
     assert result.exit_code == 0, result.output
     _, mapping = _mapping(root, "chunks")
     values = mapping["values"]
-    assert (values["files"], values["file_pattern"]) == ("data_*.csv", r"data_(?P<part>\d+)\.csv")
+    assert (values["files"], values["file_pattern"]) == (
+        "exports/data_*.csv",
+        r"data_(?P<part>\d+)\.csv",
+    )  # a folder alike: the name
     assert values["site"] == "chunks" and values["kind"] == "wide_csv"
     assert "span: 11 days (2 calendar weeks) at 1 site" in result.output  # every chunk's rows, one site
     assert sorted(_points(root, "chunks")) == ["co2", "temp"]

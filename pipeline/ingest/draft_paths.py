@@ -173,10 +173,12 @@ def read_paths(files: list[str], per_stream: bool, spans: dict[str, tuple[int, i
     if any(roles[i] == "part" for i in roles) and list(roles.values()).count("part") > 1:
         return None  # two chunk numbers: read it by hand
     pattern, glob = "", ""
+    slashes = [i for i, t in enumerate(tokens[files[0]]) if t == "/"]
+    name_from = slashes[-1] + 1 if slashes and not any(i < slashes[-1] for i in roles) else 0  # folders all alike
     for i in range(width):
         token = tokens[files[0]][i]
         if i not in roles:
-            pattern += re.escape(token) if token != "/" else "/"
+            pattern += "" if i < name_from else re.escape(token) if token != "/" else "/"
             glob += re.sub(r"([*?\[\]])", r"[\1]", token)
             continue
         values = [tokens[rel][i] for rel in files]
