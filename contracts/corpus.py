@@ -144,7 +144,8 @@ class TableMetadata(Frozen):
     )
     key_column: str = Field(description="Column holding the stream key (wide column name or long stream value).")
     point_class_column: str = Field(
-        description="Column holding each stream's Brick point class (TODO is refused: fill it in)."
+        description="Column holding each stream's Brick point class (TODO is refused: fill it in; so is "
+        "'CHECK <Class>', a class `corpus draft` proposed: delete 'CHECK ' once you have confirmed it)."
     )
     label_column: str = Field(description="Column holding each stream's human label.")
     unit_column: str | None = Field(

@@ -214,6 +214,13 @@ class EpisodesConfig(Frozen):
         "about the same week (design/VALIDITY.md section 3). A corpus of few weeks allows each week the outcome's "
         "share of its rows per week instead, when that is more: every week's mix then follows the declared shares.",
     )
+    commit_days_below_weeks: int = Field(
+        4,
+        ge=1,
+        description="A corpus of fewer calendar weeks than this caps its commitments per calendar day (UTC) instead "
+        "of per week: in a short corpus one building-wide outage would otherwise give most of its non-answer rows, "
+        "and their outcome is read off the weekday and hour (design/VALIDITY.md section 3).",
+    )
     commit_options: str
     commit_window_prompts: list[str] = Field(
         min_length=4, description="Commitment on a week: {phrase}, {week_start}, ending with {options}."

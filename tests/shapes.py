@@ -72,7 +72,7 @@ OFFICE_POINTS = {  # what a user fills in: the Brick class and unit of each sens
 def office_mapping(name: str, extra: str = "") -> str:
     """A hand-written mapping of the office corpus (inline metadata), as a user would write it."""
     points = "".join(
-        f'\n[metadata.points.{key}]\npoint_class = "{cls}"\nlabel = "{key} in room {{site}}"\n'
+        f'\n[metadata.points.{key}]\npoint_class = "{cls}"\nlabel = "{key} in {{site}}"\n'
         + (f'unit = "{unit}"\n' if unit else "")
         for key, (cls, unit) in OFFICE_POINTS.items()
     )

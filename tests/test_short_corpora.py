@@ -4,6 +4,7 @@ commitments test no quality gate is refused by the commitment-mix gate."""
 
 from __future__ import annotations
 
+import csv
 import json
 from pathlib import Path
 
@@ -18,16 +19,29 @@ from pipeline.core.workspace import Workspace
 from pipeline.episodes.stage import week_caps
 from pipeline.tasks.fit import DAY, Span, fit, summary
 from tests.helpers import REPO, copy_shared_configs
-from tests.shapes import office_mapping, write_office
+from tests.shapes import OFFICE_POINTS, write_office
 
 WEDNESDAY = 1_677_628_800_000_000  # 2023-03-01 00:00 UTC
 
 
 def _project(root: Path, name: str, rooms: int, days: int, step: int = 10, outages: bool = True) -> Path:
+    """A project whose mapping is what `corpus draft` wrote, with nothing but the point classes filled in."""
     (root / "configs" / "corpora").mkdir(parents=True)
     copy_shared_configs(root)
     write_office(root / "data" / "raw" / name, rooms=rooms, days=days, step_minutes=step, outages=outages)
-    (root / "configs" / "corpora" / f"{name}.toml").write_text(office_mapping(name), encoding="utf-8")
+    drafted = cli(root, "corpus", "draft", str(root / "data" / "raw" / name), "--name", name)
+    assert drafted.exit_code == 0, drafted.output
+    points = root / "configs" / "corpora" / name / "points.csv"
+    with points.open(encoding="utf-8", newline="") as handle:
+        rows = list(csv.DictReader(handle))
+    assert {r["key"] for r in rows} == set(OFFICE_POINTS) and all(r["point_class"].startswith("CHECK ") for r in rows)
+    for row in rows:
+        row["point_class"] = OFFICE_POINTS[row["key"]][0]
+    with points.open("w", encoding="utf-8", newline="") as handle:
+        writer = csv.DictWriter(handle, fieldnames=list(rows[0]))
+        writer.writeheader()
+        writer.writerows(rows)
+    root.joinpath("draft.txt").write_text(drafted.output, encoding="utf-8")
     return root
 
 
@@ -106,6 +120,9 @@ def test_eight_days_of_45_rooms_release_in_every_split_and_play(tmp_path):
     built = cli(root, "build", "--corpus", "office")
     assert built.exit_code == 0, built.output
     assert "family window_rank left out: its month window" in built.output
+    drafted = (root / "draft.txt").read_text(encoding="utf-8")
+    assert "split plan: site (whole sites per split, 45 sites)" in drafted
+    assert "families that fit: timestamp_nearest_lookup, timestamp_value_lookup" in drafted
     artifacts = root / "artifacts" / "office"
     plan = json.loads((artifacts / "tasks" / "manifest.json").read_text())["details"]["split_rule"]
     assert plan["by"] == "site"
@@ -136,6 +153,9 @@ def test_one_site_of_eight_days_is_one_line_saying_what_would_split(tmp_path):
     assert len(error) == 1 and "Traceback" not in built.output
     assert "8.0 days (2 calendar weeks) at 1 site: no split plan fits" in error[0]
     assert "a time split needs" in error[0] and "a site split needs 5 sites" in error[0]
+    drafted = (root / "draft.txt").read_text(encoding="utf-8")  # the draft said the same before the build
+    plan = next(line for line in drafted.splitlines() if line.startswith("split plan:"))
+    assert "at 1 site: no split plan fits" in plan and "a site split needs 5 sites" in plan
 
 
 def test_a_release_whose_commitments_test_no_quality_gate_is_refused(tmp_path):

@@ -70,8 +70,11 @@ def draft(ctx: click.Context, folder: str, name: str, out: str | None, force: bo
     """Inspect a raw folder and write a draft mapping, each guess explained in a comment.
 
     The draft guesses the layout, delimiter, header, decimal mark, time column, format and zone, and the keys in the
-    file names. Without Brick graphs it also writes configs/corpora/NAME/points.csv, one row per stream with TODO
-    as the point class: fill those in, then build. The raw folder is only read.
+    file names (shards such as data_1.csv or 2019.csv are merged, not sites). It prints the corpus's span (from each
+    file's first and last rows) and what a build would do with it: the split plan and the task families that fit,
+    or why none does. Without Brick graphs it also writes configs/corpora/NAME/points.csv, one row per stream with
+    the class configs/lexicon.toml proposes as `CHECK <Class>`, or TODO: confirm or fill those in, then build. The
+    raw folder is only read.
 
     \b
     Example:
@@ -79,15 +82,26 @@ def draft(ctx: click.Context, folder: str, name: str, out: str | None, force: bo
     """
     import json
 
+    from pipeline.core.config import load_families, weekly_commitments
     from pipeline.ingest.api import draft_corpus
+    from pipeline.tasks.fit import Span, summary
 
-    guesses, written = draft_corpus(cli.workspace(ctx), folder, name, force, out)
+    ws = cli.workspace(ctx)
+    families, weekly = load_families(ws), weekly_commitments(ws)
+
+    def plan(first: int, last: int, sites: int) -> list[str]:  # the call the tasks stage makes (split = "auto")
+        return summary(families, "auto", None, Span(first, last, sites), weekly, name)
+
+    guesses, written, lines = draft_corpus(ws, folder, name, force, out, plan)
     if as_json:
-        click.echo(json.dumps({"guesses": guesses, "written": written}, indent=2, sort_keys=True))
+        click.echo(json.dumps({"guesses": guesses, "written": written, "plan": lines}, indent=2, sort_keys=True))
         return
     for key, value in guesses.items():
         click.echo(f"{key:<12} {value!r}")
+    for line in lines:
+        click.echo(line)
     then = "move them to configs/corpora/, fill every TODO, then build" if out else "fill every TODO, then build"
+    then = then.replace("fill every TODO", 'fill every TODO, confirm every CHECK (delete "CHECK ")')
     click.echo("wrote " + ", ".join(written) + f"; {then}: `telemetry-bench build --corpus {name}`")
 
 

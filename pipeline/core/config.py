@@ -12,6 +12,7 @@ from contracts.answers import AnswersConfig
 from contracts.build import BuildConfig
 from contracts.corpus import CorpusMapping
 from contracts.episodes import AuditConfig, EpisodesConfig, FamilyLift
+from contracts.lexicon import PointLexicon
 from contracts.tasks import WINDOW_SLOT, FamiliesConfig, Family
 from pipeline.core.errors import ConfigError
 from pipeline.core.workspace import Workspace
@@ -86,6 +87,13 @@ def load_build_config(ws: Workspace) -> BuildConfig:
 
 def load_answers(ws: Workspace) -> AnswersConfig:
     return _load_model(ws.configs_dir / "answers.toml", AnswersConfig, "the answer forms need the field catalogue")
+
+
+def load_lexicon(ws: Workspace) -> PointLexicon:
+    """configs/lexicon.toml: the point classes and units `corpus draft` proposes from the words of stream names."""
+    return _load_model(
+        ws.configs_dir / "lexicon.toml", PointLexicon, "`corpus draft` proposes point classes from it (docs/ingest.md)"
+    )
 
 
 def load_families(ws: Workspace) -> FamiliesConfig:

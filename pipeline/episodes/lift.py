@@ -50,10 +50,17 @@ PHASES = {
     "quality_decision": QualityDecisionPhase,
 }
 
+WEEK = 7 * DAY
+
 
 def week_index(us: int | np.ndarray) -> int | np.ndarray:
     """The calendar week (Monday to Sunday, UTC) of an instant in epoch microseconds, as a count of weeks."""
-    return (us - MONDAY) // (7 * DAY)
+    return period_index(us, WEEK)
+
+
+def period_index(us: int | np.ndarray, period: int) -> int | np.ndarray:
+    """The calendar period (a UTC day or a Monday-to-Sunday week, `period` microseconds long) of an instant."""
+    return (us - MONDAY) // period
 
 
 def commitment_instant(calls: list[dict]) -> int | None:
@@ -134,7 +141,8 @@ class Lifter:
             f.share_caps.get("grid_solvable") for f in families.families.values() if f.share_caps.get("grid_solvable")
         ]
         self.grid_share = min(nearest) if nearest else 0.0  # revision probes keep the nearest family's grid share
-        self.full_weeks: set[tuple[int, str]] = set()  # (week index, outcome) pairs the episodes stage has filled
+        self.full_periods: set[tuple[int, str]] = set()  # (period index, outcome) pairs the episodes stage has filled
+        self.period = WEEK  # the calendar period commitments are capped per (a day in a corpus of few weeks)
 
     # ------------------------------------------------------------------ phases
     def _say(self, templates: list[str], purpose: str, slots: dict, choose: Chooser) -> str:
@@ -373,7 +381,7 @@ class Lifter:
                 w
                 for w in windows
                 if BAND_OUTCOME[w["quality_band"]][0] == outcome
-                and (int(week_index(w["window_start"])), outcome) not in self.full_weeks
+                and (int(period_index(w["window_start"], self.period)), outcome) not in self.full_periods
             ]
             if fitting:
                 window = fitting[choose.index("commit_window", len(fitting))]
@@ -452,9 +460,9 @@ class Lifter:
         return slots[choose.index("commit_slot", len(slots))] + jitter
 
     def _free(self, instants: np.ndarray, outcome: str) -> np.ndarray:
-        """Which instants lie in a week that still has room for a commitment with this outcome."""
-        full = [w for w, o in self.full_weeks if o == outcome]
-        return ~np.isin(week_index(instants), full) if full else np.ones(len(instants), dtype=bool)
+        """Which instants lie in a period that still has room for a commitment with this outcome."""
+        full = [w for w, o in self.full_periods if o == outcome]
+        return ~np.isin(period_index(instants, self.period), full) if full else np.ones(len(instants), dtype=bool)
 
     def _commit_timestamp(self, task: Task, stream_id: str, resolve: str, near: int, choose: Chooser, outputs):
         """A reading of the discussed stream to report, within reach of the instant discussed, in the time block."""

@@ -13,7 +13,8 @@ from contracts.tasks import SPLITS, FamiliesConfig, Task
 from pipeline.core.canonical import write_jsonl
 from pipeline.core.errors import LiftError
 from pipeline.core.manifest import StageResult, write_splits
-from pipeline.episodes.lift import Lifter, commitment_instant, week_index
+from pipeline.episodes.lift import WEEK, Lifter, commitment_instant, period_index
+from pipeline.store.compute import DAY
 from pipeline.store.reader import STORE_FILE
 from pipeline.tasks import gold, render
 from pipeline.tools.access import ToolStore
@@ -39,8 +40,9 @@ def build_episodes(
             tasks.setdefault((task.family, split), []).append(task)
     try:
         targets = {key: families.families[key[0]].target(families.targets, key[1]) for key in tasks}
-        weeks = store._rows("SELECT count(DISTINCT window_start) AS n FROM aggregates WHERE period = 'week'")[0]["n"]
-        caps = week_caps(cfg, sum(targets.values()), weeks)
+        period, periods = commit_period(store, cfg)
+        lifter.period = WEEK if period == "week" else DAY
+        caps = week_caps(cfg, sum(targets.values()), periods)
         for fields, origin in _keep(lifter, tasks, targets, cfg, dropped, caps):
             episodes.append(Episode.model_validate(fields))
             provenance.append(origin)
@@ -64,12 +66,22 @@ def build_episodes(
             for f in sorted({e.family for e in episodes})
         },
         "balance_ok": all(v >= cfg.min_outcome_share for v in shares.values()),
-        "commit_week_caps": caps,
+        "commit_period": period,
+        "commit_week_caps" if period == "week" else "commit_day_caps": caps,
         "dropped": dict(sorted(dropped.items())),
     }
     return StageResult(
         outputs=[*(f"{s}.jsonl" for s in SPLITS), "provenance.jsonl"], row_counts=counts, details=details
     )
+
+
+def commit_period(store: ToolStore, cfg: EpisodesConfig) -> tuple[str, int]:
+    """The calendar period commitments are capped per, and the corpus's count of them: weeks, or days when the
+    corpus has fewer than `commit_days_below_weeks` calendar weeks."""
+    weeks = store._rows("SELECT count(DISTINCT window_start) AS n FROM aggregates WHERE period = 'week'")[0]["n"]
+    if weeks >= cfg.commit_days_below_weeks:
+        return "week", weeks
+    return "day", store._rows("SELECT count(DISTINCT window_start) AS n FROM aggregates WHERE period = 'day'")[0]["n"]
 
 
 def week_caps(cfg: EpisodesConfig, rows: int, weeks: int) -> dict[str, int]:
@@ -166,9 +178,9 @@ class _Selection:
     def _room(self, key: tuple[str, str], fields: dict) -> tuple[int, str] | None:
         """The row's (week, outcome) when that week has room for it, else None (counted as dropped)."""
         at = commitment_instant([c.model_dump() for c in fields["phases"][-1].canonical_calls])
-        week = (int(week_index(at)) if at is not None else -1, fields["commitment_outcome"])
+        week = (int(period_index(at, self.lifter.period)) if at is not None else -1, fields["commitment_outcome"])
         if self.weeks[week] >= self.caps[week[1]]:
-            self.dropped[f"{key[0]}: its commitment week is full"] += 1
+            self.dropped[f"{key[0]}: its commitment {'week' if self.lifter.period == WEEK else 'day'} is full"] += 1
             return None
         return week
 
@@ -176,7 +188,7 @@ class _Selection:
         self.kept[key].append((fields, origin))
         self.weeks[week] += 1
         if self.weeks[week] >= self.caps[week[1]]:
-            self.lifter.full_weeks.add(week)
+            self.lifter.full_periods.add(week)
 
     def _balanced(self, outcome: str) -> bool:
         """Whether one more row of this outcome keeps every other outcome at min_outcome_share of the corpus."""

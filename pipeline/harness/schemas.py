@@ -16,6 +16,7 @@ from contracts.build import BuildConfig
 from contracts.corpus import CorpusMapping
 from contracts.episodes import AuditConfig, Episode, EpisodesConfig
 from contracts.ingest import IngestReport
+from contracts.lexicon import PointLexicon
 from contracts.manifest import StageManifest
 from contracts.protocol import Action, Answer, AskUser, CallTool, Plan
 from contracts.runtime import EpisodeScore, TraceHeader, TurnRecord
@@ -43,6 +44,7 @@ MODELS = {
     "answers_config": AnswersConfig,
     "answer_form": AnswerForm,
     "agent_observation": AgentObservation,
+    "point_lexicon": PointLexicon,
 }
 
 

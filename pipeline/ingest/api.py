@@ -3,11 +3,15 @@
 from __future__ import annotations
 
 import re
+from typing import TYPE_CHECKING
 
 from pipeline.core import checksums
 from pipeline.core.config import load_mapping, select_corpora
 from pipeline.core.workspace import Workspace
 from pipeline.ingest.stage import read_report
+
+if TYPE_CHECKING:
+    from pipeline.ingest.draft import PlanFn
 
 
 def ingest_summary(ws: Workspace, corpus: str) -> dict:
@@ -37,12 +41,16 @@ def checksum_corpus(ws: Workspace, corpus: str, write: bool) -> str:
     return f"{folder}: {len(checksums.verify(folder))} files match {checksums.SUMS_NAME}"
 
 
-def draft_corpus(ws: Workspace, folder: str, name: str, force: bool, out: str | None = None) -> tuple[dict, list[str]]:
+def draft_corpus(
+    ws: Workspace, folder: str, name: str, force: bool, out: str | None = None, plan: PlanFn | None = None
+) -> tuple[dict, list[str], list[str]]:
     """Write configs/corpora/<name>.toml (and <name>/points.csv without Brick graphs) drafted from a raw folder;
-    into `out` instead when given."""
+    into `out` instead when given. Returns the guesses, the files written and the plan lines (`plan` states what a
+    build would do with the corpus's span: the tasks layer's rule, which this layer may not import)."""
     from pathlib import Path
 
     from pipeline.core.canonical import atomic_write_bytes
+    from pipeline.core.config import load_lexicon
     from pipeline.core.errors import ConfigError
     from pipeline.ingest.draft import draft
 
@@ -62,7 +70,7 @@ def draft_corpus(ws: Workspace, folder: str, name: str, force: bool, out: str | 
         mapping_path, points_path = ws.corpus_config(name), ws.corpus_metadata_dir(name) / "points.csv"
     else:
         mapping_path, points_path = Path(out) / f"{name}.toml", Path(out) / name / "points.csv"
-    result = draft(raw, name, None if inside == f"data/raw/{name}" else inside)
+    result = draft(raw, name, None if inside == f"data/raw/{name}" else inside, load_lexicon(ws), plan)
     targets = [mapping_path] + ([points_path] if result.points is not None else [])
     existing = [p for p in targets if p.exists()]
     if existing and not force:
@@ -72,4 +80,5 @@ def draft_corpus(ws: Workspace, folder: str, name: str, force: bool, out: str | 
         atomic_write_bytes(points_path, result.points.encode("utf-8"))
     mapping_path.parent.mkdir(parents=True, exist_ok=True)
     atomic_write_bytes(mapping_path, result.mapping.encode("utf-8"))
-    return result.guesses, [p.relative_to(ws.root).as_posix() if p.is_relative_to(ws.root) else str(p) for p in targets]
+    written = [p.relative_to(ws.root).as_posix() if p.is_relative_to(ws.root) else str(p) for p in targets]
+    return result.guesses, written, result.plan

@@ -7,21 +7,34 @@ per stream and TODO in each point class. Nothing in the raw folder is written.""
 from __future__ import annotations
 
 import csv
+import dataclasses
 import io
 import json
 import os
 import re
 from collections import Counter
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from datetime import datetime
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 from contracts.corpus import CorpusMapping
+from contracts.lexicon import LexiconEntry, PointLexicon
 from pipeline.core.checksums import SUMS_NAME
 from pipeline.core.errors import ConfigError
+from pipeline.ingest.draft_paths import Paths, place_label, read_paths
+from pipeline.ingest.metadata import UNCONFIRMED
 
 SAMPLE_BYTES = 256 * 1024
 SAMPLE_ROWS = 400
+TAIL_BYTES = 64 * 1024  # a large file's last rows are read from its end, never the whole file
+TAIL_ROWS = 50
+SITE_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.:#-]{0,39}")
+SITE_NAMES = re.compile(
+    r"(?i)site|building|bldg|room|zone|house|home|station|location|premise|facility|campus|plant|apartment|flat|meter"
+)
+STREAM_NAMES = re.compile(r"(?i)sensor|stream|point|tag|signal|variable|channel|metric|measure|series|quantity|name")
+PlanFn = Callable[[int, int, int], list[str]]  # (first, last reading in epoch us, sites) -> the build's plan lines
 DELIMITERS = ("\t", ";", ",", "|")
 MISSING = {"", "na", "nan", "null", "none", "-"}
 NOT_DATA = re.compile(
@@ -60,6 +73,7 @@ class Sniffed:
     rows: list[list[str]]  # sample data rows
     time: tuple[int, str, str] | None  # (column index, format, why)
     why: dict[str, str] = field(default_factory=dict)
+    tail: list[list[str]] = field(default_factory=list)  # the file's last data rows (the sample's, for a small file)
 
     def column(self, index: int) -> list[str]:
         return [row[index].strip() for row in self.rows if index < len(row)]
@@ -155,10 +169,20 @@ def _decimal_comma(cells: list[str]) -> bool:
     return comma > 0 and dot == 0
 
 
-def sniff(path: Path, rel: str) -> Sniffed | None:
-    """One file's shape, or None when it is not delimited text with a time column."""
+def _head_and_tail(path: Path) -> tuple[bytes, int, str]:
+    """A file's first bytes, its size and, past the first bytes, its last ones (a seek: nothing between is read)."""
     with path.open("rb") as handle:
         data = handle.read(SAMPLE_BYTES)
+        size = handle.seek(0, os.SEEK_END)
+        if size <= SAMPLE_BYTES:
+            return data, size, ""
+        handle.seek(max(SAMPLE_BYTES, size - TAIL_BYTES))
+        return data, size, handle.read().decode("utf-8", errors="replace")
+
+
+def sniff(path: Path, rel: str) -> Sniffed | None:
+    """One file's shape, or None when it is not delimited text with a time column."""
+    data, size, tail_text = _head_and_tail(path)
     if b"\x00" in data:
         return None
     try:
@@ -168,6 +192,7 @@ def sniff(path: Path, rel: str) -> Sniffed | None:
     lines = [line for line in text.splitlines() if line.strip()]
     if len(data) == SAMPLE_BYTES and lines:
         lines = lines[:-1]  # the last line may be cut
+    last_lines = lines[-TAIL_ROWS:]
     lines = lines[: SAMPLE_ROWS + 1]
     if len(lines) < 3:
         return None
@@ -182,7 +207,10 @@ def sniff(path: Path, rel: str) -> Sniffed | None:
     header = any(b and not d for d, b in zip(data_like, below, strict=False)) or not any(data_like)
     names = [c.strip() for c in first] if header else [f"col{i + 1}" for i in range(len(first))]
     body = rows[1:] if header else rows
-    sniffed = Sniffed(rel, path.stat().st_size, delimiter, header, decimal, names, body, None)
+    sniffed = Sniffed(rel, size, delimiter, header, decimal, names, body, None)
+    if tail_text:
+        last_lines = [line for line in tail_text.splitlines() if line.strip()][1:][-TAIL_ROWS:]  # the first may be cut
+    sniffed.tail = _split(last_lines, delimiter)
     times = []
     for index in range(len(names)):
         found = time_format(sniffed.column(index))
@@ -245,10 +273,88 @@ class Draft:
     mapping: str  # the TOML text
     points: str | None  # the points table (CSV), when there is no Brick graph
     guesses: dict[str, object]  # layout, delimiter, header, decimal, time column, format, zone, file pattern
+    plan: list[str] = field(default_factory=list)  # what a build would do with the span (`plan` given)
 
 
-def draft(raw: Path, name: str, raw_dir: str | None) -> Draft:
-    """The draft mapping of a raw folder; raises ConfigError when no file holds a time column."""
+EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
+EPOCH_SCALE = {"epoch_s": 1_000_000, "epoch_ms": 1_000, "epoch_us": 1}
+
+
+def _epoch_us(cell: str, fmt: str) -> int | None:
+    """A time cell in microseconds since 1970 UTC (naive times read as UTC, as the draft's timezone says)."""
+    text = cell.strip()
+    try:
+        if fmt in EPOCH_SCALE:
+            return round(float(text) * EPOCH_SCALE[fmt])
+        at = datetime.fromisoformat(text.replace("Z", "+00:00")) if fmt == "iso8601" else datetime.strptime(text, fmt)
+    except (ValueError, OverflowError):
+        return None
+    return ((at if at.tzinfo else at.replace(tzinfo=UTC)) - EPOCH) // timedelta(microseconds=1)
+
+
+def _edges(sniffed: Sniffed) -> tuple[int, int] | None:
+    """A file's first and last reading, from its first and last data rows only."""
+    index, fmt, _ = sniffed.time  # type: ignore[misc]
+
+    def first_time(rows) -> int | None:
+        for row in rows:
+            if index < len(row) and (at := _epoch_us(row[index], fmt)) is not None:
+                return at
+        return None
+
+    head, tail = first_time(sniffed.rows), first_time(reversed(sniffed.tail))
+    return None if head is None or tail is None else (min(head, tail), max(head, tail))
+
+
+def _scan(raw: Path, group: list[Sniffed], columns: list[int]) -> list[set[str]]:
+    """The distinct values of some columns over every row of every file (stream keys, site ids may first appear
+    late)."""
+    found: list[set[str]] = [set() for _ in columns]
+    for s in group:
+        with (raw / s.rel).open(encoding="utf-8-sig", errors="replace", newline="") as handle:
+            rows = csv.reader(handle, delimiter=s.delimiter)
+            if s.header:
+                next(rows, None)
+            for row in rows:
+                for slot, index in zip(found, columns, strict=True):
+                    if index < len(row) and (cell := row[index].strip()):
+                        slot.add(cell)
+    return found
+
+
+def _words(name: str) -> set[str]:
+    """The lower-case words of a name: split at non-letters and camelCase (ZoneTemp, CO2Level)."""
+    spaced = re.sub(r"(?<=[a-z])(?=[A-Z])|(?<=[A-Za-z0-9])(?=[A-Z][a-z])", " ", name)
+    return {w for w in re.split(r"[^a-z0-9]+", spaced.lower()) if w}
+
+
+def propose(key: str, lexicon: PointLexicon) -> LexiconEntry | None:
+    """The lexicon's entry for a stream key: the phrase with the most words all in the key, then the first listed."""
+    words, best = _words(key), None
+    for rank, entry in enumerate(lexicon.points.values()):
+        for phrase in entry.words:
+            needed = phrase.split()
+            if set(needed) <= words and (best is None or (len(needed), -rank) > best[0]):
+                best = ((len(needed), -rank), entry)
+    return best[1] if best else None
+
+
+def _plan_block(plan: list[str]) -> list[str]:
+    if not plan:
+        return []
+    return [
+        "#",
+        "# What a build would do with this corpus (from each value file's first and last rows; pipeline/tasks/fit.py):",
+        *[f"#   {line}" for line in plan],
+        "#",
+    ]
+
+
+def draft(
+    raw: Path, name: str, raw_dir: str | None, lexicon: PointLexicon | None = None, plan: PlanFn | None = None
+) -> Draft:
+    """The draft mapping of a raw folder; raises ConfigError when no file holds a time column. `lexicon` proposes
+    point classes; `plan` states what a build would do with the corpus's span (first, last reading, sites)."""
     files = sorted(
         p
         for p in raw.rglob("*")
@@ -262,19 +368,26 @@ def draft(raw: Path, name: str, raw_dir: str | None) -> Draft:
             "files (comma, semicolon, tab or bar separated); write the mapping by hand (docs/ingest.md)"
         )
     groups = _alike(sniffed)
-    group = max(groups, key=lambda g: (sum(s.bytes for s in g), len(g)))
+    group = max(groups, key=lambda g: (sum(s.bytes for s in g), len(g), [s.rel for s in g]))
     first, layout = group[0], _layout(group)
-    folder = str(Path(first.rel).parent)
-    names = [Path(s.rel).name for s in group]
-    prefix, suffix = _affixes(names) if len(names) > 1 else (names[0], "")
-    glob = (f"{folder}/" if folder != "." else "") + (f"{prefix}*{suffix}" if len(names) > 1 else prefix)
-    pattern = (
-        re.escape(prefix) + f"(?P<{layout.key_group}>.+)" + re.escape(suffix) if len(names) > 1 else re.escape(names[0])
-    )
+    rels = [s.rel for s in group]
+    edges = {s.rel: _edges(s) for s in group}
+    layout, naming = _naming(first, layout, rels, edges)
+    glob, pattern, roles = naming.glob, naming.pattern, naming.roles
     left_out = [s.rel for g in groups if g is not group for s in g]
+
+    keys, sites, site_column, site_label = _streams_and_sites(raw, group, layout, naming, bool(graphs))
+    known = [e for e in edges.values() if e]
+    span = (min(a for a, _ in known), max(b for _, b in known), sites) if known else None
+    plan_lines = plan(*span) if plan and span else []
+    if plan and not span:
+        plan_lines = [f"span: unknown (no time read in the first and last rows of {first.rel})"]
+
     lines = [
         f"# Draft mapping written by `telemetry-bench corpus draft` from {len(files)} files; every guess says why.",
-        "# Check each one, fill the TODOs, then `telemetry-bench build --corpus " + name + "` (docs/ingest.md).",
+        '# Check each one, fill the TODOs, confirm each CHECK (delete "CHECK "), then `telemetry-bench build '
+        f"--corpus {name}` (docs/ingest.md).",
+        *_plan_block(plan_lines),
         f"name = {_toml(name)}",
         f"title = {_toml(f'TODO: one line on what {name} is')}",
     ]
@@ -283,11 +396,10 @@ def draft(raw: Path, name: str, raw_dir: str | None) -> Draft:
     lines += [
         'license = "TODO: the raw data\'s license"',
         *_time_section(first),
-        *_values_section(first, layout, glob, pattern, len(names), left_out),
+        *_values_section(first, layout, glob, pattern, naming.why, len(rels), left_out),
+        *_site_lines(first, layout, name, bool(graphs), roles, site_column),
     ]
-    lines += _site_lines(first, layout, name, bool(graphs), single_site=layout.kind != "wide_csv" or len(names) == 1)
-    keys = _stream_keys(raw, layout.kind, group, first, layout.values, layout.streams_by_key, prefix, suffix)
-    metadata, points = _metadata_section(graphs, name, keys)
+    metadata, points = _metadata_section(graphs, name, keys, lexicon, site_label)
     lines += [*metadata, "", "[cleaning]", 'missing_tokens = ["", "NA"]', 'duplicates = "keep_first_row"', ""]
     text = "\n".join(lines)
     _validate(text, name)
@@ -302,15 +414,89 @@ def draft(raw: Path, name: str, raw_dir: str | None) -> Draft:
         "files": glob,
         "file_pattern": pattern,
         "streams": len(keys),
+        "sites": sites,
     }
-    return Draft(text, points, guesses)
+    if [r for r in roles if r in ("year", "part")]:
+        guesses["shards"] = [r for r in roles if r in ("year", "part")]
+    if site_column:
+        guesses["site_column"] = site_column
+    return Draft(text, points, guesses, plan_lines)
+
+
+@dataclass
+class _Naming:
+    """How the value files' paths are matched, and what their varying parts are."""
+
+    paths: Paths | None
+    glob: str
+    pattern: str
+    why: str
+    roles: list[str]
+
+
+def _naming(
+    first: Sniffed, layout: _Layout, rels: list[str], edges: dict[str, tuple[int, int] | None]
+) -> tuple[_Layout, _Naming]:
+    """The files glob and file_pattern of a group (its site, stream key and shards), and the layout they leave: the
+    shards of one stream are one value column, not one stream per file."""
+    paths = read_paths(rels, layout.kind == "file_per_stream", edges)
+    if paths and layout.kind == "file_per_stream" and "key" not in paths.roles:  # shards of one stream
+        why = f"{len(rels)} shards of one file, each a time column and one value column"
+        layout = dataclasses.replace(layout, kind="wide_csv", key_group="site", why=why, streams_by_key=[])
+        paths = read_paths(rels, False, edges)
+    if paths is not None:
+        return layout, _Naming(paths, paths.glob, paths.pattern, paths.why, paths.roles)
+    folder = str(Path(first.rel).parent)
+    names = [Path(r).name for r in rels]
+    prefix, suffix = _affixes(names) if len(names) > 1 else (names[0], "")
+    glob = (f"{folder}/" if folder != "." else "") + (f"{prefix}*{suffix}" if len(names) > 1 else prefix)
+    if len(names) == 1:
+        if layout.kind == "file_per_stream":
+            layout = dataclasses.replace(layout, kind="wide_csv", why="one value column beside the time column")
+        return layout, _Naming(None, glob, re.escape(names[0]), "the one file", [])
+    pattern = re.escape(prefix) + f"(?P<{layout.key_group}>.+)" + re.escape(suffix)
+    return layout, _Naming(None, glob, pattern, f"the part that varies is the {layout.key_group}", [layout.key_group])
+
+
+def _streams_and_sites(
+    raw: Path, group: list[Sniffed], layout: _Layout, naming: _Naming, has_graphs: bool
+) -> tuple[list[str], int, str | None, str | None]:
+    """The stream keys, the number of sites, the site column (when a column holds the sites) and the site label."""
+    first, rels = group[0], [s.rel for s in group]
+    scanned = (layout.streams_by_key[:1] if layout.kind == "long_csv" else []) + (
+        [layout.site_column] if layout.site_column is not None else []
+    )
+    found = dict(zip(scanned, _scan(raw, group, scanned), strict=True)) if scanned else {}
+    if layout.kind == "file_per_stream":
+        keys = sorted({_role_value(naming, rel, "key") for rel in rels})
+    elif layout.kind == "long_csv":
+        keys = sorted(found[layout.streams_by_key[0]])
+    else:
+        keys = sorted({s.names[i] for s in group for i in s.value_columns()})
+    if layout.site_column is not None and not has_graphs:
+        column = first.names[layout.site_column]
+        return keys, len(found[layout.site_column]), column, place_label(column)
+    if "site" in naming.roles:
+        sites = len({_role_value(naming, rel, "site") for rel in rels})
+        if naming.paths is not None:
+            return keys, sites, None, naming.paths.site_label
+        return keys, sites, None, place_label(_affixes([Path(r).name for r in rels])[0], last=True)
+    return keys, 1, None, None
+
+
+def _role_value(naming: _Naming, rel: str, role: str) -> str:
+    if naming.paths is not None:
+        return naming.paths.value(rel, role) or ""
+    match = re.fullmatch(naming.pattern, Path(rel).name)
+    return match.group(role) if match else rel
 
 
 def _alike(sniffed: list[Sniffed]) -> list[list[Sniffed]]:
-    """The sniffed files in groups of alike ones (folder, delimiter, header, decimal mark and time column)."""
+    """The sniffed files in groups of alike ones (path depth, delimiter, header, decimal mark and time column): a
+    nested tree such as site/meter/year.csv is one group."""
     groups: dict[tuple, list[Sniffed]] = {}
     for s in sniffed:
-        key = (str(Path(s.rel).parent), s.delimiter, s.header, s.decimal, s.names[s.time[0]] if s.header else s.time[0])  # type: ignore[index]
+        key = (s.rel.count("/"), s.delimiter, s.header, s.decimal, s.names[s.time[0]] if s.header else s.time[0])  # type: ignore[index]
         groups.setdefault(key, []).append(s)
     return list(groups.values())
 
@@ -325,16 +511,52 @@ class _Layout:
     values: list[int]
     text_columns: list[int]
     streams_by_key: list[int]
+    site_column: int | None  # a column of site ids (values.site_column)
+
+
+def _site_named(name: str) -> bool:
+    return bool(SITE_NAMES.search(name)) and not STREAM_NAMES.search(name)
+
+
+def _site_column(first: Sniffed, candidates: list[int]) -> int | None:
+    """A low-cardinality text column whose values look like ids (B12, room-413): the site of each row. A column named
+    like a site (building, room...) first, then the leftmost."""
+    found = []
+    for i in candidates:
+        cells = _present(first.column(i) + [row[i].strip() for row in first.tail if i < len(row)])
+        distinct = set(cells)
+        if len(distinct) < 2 or len(distinct) > max(2, len(cells) // 4):
+            continue
+        if not all(SITE_ID.fullmatch(c) for c in distinct):
+            continue
+        found.append(((not _site_named(first.names[i]), i), i))
+    return min(found)[1] if found else None
 
 
 def _layout(group: list[Sniffed]) -> _Layout:
-    """The layout of a group: one stream per file, rows of (stream, time, value), or one column per stream."""
+    """The layout of a group: one stream per file, rows of (stream, time, value), or one column per stream; and a
+    column of site ids, when there is one."""
     first = group[0]
     values = first.value_columns()
     time_index = first.time[0]  # type: ignore[index]
     text_columns = [i for i in range(len(first.names)) if i != time_index and i not in values]
     streams_by_key = [i for i in text_columns if 1 < len(set(first.column(i))) <= max(2, len(first.rows) // 2)]
-    if len(values) == 1 and len(group) > 1 and not streams_by_key:
+    stream_columns = [i for i in streams_by_key if not _site_named(first.names[i])]
+    if len(values) == 1 and stream_columns:
+        stream = stream_columns[0]
+        site = _site_column(first, [i for i in streams_by_key if i != stream])
+        return _Layout(
+            "long_csv",
+            "site",
+            f"a column of repeated keys ({first.names[stream]!r}) beside one value column: rows of (stream, time, "
+            "value)",
+            values,
+            text_columns,
+            [stream],
+            site,
+        )
+    site = _site_column(first, text_columns)
+    if len(values) == 1 and len(group) > 1 and site is None:
         return _Layout(
             "file_per_stream",
             "key",
@@ -342,16 +564,7 @@ def _layout(group: list[Sniffed]) -> _Layout:
             values,
             text_columns,
             streams_by_key,
-        )
-    if len(values) == 1 and streams_by_key:
-        return _Layout(
-            "long_csv",
-            "site",
-            f"a column of repeated keys ({first.names[streams_by_key[0]]!r}) beside one value column: "
-            "rows of (stream, time, value)",
-            values,
-            text_columns,
-            streams_by_key,
+            None,
         )
     return _Layout(
         "wide_csv",
@@ -360,6 +573,7 @@ def _layout(group: list[Sniffed]) -> _Layout:
         values,
         text_columns,
         streams_by_key,
+        site,
     )
 
 
@@ -386,7 +600,7 @@ def _time_section(first: Sniffed) -> list[str]:
 
 
 def _values_section(
-    first: Sniffed, layout: _Layout, glob: str, pattern: str, files: int, left_out: list[str]
+    first: Sniffed, layout: _Layout, glob: str, pattern: str, why_pattern: str, files: int, left_out: list[str]
 ) -> list[str]:
     """The [values] lines that say how the value files are read (the site lines follow them)."""
     lines = [
@@ -396,7 +610,7 @@ def _values_section(
         f"files = {_toml(glob)}  # {files} value files"
         + (f"; left out as not alike: {', '.join(left_out)}" if left_out else ""),
         f"file_pattern = {_toml(pattern)}  # "
-        + (f"the part that varies is the {layout.key_group}" if files > 1 else "the one file"),
+        + (f"{why_pattern}; matched against the path below the corpus folder" if "/" in pattern else why_pattern),
         f"delimiter = {_toml(first.delimiter)}  # {first.why['delimiter']}",
         f"header = {'true' if first.header else 'false'}  # {first.why['header']}",
     ]
@@ -417,24 +631,41 @@ def _values_section(
     return lines
 
 
-def _site_lines(first: Sniffed, layout: _Layout, name: str, has_graphs: bool, single_site: bool) -> list[str]:
-    """The site rule (when no graph names the sites) and the wide files' columns that are not values."""
+def _site_lines(
+    first: Sniffed, layout: _Layout, name: str, has_graphs: bool, roles: list[str], site_column: str | None
+) -> list[str]:
+    """The site rule (when no graph names the sites), the stream id when the paths name more than the site, and the
+    wide files' columns that are not values."""
     lines = []
-    if not has_graphs and (single_site or layout.kind != "wide_csv"):
+    if has_graphs and layout.kind == "wide_csv":
+        pass
+    elif site_column:
+        lines += [
+            f"site_column = {_toml(site_column)}  # a column of a few ids: the site of each row",
+            'site = "{site}"  # the site column\'s value',
+        ]
+    elif "site" in roles:
+        lines.append('site = "{site}"  # from file_pattern')
+    else:
         lines.append(
             f"site = {_toml(name)}  # one site: change it, or capture (?P<site>...) in file_pattern and write "
             f'"{{site}}"'
         )
-    elif not has_graphs:
-        lines.append('site = "{site}"  # from file_pattern')
-    ignore = [first.names[i] for i in layout.text_columns]
+    extra = [r for r in roles if r not in ("site", "key", "year", "part")]
+    if extra:
+        parts = (["{site}"] if "site" in roles or site_column else []) + [f"{{{r}}}" for r in extra] + ["{key}"]
+        lines.append(f"stream_id = {_toml('__'.join(parts))}  # the {', '.join(extra)} names the stream too")
+    ignore = [first.names[i] for i in layout.text_columns if i != layout.site_column]
     if layout.kind == "wide_csv" and ignore:
         lines.append(f"ignore_columns = {_toml(ignore)}  # neither the time nor numbers")
     return lines
 
 
-def _metadata_section(graphs: list[str], name: str, keys: list[str]) -> tuple[list[str], str | None]:
-    """The [metadata] lines, and the points table (CSV, a TODO class per stream) when there is no Brick graph."""
+def _metadata_section(
+    graphs: list[str], name: str, keys: list[str], lexicon: PointLexicon | None, site_label: str | None
+) -> tuple[list[str], str | None]:
+    """The [metadata] lines, and the points table (CSV) when there is no Brick graph: per stream, the class the
+    lexicon proposes (`CHECK <Class>`, which the build refuses until confirmed) or TODO, and a label with {site}."""
     if graphs:
         graph_folder = str(Path(graphs[0]).parent)
         return [
@@ -446,6 +677,8 @@ def _metadata_section(graphs: list[str], name: str, keys: list[str]) -> tuple[li
             f"files = {_toml((graph_folder + '/' if graph_folder != '.' else '') + '*.ttl')}",
             'unmapped_columns = "reject"  # a column no graph point names: its cells are rejected, not an error',
         ], None
+    proposals = {key: propose(key, lexicon) if lexicon else None for key in keys}
+    checked = sum(p is not None for p in proposals.values())
     lines = [
         "",
         "[metadata]",
@@ -453,49 +686,47 @@ def _metadata_section(graphs: list[str], name: str, keys: list[str]) -> tuple[li
         'location = "config"  # configs/corpora/' + name + "/points.csv: metadata you write is not upstream data",
         'file = "points.csv"',
         'key_column = "key"',
-        'point_class_column = "point_class"  # TODO in every row: write the Brick class',
-        'label_column = "label"',
+        f'point_class_column = "point_class"  # {checked} of {len(keys)} "CHECK <Class>" (proposed by '
+        'configs/lexicon.toml, unit with it): confirm each (delete "CHECK "); TODO: write the Brick class',
+        'label_column = "label"  # {site} is the site label',
         'unit_column = "unit"',
         'equipment_column = "equipment"',
         'equipment_type_column = "equipment_type"',
+        f"site_label = {_toml(site_label or '{site}')}  # "
+        + (
+            "the names say what a site is; a user's words resolve against it"
+            if site_label
+            else 'e.g. "room {site}" or "building {site}": what a user calls a site'
+        ),
     ]
     buffer = io.StringIO()
     writer = csv.writer(buffer, lineterminator="\n")
     writer.writerow(["key", "point_class", "label", "unit", "equipment", "equipment_type"])
     for key in keys:
-        writer.writerow([key, "TODO", re.sub(r"[_\W]+", " ", key).strip() or key, "", "", ""])
+        entry = proposals[key]
+        what = (
+            entry.label if entry else (re.sub(r"[_\W]+", " ", key).strip() or key).replace("{", "(").replace("}", ")")
+        )
+        point_class = f"{UNCONFIRMED}{entry.point_class}" if entry else "TODO"
+        writer.writerow([key, point_class, f"{what} in {{site}}", (entry.unit or "") if entry else "", "", ""])
     return lines, buffer.getvalue()
 
 
-def _stream_keys(
-    raw: Path,
-    layout: str,
-    group: list[Sniffed],
-    first: Sniffed,
-    values: list[int],
-    streams_by_key: list[int],
-    prefix: str,
-    suffix: str,
-) -> list[str]:
-    if layout == "file_per_stream":
-        return sorted(Path(s.rel).name[len(prefix) : len(Path(s.rel).name) - len(suffix) or None] for s in group)
-    if layout == "long_csv":
-        keys: set[str] = set()
-        for s in group:  # every row of every file: a key may first appear late
-            with (raw / s.rel).open(encoding="utf-8-sig", newline="") as handle:
-                rows = csv.reader(handle, delimiter=s.delimiter)
-                if s.header:
-                    next(rows, None)
-                keys |= {row[streams_by_key[0]].strip() for row in rows if len(row) > streams_by_key[0]}
-        return sorted(k for k in keys if k)
-    return sorted({s.names[i] for s in group for i in s.value_columns()})
-
-
 def _validate(text: str, name: str) -> None:
+    """The draft validates against the mapping contract. values.site_column is the newest key of ingest: where the
+    contract does not know it yet, the rest is validated without it."""
     import tomllib
 
+    data = tomllib.loads(text)
+    values = data.get("values", {})
+    kinds = {"wide_csv": "WideCsv", "long_csv": "LongCsv", "file_per_stream": "FilePerStream"}
+    import contracts.corpus as contract
+
+    model = getattr(contract, kinds.get(values.get("kind", ""), ""), None)
+    if model is not None and "site_column" in values and "site_column" not in model.model_fields:
+        values.pop("site_column")
     try:
-        CorpusMapping.model_validate(tomllib.loads(text))
+        CorpusMapping.model_validate(data)
     except Exception as exc:  # a bug in the draft, never the user's input: say so in one line
         raise ConfigError(
             f"the draft mapping of {name} does not validate ({str(exc).splitlines()[0]}): please report it"

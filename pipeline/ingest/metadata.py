@@ -13,6 +13,8 @@ from pipeline.ingest.brick import read_brick
 from pipeline.ingest.catalog import Catalog, Point
 from pipeline.ingest.csvread import read_strings
 
+UNCONFIRMED = "CHECK "  # the prefix of a point class `corpus draft` proposed (pipeline/ingest/draft.py)
+
 
 @dataclass(frozen=True)
 class Stream:
@@ -98,11 +100,18 @@ def _read_table(raw: Path, meta: TableMetadata) -> tuple[Catalog, list[TableRow]
 
     for number, row in zip(table.rows.tolist(), table.table.to_pylist(), strict=True):
         key = row[meta.key_column]
-        if row[meta.point_class_column].strip() in ("", "TODO"):
+        point_class = row[meta.point_class_column].strip()
+        if point_class in ("", "TODO"):
             raise IngestError(
                 f"{table.path}: row {number}: the point class of stream key {key!r} is "
-                f"{row[meta.point_class_column].strip() or 'empty'}; write its Brick class "
+                f"{point_class or 'empty'}; write its Brick class "
                 "(e.g. Supply_Water_Temperature_Sensor) in column " + repr(meta.point_class_column)
+            )
+        if point_class.split()[:1] == [UNCONFIRMED.strip()]:  # proposed by `corpus draft`, not yet confirmed
+            raise IngestError(
+                f"{table.path}: row {number}: the point class of stream key {key!r} is {point_class!r}, a guess "
+                f"of `corpus draft`; check it, then delete '{UNCONFIRMED}' (or write the right Brick class) in column "
+                + repr(meta.point_class_column)
             )
         site, files = (
             cell(row, meta.site_column),

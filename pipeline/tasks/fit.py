@@ -150,20 +150,26 @@ def summary(
     overrides: SplitOverrides | None,
     span: Span,
     weekly_commitments: frozenset[str] = frozenset(),
+    corpus: str = "(draft)",
 ) -> list[str]:
-    """What a build would do with a span, in lines for `corpus draft`: the span, the plan, the families that fit (or
-    the one reason nothing fits)."""
+    """What a build would do with a span, in lines for `corpus draft`: the span, the plan, the families that fit and
+    those left out (one line per reason), or the one reason no plan fits and the families the span would keep."""
     lines = [f"span: {span.describe()}"]
     try:
-        found = fit(families, kind, overrides, span, "(draft)", weekly_commitments)
+        found = fit(families, kind, overrides, span, corpus, weekly_commitments)
     except StageError as exc:
-        return [*lines, "split plan: none; " + str(exc).split(": ", 1)[1]]
+        lines.append("split plan: none; " + str(exc).split(": ", 1)[1])
+        kept, _ = fitting(families, families.splits.with_overrides(overrides), span, weekly_commitments)
+        return lines + ([f"families the span would keep under a plan: {', '.join(kept)}"] if kept else [])
     how = (
         f"time blocks with {found.rule.buffer_days}-day buffers"
         if found.plan == "time"
-        else f"whole sites per split ({span.sites} sites)"
+        else f"whole sites per split, {span.sites} sites"
     )
     lines.append(f"split plan: {found.plan} ({how})")
     lines.append(f"families that fit: {', '.join(found.kept)}")
-    lines += [f"  left out: {name}: {why}" for name, why in found.left_out.items()]
+    by_reason: dict[str, list[str]] = {}
+    for name, why in found.left_out.items():
+        by_reason.setdefault(why, []).append(name)
+    lines += [f"  left out: {', '.join(names)}: {why}" for why, names in by_reason.items()]
     return lines
