@@ -20,6 +20,22 @@ class Point:
     counter: object | None = None  # contracts.corpus.CounterRule; kept opaque here
 
 
+@dataclass(frozen=True)
+class TableRow:
+    """One row of a points table keyed by site and/or files: the key's point where the row applies."""
+
+    number: int
+    key: str
+    site: str | None  # the site id it applies to; None: every site
+    files: str | None  # regex on the relative path of the files it applies to; None: every file
+    point: Point
+
+    @property
+    def rank(self) -> int:
+        """Precedence: a row naming both site and files beats one naming the site, which beats one naming files."""
+        return 2 * (self.site is not None) + (self.files is not None)
+
+
 @dataclass
 class Catalog:
     """Metadata read before values: sites, entities, relations, and the point lookup."""
@@ -35,6 +51,8 @@ class Catalog:
     points_by_key: dict[str, Point] = field(default_factory=dict)
     # source key -> site id, for Brick graphs linked by a stream key literal.
     site_of_key: dict[str, str] = field(default_factory=dict)
+    # the rows of a points table keyed by site or files (metadata.table_points picks one per file, site and key).
+    table_rows: list[TableRow] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
 
     def add_site(self, site_id: str, label: str, source: str) -> None:

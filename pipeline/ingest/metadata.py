@@ -10,7 +10,7 @@ from pathlib import Path
 from contracts.corpus import BrickMetadata, CorpusMapping, CounterRule, TableMetadata
 from pipeline.core.errors import IngestError
 from pipeline.ingest.brick import read_brick
-from pipeline.ingest.catalog import Catalog, Point
+from pipeline.ingest.catalog import Catalog, Point, TableRow
 from pipeline.ingest.csvread import read_strings
 
 UNCONFIRMED = "CHECK "  # the prefix of a point class `corpus draft` proposed (pipeline/ingest/draft.py)
@@ -29,22 +29,6 @@ def _glob(raw: Path, pattern: str, what: str) -> list[tuple[Path, str]]:
     if not files:
         raise IngestError(f"{raw}: no file matches {what} = {pattern!r}; check the pattern or restore the files")
     return files
-
-
-@dataclass(frozen=True)
-class TableRow:
-    """One row of a points table keyed by site and/or files: the key's point where the row applies."""
-
-    number: int
-    key: str
-    site: str | None  # the site id it applies to; None: every site
-    files: str | None  # regex on the relative path of the files it applies to; None: every file
-    point: Point
-
-    @property
-    def rank(self) -> int:
-        """Precedence: a row naming both site and files beats one naming the site, which beats one naming files."""
-        return 2 * (self.site is not None) + (self.files is not None)
 
 
 TRUE_CELLS = ("1", "true", "yes", "y", "x")
@@ -76,8 +60,8 @@ def _files_cell(path: Path, number: int, column: str, text: str | None) -> str |
     return text
 
 
-def _read_table(raw: Path, meta: TableMetadata) -> tuple[Catalog, list[TableRow] | None]:
-    """The points of a table; keyed by site or files, its rows as well (the catalog then holds no points)."""
+def _read_table(raw: Path, meta: TableMetadata) -> Catalog:
+    """The points of a table by key; a table keyed by site or files gives its rows instead (`table_rows`)."""
     table = read_strings(raw / meta.file)
     optional = (meta.unit_column, meta.equipment_column, meta.equipment_type_column, meta.location_column)
     selectors = (meta.site_column, meta.files_column, meta.counter_column)
@@ -143,7 +127,8 @@ def _read_table(raw: Path, meta: TableMetadata) -> tuple[Catalog, list[TableRow]
             rows.append(TableRow(number, key, site, files, point))
         else:
             catalog.points_by_key[key] = point
-    return catalog, (rows if keyed else None)
+    catalog.table_rows = rows
+    return catalog
 
 
 def table_points(path: str, rows_of_key: dict[str, list[TableRow]], rel: str, site: str | None) -> dict[str, Point]:
@@ -193,8 +178,8 @@ class Resolver:
         if isinstance(meta, BrickMetadata):
             self.catalog = read_brick(_glob(raw, meta.files, "metadata.files"), meta)
         elif isinstance(meta, TableMetadata):
-            self.catalog, rows = _read_table(raw, meta)
-            for row in rows or []:
+            self.catalog = _read_table(raw, meta)
+            for row in self.catalog.table_rows:
                 self.rows_of_key.setdefault(row.key, []).append(row)
         else:
             self.catalog = Catalog()
