@@ -512,6 +512,10 @@ class CorpusMapping(Frozen):
                     f"values.site_column {self.values.site_column!r} is the time column; name the column that holds "
                     "the site keys"
                 )
+        if self.time.file_formats and isinstance(self.values, BtsPickle):
+            raise ValueError(
+                "time.file_formats applies to CSV layouts; bts_pickle timestamps are epoch numbers: remove it"
+            )
         if self.cleaning.dropout_rows and not isinstance(self.values, WideCsv):
             raise ValueError("cleaning.dropout_rows applies to wide_csv rows only; remove it for this layout")
         return self

@@ -5,9 +5,12 @@ Every test builds its tiny raw tree under tmp_path and checks that each raw valu
 from __future__ import annotations
 
 import polars as pl
+import pytest
 from click.testing import CliRunner
 
 from pipeline.cli import main
+from pipeline.core.config import load_mapping
+from pipeline.core.errors import ConfigError
 from pipeline.core.executor import Resources
 from pipeline.harness.build import build
 from tests.helpers import ingest, make_workspace
@@ -400,3 +403,23 @@ def test_shards_and_site_columns_are_partition_invariant(tmp_path):
             if name != "manifest.json":
                 assert outputs[0][name] == outputs[1][name], name
         tmp_path = tmp_path / "next"
+
+
+def test_two_columns_of_one_file_giving_one_stream_id_is_an_error(tmp_path):
+    values = 'kind = "wide_csv"\nfiles = "*.csv"\nfile_pattern = \'(?P<site>b\\d+)\\.csv\'\nsite = "{site}"\n'
+    values += 'stream_id = "{site}"\n'
+    body = "time,heat,flow\n2020-01-01 00:00,1.0,2.0\n"
+    fails(run(workspace(tmp_path, mapping(values), {"b1.csv": body}), "ingest"), "stream 'b1'", "another key")
+
+
+def test_per_file_time_formats_are_for_csv_layouts(tmp_path):
+    config = (
+        'name = "shapes"\ntitle = "t"\n[time]\ncolumn = "timestamp"\nformat = "epoch_us"\n'
+        "file_formats = [{files = '.*', format = \"epoch_s\"}]\n"
+        '[values]\nkind = "bts_pickle"\nfiles = "*.zip"\nsite = "s"\n' + INLINE
+    )
+    path = tmp_path / "shapes.toml"
+    path.write_text(config, encoding="utf-8")
+    with pytest.raises(ConfigError, match="time.file_formats applies to CSV layouts") as info:
+        load_mapping(path)
+    assert "\n" not in str(info.value)
