@@ -297,6 +297,13 @@ class Gates(Frozen):
     margin: float = Field(
         0.05, ge=0, description="The probe and the guessers pass at accuracy <= the majority share + margin."
     )
+    standard_errors: float = Field(
+        2.0,
+        ge=0,
+        description="The margin is at least this many standard errors of the majority share over the gated rows, "
+        "sqrt(m (1 - m) / n): on a release of about a hundred rows, chance alone moves a probe's accuracy by more "
+        "than 0.05 (docs/audit.md).",
+    )
     min_rows: int = Field(
         60,
         ge=1,

@@ -95,3 +95,54 @@ site = "{{site}}"
 kind = "inline"
 site_label = "room {{site}}"
 {points}"""
+
+
+def write_office_in_one_file(raw: Path, rooms: int, days: int, step_minutes: int = 10, seed: int = 7) -> list[str]:
+    """Every room in one wide `readings.csv`: timestamp, room, then the five sensors; rows by time, then room."""
+    raw.mkdir(parents=True, exist_ok=True)
+    names = [str(401 + 2 * r) for r in range(rooms)]
+    rows = []
+    for room, name in enumerate(names):
+        for line in office_rows(room, days, step_minutes, seed)[1:]:
+            stamp, cells = line.split(",", 1)
+            rows.append((stamp, name, cells))
+    lines = ["timestamp,room," + ",".join(SENSORS)] + [f"{s},{n},{c}" for s, n, c in sorted(rows)]
+    (raw / "readings.csv").write_text("\n".join(lines) + "\n", encoding="utf-8")
+    return names
+
+
+METERS = {"electricity": ("Electric_Power_Sensor", "KiloW"), "gas": ("Gas_Flow_Sensor", "M3-PER-HR")}
+
+
+def write_estate(raw: Path, buildings: int, first: dt.date, last: dt.date, seed: int = 11) -> dict[str, int]:
+    """An estate archive laid out as `b<N>/<meter>/<YYYY>.csv` (timestamp, value; hourly), one file per building,
+    meter and calendar year. Returns the rows written per (building, meter). Outages are drawn per building and
+    day, as in the office corpus."""
+    written = {}
+    for b in range(buildings):
+        for m, meter in enumerate(sorted(METERS)):
+            rng = np.random.default_rng(seed * 1000 + b * 10 + m)
+            base = 40 + 30 * rng.random() if meter == "electricity" else 8 + 6 * rng.random()
+            by_year: dict[int, list[str]] = {}
+            day = first
+            while day <= last:
+                kind = rng.random()
+                down = range(24) if kind < 0.05 else range(int(rng.integers(0, 20)), 0) if kind < 0.3 else range(0)
+                if 0.05 <= kind < 0.3:
+                    start = int(rng.integers(0, 20))
+                    down = range(start, start + int(rng.integers(2, 5)))
+                for hour in range(24):
+                    if hour in down:
+                        continue
+                    at = dt.datetime(day.year, day.month, day.day, hour)
+                    busy = day.weekday() < 5 and 8 <= hour < 18
+                    seasonal = math.cos(2 * math.pi * (day.timetuple().tm_yday - 15) / 365)
+                    value = base * (1 + (0.6 if busy else 0) + (0.3 * seasonal if meter == "gas" else 0.05 * seasonal))
+                    by_year.setdefault(day.year, []).append(f"{at:%Y-%m-%d %H:%M},{value + rng.normal(0, 1):.3f}")
+                day += dt.timedelta(days=1)
+            for year, lines in by_year.items():
+                path = raw / f"b{b + 1}" / meter / f"{year}.csv"
+                path.parent.mkdir(parents=True, exist_ok=True)
+                path.write_text("timestamp,value\n" + "\n".join(lines) + "\n", encoding="utf-8")
+            written[f"b{b + 1}/{meter}"] = sum(len(v) for v in by_year.values())
+    return written

@@ -19,6 +19,7 @@ A grouping with a single group (one quarter, one site) is left out.
 
 from __future__ import annotations
 
+import math
 import re
 from collections import Counter
 from datetime import UTC, datetime
@@ -142,11 +143,19 @@ def majority_share(labels: list[str]) -> float:
     return round(Counter(labels).most_common(1)[0][1] / len(labels), 4) if labels else 0.0
 
 
+def allowed_margin(majority: float, rows: int, gates: Gates) -> float:
+    """How far above the majority share an accuracy may be: the margin, or `standard_errors` standard errors of the
+    majority share over the rows when that is more (chance alone moves a small release's accuracy further)."""
+    noise = gates.standard_errors * math.sqrt(majority * (1 - majority) / rows) if rows else 0.0
+    return round(max(gates.margin, noise), 4)
+
+
 def accuracy_gate(accuracy: float | None, majority: float, rows: int, gates: Gates) -> str:
-    """pass / fail against the majority share + margin; insufficient_rows below min_rows (or with one outcome)."""
+    """pass / fail against the majority share + the allowed margin; insufficient_rows below min_rows (or with one
+    outcome)."""
     if accuracy is None or rows < gates.min_rows:
         return "insufficient_rows"
-    return "pass" if accuracy <= majority + gates.margin else "fail"
+    return "pass" if accuracy <= majority + allowed_margin(majority, rows, gates) else "fail"
 
 
 def artifact_probe(episodes: list[Episode], lifts: EpisodesConfig, cfg: ArtifactProbe, gates: Gates) -> dict:
@@ -162,7 +171,7 @@ def artifact_probe(episodes: list[Episode], lifts: EpisodesConfig, cfg: Artifact
         "rule": "accuracy <= majority share + margin",
         "rows": len(rows),
         "majority": majority,
-        "margin": gates.margin,
+        "margin": allowed_margin(majority, len(rows), gates),
         "features": list(FEATURES),
         "grouped_by": "task",
     }

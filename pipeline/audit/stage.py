@@ -13,7 +13,7 @@ from pipeline.audit.fixtures import both_withheld
 from pipeline.audit.gates import gate_of
 from pipeline.audit.guessers import Guesser
 from pipeline.audit.policies import ShortcutPolicy
-from pipeline.audit.probe import accuracy_gate, artifact_probe, majority_share
+from pipeline.audit.probe import accuracy_gate, allowed_margin, artifact_probe, majority_share
 from pipeline.core.canonical import digest
 from pipeline.core.manifest import StageResult, write_splits
 from pipeline.episodes.stage import read_episodes
@@ -127,7 +127,7 @@ def _gate(
             "rows": len(rows),
             "accuracy": accuracy,
             "majority": majority,
-            "margin": gates.margin,
+            "margin": allowed_margin(majority, len(rows), gates),
             "status": accuracy_gate(accuracy, majority, len(rows), gates),
         }
         return (

@@ -472,7 +472,8 @@ def _streams_and_sites(
     elif layout.kind == "long_csv":
         keys = sorted(found[layout.streams_by_key[0]])
     else:
-        keys = sorted({s.names[i] for s in group for i in s.value_columns()})
+        site = first.names[layout.site_column] if layout.site_column is not None else None
+        keys = sorted({s.names[i] for s in group for i in s.value_columns() if s.names[i] != site})
     if layout.site_column is not None and not has_graphs:
         column = first.names[layout.site_column]
         return keys, len(found[layout.site_column]), column, place_label(column)
@@ -533,18 +534,38 @@ def _site_column(first: Sniffed, candidates: list[int]) -> int | None:
     return min(found)[1] if found else None
 
 
+def _numbered_sites(first: Sniffed, values: list[int]) -> int | None:
+    """A column of whole numbers named like a site (room, building...) where each time comes once per number: rooms
+    413, 415... in one file. Numbers, so not among the text columns; the site of each row, not a stream."""
+    times = first.column(first.time[0])  # type: ignore[index]
+    if len(set(times)) == len(times):
+        return None
+    for i in values:
+        cells = first.column(i)
+        if (
+            _site_named(first.names[i])
+            and all(c.isdigit() for c in cells)
+            and len(set(zip(times, cells, strict=True))) == len(cells)
+        ):
+            return i
+    return None
+
+
 def _layout(group: list[Sniffed]) -> _Layout:
     """The layout of a group: one stream per file, rows of (stream, time, value), or one column per stream; and a
     column of site ids, when there is one."""
     first = group[0]
     values = first.value_columns()
+    numbered = _numbered_sites(first, values)
+    if numbered is not None:
+        values = [i for i in values if i != numbered]
     time_index = first.time[0]  # type: ignore[index]
     text_columns = [i for i in range(len(first.names)) if i != time_index and i not in values]
     streams_by_key = [i for i in text_columns if 1 < len(set(first.column(i))) <= max(2, len(first.rows) // 2)]
     stream_columns = [i for i in streams_by_key if not _site_named(first.names[i])]
     if len(values) == 1 and stream_columns:
         stream = stream_columns[0]
-        site = _site_column(first, [i for i in streams_by_key if i != stream])
+        site = numbered if numbered is not None else _site_column(first, [i for i in streams_by_key if i != stream])
         return _Layout(
             "long_csv",
             "site",
@@ -555,7 +576,7 @@ def _layout(group: list[Sniffed]) -> _Layout:
             [stream],
             site,
         )
-    site = _site_column(first, text_columns)
+    site = numbered if numbered is not None else _site_column(first, text_columns)
     if len(values) == 1 and len(group) > 1 and site is None:
         return _Layout(
             "file_per_stream",
@@ -713,18 +734,10 @@ def _metadata_section(
 
 
 def _validate(text: str, name: str) -> None:
-    """The draft validates against the mapping contract. values.site_column is the newest key of ingest: where the
-    contract does not know it yet, the rest is validated without it."""
+    """The draft validates against the mapping contract."""
     import tomllib
 
     data = tomllib.loads(text)
-    values = data.get("values", {})
-    kinds = {"wide_csv": "WideCsv", "long_csv": "LongCsv", "file_per_stream": "FilePerStream"}
-    import contracts.corpus as contract
-
-    model = getattr(contract, kinds.get(values.get("kind", ""), ""), None)
-    if model is not None and "site_column" in values and "site_column" not in model.model_fields:
-        values.pop("site_column")
     try:
         CorpusMapping.model_validate(data)
     except Exception as exc:  # a bug in the draft, never the user's input: say so in one line
