@@ -1,5 +1,6 @@
 """Generated raw corpora of the shapes real telemetry comes in (issue 39): a short office corpus of many rooms, one
-wide CSV per room. The values follow a day's occupancy with room-to-room variety; outages are drawn per room and
+wide CSV per room or all rooms in one file with a room column; an estate archive sharded by building, meter and
+year. The office values follow a day's occupancy with room-to-room variety; outages are drawn per room and
 day so that weeks hold good, gappy and missing stretches (the three commitment outcomes), none shared by every room."""
 
 from __future__ import annotations
@@ -69,34 +70,6 @@ OFFICE_POINTS = {  # what a user fills in: the Brick class and unit of each sens
 }
 
 
-def office_mapping(name: str, extra: str = "") -> str:
-    """A hand-written mapping of the office corpus (inline metadata), as a user would write it."""
-    points = "".join(
-        f'\n[metadata.points.{key}]\npoint_class = "{cls}"\nlabel = "{key} in {{site}}"\n'
-        + (f'unit = "{unit}"\n' if unit else "")
-        for key, (cls, unit) in OFFICE_POINTS.items()
-    )
-    return f"""name = "{name}"
-title = "Office rooms, generated"
-{extra}
-[time]
-column = "timestamp"
-format = "%Y-%m-%d %H:%M:%S"
-timezone = "UTC"
-row_order = "ascending"
-
-[values]
-kind = "wide_csv"
-files = "room_*.csv"
-file_pattern = 'room_(?P<site>\\d+)\\.csv'
-site = "{{site}}"
-
-[metadata]
-kind = "inline"
-site_label = "room {{site}}"
-{points}"""
-
-
 def write_office_in_one_file(raw: Path, rooms: int, days: int, step_minutes: int = 10, seed: int = 7) -> list[str]:
     """Every room in one wide `readings.csv`: timestamp, room, then the five sensors; rows by time, then room."""
     raw.mkdir(parents=True, exist_ok=True)
@@ -114,10 +87,13 @@ def write_office_in_one_file(raw: Path, rooms: int, days: int, step_minutes: int
 METERS = {"electricity": ("Electric_Power_Sensor", "KiloW"), "gas": ("Gas_Flow_Sensor", "M3-PER-HR")}
 
 
-def write_estate(raw: Path, buildings: int, first: dt.date, last: dt.date, seed: int = 11) -> dict[str, int]:
+def write_estate(
+    raw: Path, buildings: int, first: dt.date, last: dt.date, seed: int = 11, overlap_hours: int = 0
+) -> dict[str, int]:
     """An estate archive laid out as `b<N>/<meter>/<YYYY>.csv` (timestamp, value; hourly), one file per building,
-    meter and calendar year. Returns the rows written per (building, meter). Outages are drawn per building and
-    day, as in the office corpus."""
+    meter and calendar year; each year's file after the first repeats the previous year's last `overlap_hours`
+    readings, as archives cut by export date do. Returns the distinct readings per (building, meter). Outages are
+    drawn per building and day, as in the office corpus."""
     written = {}
     for b in range(buildings):
         for m, meter in enumerate(sorted(METERS)):
@@ -126,23 +102,22 @@ def write_estate(raw: Path, buildings: int, first: dt.date, last: dt.date, seed:
             by_year: dict[int, list[str]] = {}
             day = first
             while day <= last:
-                kind = rng.random()
-                down = range(24) if kind < 0.05 else range(int(rng.integers(0, 20)), 0) if kind < 0.3 else range(0)
-                if 0.05 <= kind < 0.3:
-                    start = int(rng.integers(0, 20))
-                    down = range(start, start + int(rng.integers(2, 5)))
+                kind, start = rng.random(), int(rng.integers(0, 20))
+                down = range(24) if kind < 0.05 else range(start, start + int(rng.integers(2, 5))) if kind < 0.3 else ()
                 for hour in range(24):
                     if hour in down:
                         continue
-                    at = dt.datetime(day.year, day.month, day.day, hour)
                     busy = day.weekday() < 5 and 8 <= hour < 18
                     seasonal = math.cos(2 * math.pi * (day.timetuple().tm_yday - 15) / 365)
-                    value = base * (1 + (0.6 if busy else 0) + (0.3 * seasonal if meter == "gas" else 0.05 * seasonal))
+                    value = base * (1 + (0.6 if busy else 0) + (0.3 if meter == "gas" else 0.05) * seasonal)
+                    at = dt.datetime(day.year, day.month, day.day, hour)
                     by_year.setdefault(day.year, []).append(f"{at:%Y-%m-%d %H:%M},{value + rng.normal(0, 1):.3f}")
                 day += dt.timedelta(days=1)
-            for year, lines in by_year.items():
+            years = sorted(by_year)
+            for year in years:
+                carried = by_year[year - 1][-overlap_hours:] if overlap_hours and year - 1 in by_year else []
                 path = raw / f"b{b + 1}" / meter / f"{year}.csv"
                 path.parent.mkdir(parents=True, exist_ok=True)
-                path.write_text("timestamp,value\n" + "\n".join(lines) + "\n", encoding="utf-8")
+                path.write_text("timestamp,value\n" + "\n".join(carried + by_year[year]) + "\n", encoding="utf-8")
             written[f"b{b + 1}/{meter}"] = sum(len(v) for v in by_year.values())
     return written

@@ -5,9 +5,12 @@ commitments test no quality gate is refused by the commitment-mix gate."""
 from __future__ import annotations
 
 import csv
+import datetime as dt
 import json
+import tomllib
 from pathlib import Path
 
+import duckdb
 import pytest
 from click.testing import CliRunner
 
@@ -19,30 +22,39 @@ from pipeline.core.workspace import Workspace
 from pipeline.episodes.stage import week_caps
 from pipeline.tasks.fit import DAY, Span, fit, summary
 from tests.helpers import REPO, copy_shared_configs
-from tests.shapes import OFFICE_POINTS, write_office
+from tests.shapes import METERS, OFFICE_POINTS, write_estate, write_office, write_office_in_one_file
 
 WEDNESDAY = 1_677_628_800_000_000  # 2023-03-01 00:00 UTC
 
 
-def _project(root: Path, name: str, rooms: int, days: int, step: int = 10, outages: bool = True) -> Path:
-    """A project whose mapping is what `corpus draft` wrote, with nothing but the point classes filled in."""
-    (root / "configs" / "corpora").mkdir(parents=True)
+def _drafted(root: Path, name: str, classes: dict[str, str]) -> Path:
+    """Draft the mapping of data/raw/<name> with `corpus draft` and fill in nothing but the point classes."""
+    (root / "configs" / "corpora").mkdir(parents=True, exist_ok=True)
     copy_shared_configs(root)
-    write_office(root / "data" / "raw" / name, rooms=rooms, days=days, step_minutes=step, outages=outages)
     drafted = cli(root, "corpus", "draft", str(root / "data" / "raw" / name), "--name", name)
     assert drafted.exit_code == 0, drafted.output
     points = root / "configs" / "corpora" / name / "points.csv"
     with points.open(encoding="utf-8", newline="") as handle:
         rows = list(csv.DictReader(handle))
-    assert {r["key"] for r in rows} == set(OFFICE_POINTS) and all(r["point_class"].startswith("CHECK ") for r in rows)
+    assert {r["key"] for r in rows} == set(classes), rows
+    assert all(r["point_class"].startswith("CHECK ") for r in rows)  # the lexicon proposed each, to be confirmed
     for row in rows:
-        row["point_class"] = OFFICE_POINTS[row["key"]][0]
+        row["point_class"] = classes[row["key"]]
     with points.open("w", encoding="utf-8", newline="") as handle:
         writer = csv.DictWriter(handle, fieldnames=list(rows[0]))
         writer.writeheader()
         writer.writerows(rows)
     root.joinpath("draft.txt").write_text(drafted.output, encoding="utf-8")
     return root
+
+
+def _project(root: Path, name: str, rooms: int, days: int, step: int = 10, outages: bool = True) -> Path:
+    """A generated office corpus whose mapping is what `corpus draft` wrote, only the point classes filled in."""
+    write_office(root / "data" / "raw" / name, rooms=rooms, days=days, step_minutes=step, outages=outages)
+    return _drafted(root, name, OFFICE_CLASSES)
+
+
+OFFICE_CLASSES = {key: cls for key, (cls, _) in OFFICE_POINTS.items()}
 
 
 def cli(root: Path, *args: str):
@@ -183,3 +195,56 @@ def test_a_skewed_mix_is_trimmed_to_the_least_share_and_an_absent_outcome_is_lef
     assert trim_to_mix(skewed, 0.15) == (kept, dropped)  # the same rows every time
     lone = rows("answer", 70) + rows("abstain", 30)
     assert trim_to_mix(lone, 0.15) == (lone, {})  # no re_clarify row to mend with: the gate decides
+
+
+def _released(root: Path, name: str) -> dict[str, list[dict]]:
+    release = root / "artifacts" / name / "release"
+    return {
+        split: [json.loads(line) for line in (release / f"{split}.jsonl").read_text().splitlines()]
+        for split in ("train", "dev", "test")
+    }
+
+
+def test_a_sharded_estate_tree_is_one_stream_per_building_and_meter_across_years(tmp_path):
+    root = tmp_path / "p"
+    written = write_estate(
+        root / "data" / "raw" / "estate", 6, dt.date(2021, 1, 1), dt.date(2022, 6, 30), overlap_hours=24
+    )
+    _drafted(root, "estate", {meter: cls for meter, (cls, _) in METERS.items()})
+    mapping = tomllib.loads((root / "configs" / "corpora" / "estate.toml").read_text(encoding="utf-8"))
+    assert mapping["values"]["file_pattern"] == r"(?P<site>b\d+)/(?P<key>[^/]+)/(?P<year>\d{4})\.csv"  # years: shards
+    built = cli(root, "build", "--corpus", "estate")
+    assert built.exit_code == 0, built.output
+    ingest = root / "artifacts" / "estate" / "ingest"
+    streams = duckdb.sql(
+        f"SELECT stream_id, source_file FROM '{ingest / 'streams.parquet'}' ORDER BY stream_id"
+    ).fetchall()
+    assert [s for s, _ in streams] == sorted(key.replace("/", "__") for key in written)
+    assert all(
+        files.split(";") == [f"{s.replace('__', '/')}/2021.csv", f"{s.replace('__', '/')}/2022.csv"]
+        for s, files in streams
+    )
+    per_stream = dict(
+        duckdb.sql(f"SELECT stream_id, count(*) FROM '{ingest / 'observations.parquet'}' GROUP BY 1").fetchall()
+    )
+    assert per_stream == {key.replace("/", "__"): n for key, n in written.items()}  # every reading once
+    report = json.loads((ingest / "report.json").read_text())
+    assert report["raw_value_cells"] == report["observations"] + report["rejects"]
+    assert report["rejects_by_reason"] == {"duplicate_timestamp": 24 * len(written)}  # the repeated day, once each
+    assert all(_released(root, "estate").values())
+
+
+def test_a_site_column_inside_one_file_splits_by_site(tmp_path):
+    root = tmp_path / "p"
+    rooms = write_office_in_one_file(root / "data" / "raw" / "readings", rooms=45, days=8)
+    _drafted(root, "readings", OFFICE_CLASSES)
+    assert "site_column  'room'" in (root / "draft.txt").read_text(encoding="utf-8")
+    built = cli(root, "build", "--corpus", "readings")
+    assert built.exit_code == 0, built.output
+    report = json.loads((root / "artifacts" / "readings" / "ingest" / "report.json").read_text())
+    assert report["sites"] == len(rooms) and report["streams"] == len(rooms) * len(OFFICE_POINTS)
+    assert report["raw_value_cells"] == report["observations"] + report["rejects"]
+    released = _released(root, "readings")
+    sites = {split: {s for row in rows for s in row["site_ids"]} for split, rows in released.items()}
+    assert all(sites.values()) and not (sites["train"] & sites["test"]) and not (sites["dev"] & sites["test"])
+    assert all("room " in row["initial_message"] or "room " in row["hidden_instruction"] for row in released["test"])

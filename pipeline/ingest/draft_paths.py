@@ -3,8 +3,9 @@
 `part-003.csv`, or years `2019.csv`, `meter_2020.csv`), down nested trees such as `b12/electricity/2019.csv`.
 
 A part that varies is a shard when its values read as years, or as a chunk number (after a word such as part or
-chunk, or numbered 0 or 1 upwards without a gap), and the files it tells apart do not overlap in time (each starts at
-or after the previous one's end): rooms numbered 1 to 45 are sites, for their files cover the same days."""
+chunk, or numbered 0 or 1 upwards without a gap), and the files it tells apart follow each other in time (each ends
+after the previous one and starts no earlier than its last tenth): rooms numbered 1 to 45 are sites, for their files
+cover the same days."""
 
 from __future__ import annotations
 
@@ -14,6 +15,7 @@ from dataclasses import dataclass
 
 SEPARATORS = re.compile(r"([_\-. ]+)")
 YEAR = re.compile(r"(19|20)\d{2}")
+SHARD_OVERLAP = 0.1  # a shard may repeat at most this share of the previous shard's span
 CHUNK_WORDS = re.compile(r"(?i)^(part|chunk|shard|split|batch|page|seq|segment|file|data|export|dump|p)$")
 PLACE_WORDS = {
     "room": "room",
@@ -100,7 +102,9 @@ def _common_suffix(values: list[str]) -> str:
 
 
 def _ordered_apart(files: list[str], position: int, tokens: dict[str, list[str]], spans: dict) -> bool:
-    """The files told apart by the token at `position` (the others alike) follow each other in time, no overlap."""
+    """The files told apart by the token at `position` (the others alike) follow each other in time: each ends after
+    the one before and starts no earlier than the last tenth of it (an export that repeats the previous file's last
+    day is still a shard; the merge applies the duplicate rule to what repeats)."""
     streams: dict[tuple, list[tuple[int, str]]] = {}
     for rel in files:
         others = tuple(t for i, t in enumerate(tokens[rel]) if i != position)
@@ -108,7 +112,10 @@ def _ordered_apart(files: list[str], position: int, tokens: dict[str, list[str]]
     for members in streams.values():
         members.sort()
         for (_, before), (_, after) in zip(members, members[1:], strict=False):
-            if spans.get(before) is None or spans.get(after) is None or spans[after][0] < spans[before][1]:
+            if spans.get(before) is None or spans.get(after) is None:
+                return False
+            (first, last), (start, end) = spans[before], spans[after]
+            if end <= last or start < last - (last - first) * SHARD_OVERLAP:
                 return False
     return True
 
@@ -139,7 +146,7 @@ def _why(named: list[str], shards: list[str]) -> str:
     why = why if len(varying) == 1 else why + (", ".join(varying) or "shards only")
     if shards:
         why += (
-            f"; {' and '.join(shards)} tell shards of the same streams apart (numbered in time order, no overlap): "
+            f"; {' and '.join(shards)} tell shards of the same streams apart (numbered in time order, each after the one before): "
             "merged, not sites"
         )
     return why
