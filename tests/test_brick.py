@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from contracts.corpus import BrickMetadata
+from contracts.corpus_metadata import BrickMetadata
 from pipeline.ingest.brick import local_name, read_brick
 from tests.helpers import RAW
 

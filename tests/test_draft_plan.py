@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
-from contracts.corpus import TableMetadata
+from contracts.corpus_metadata import TableMetadata
 from pipeline.cli import main
 from pipeline.core.config import load_lexicon
 from pipeline.core.errors import IngestError

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pyoxigraph as ox
 
-from contracts.corpus import BrickMetadata
+from contracts.corpus_metadata import BrickMetadata
 from pipeline.core.errors import IngestError
 from pipeline.ingest.catalog import Catalog, Point
 

@@ -17,7 +17,7 @@ class Point:
     location: str | None = None
     entity_id: str | None = None
     optional: bool = False
-    counter: object | None = None  # contracts.corpus.CounterRule; kept opaque here
+    counter: object | None = None  # contracts.corpus_metadata.CounterRule; kept opaque here
 
 
 @dataclass(frozen=True)

@@ -13,7 +13,8 @@ from dataclasses import dataclass
 import numpy as np
 import polars as pl
 
-from contracts.corpus import Cleaning, CounterRule
+from contracts.corpus import Cleaning
+from contracts.corpus_metadata import CounterRule
 from pipeline.core import runs
 
 NULL_STR = pl.lit(None, dtype=pl.String)

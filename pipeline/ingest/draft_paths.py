@@ -146,8 +146,8 @@ def _why(named: list[str], shards: list[str]) -> str:
     why = why if len(varying) == 1 else why + (", ".join(varying) or "shards only")
     if shards:
         why += (
-            f"; {' and '.join(shards)} tell shards of the same streams apart (numbered in time order, each after the one before): "
-            "merged, not sites"
+            f"; {' and '.join(shards)} tell shards of the same streams apart (numbered in time order, each after "
+            "the one before): merged, not sites"
         )
     return why
 

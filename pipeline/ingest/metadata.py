@@ -7,7 +7,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass, fields, replace
 from pathlib import Path
 
-from contracts.corpus import BrickMetadata, CorpusMapping, CounterRule, TableMetadata
+from contracts.corpus import CorpusMapping
+from contracts.corpus_metadata import BrickMetadata, CounterRule, TableMetadata
 from pipeline.core.errors import IngestError
 from pipeline.ingest.brick import read_brick
 from pipeline.ingest.catalog import Catalog, Point, TableRow

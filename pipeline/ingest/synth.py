@@ -15,7 +15,7 @@ from pathlib import Path
 
 import numpy as np
 
-from contracts.corpus import BrickMetadata
+from contracts.corpus_metadata import BrickMetadata
 from pipeline.core.errors import ConfigError
 from pipeline.ingest.brick import read_brick
 
