@@ -95,3 +95,16 @@ class EpisodeScore(Frozen):
     phase_results: list[bool]
     issues: list[ProtocolIssue]
     rejections: list[Rejection] = Field(default=[], description="Every rejected field of every answer given, with why.")
+
+
+class ModelPrice(Frozen):
+    """What a model's tokens cost, in US dollars per million."""
+
+    input: float = Field(ge=0, description="US dollars per million tokens in (prompt).")
+    output: float = Field(ge=0, description="US dollars per million tokens out (completion).")
+
+
+class PriceTable(Frozen):
+    """`score --prices FILE` (TOML): `[models."<model>"]` with `input` and `output` prices per million tokens."""
+
+    models: dict[str, ModelPrice] = Field(description="Model name as the trace header gives it -> its prices.")

@@ -154,7 +154,7 @@ def test_perturbed_oracle_answers(real_artifacts, oracle_trace, tmp_path, name):
     path.write_text("".join(json.dumps(r) + "\n" for r in _perturbed(oracle_trace, edit)))
     result = run_cli(real_artifacts, "score", str(path), "--json")
     assert result.exit_code == 0, result.output
-    summary = json.loads(result.output)
+    (summary,) = json.loads(result.output)["summaries"]
     rows = {r["episode_id"]: r for r in summary["rows"]}
     if expected == "all":
         assert summary["accomplished_rate"] == 1.0, {

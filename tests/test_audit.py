@@ -70,7 +70,10 @@ def test_test_split_scores(real_artifacts, tmp_path):
         )
         assert result.exit_code == 0, result.output
         assert json.loads(result.output)["accomplished_rate"] == rate, agent
-        assert json.loads(run_cli(real_artifacts, "score", str(out), "--json").output)["accomplished_rate"] == rate
+        assert (
+            json.loads(run_cli(real_artifacts, "score", str(out), "--json").output)["summaries"][0]["accomplished_rate"]
+            == rate
+        )
 
 
 # The symptom a missing capability leaves in the score.

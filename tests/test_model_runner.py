@@ -120,7 +120,7 @@ def test_a_failing_endpoint_is_infra_error_and_exits_non_zero(
     assert len(ends) == 3 and all(e["infra_error"] and cause in e["infra_error"] for e in ends)
     turns = [r for r in records if r["type"] == "turn"]
     assert len(turns) == 3 and all(t["issues"] == ["infra_error"] for t in turns)  # one turn each: no 12-turn play-out
-    scored = json.loads(run_cli(real_artifacts, "score", str(out), "--json").output)
+    (scored,) = json.loads(run_cli(real_artifacts, "score", str(out), "--json").output)["summaries"]
     assert scored["infra_errors"] == 3 and scored["episodes"] == 0 and scored["runs"] == 0
 
 

@@ -71,7 +71,9 @@ def test_a_copied_release_plays_scores_and_verifies_on_its_own(copy, tmp_path):
     assert json.loads(result.output)["accomplished_rate"] == 1.0
     assert json.loads(out.read_text().split("\n")[0])["episode_set"] == "release"
     scored = cli(elsewhere, "score", str(out), "--release", str(copy), "--json")
-    assert scored.exit_code == 0 and json.loads(scored.output)["accomplished_rate"] == 1.0, scored.output
+    assert scored.exit_code == 0 and json.loads(scored.output)["summaries"][0]["accomplished_rate"] == 1.0, (
+        scored.output
+    )
     assert list(cache.glob("xai4heat-*/store.duckdb"))  # the store went to the cache, outside the release
     evaluated = cli(
         elsewhere, "evaluate", "--release", str(copy), "--cache-dir", str(cache), "--trace", str(out), "--json"

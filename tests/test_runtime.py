@@ -44,7 +44,7 @@ def test_oracle_accomplishes_everything_and_noop_nothing(real_artifacts, tmp_pat
         assert json.loads(result.output)["accomplished_rate"] == expected
         scored = run_cli(real_artifacts, "score", str(out), "--json")
         assert scored.exit_code == 0, scored.output
-        summary = json.loads(scored.output)
+        (summary,) = json.loads(scored.output)["summaries"]
         assert summary["accomplished_rate"] == expected
         assert {"final", "evidence", "phase", "temporal", "task", "protocol", "per_family"} <= set(summary)
 
@@ -68,8 +68,8 @@ def test_rescoring_is_deterministic(real_artifacts, tmp_path):
         ).exit_code
         == 0
     )
-    first = json.loads(run_cli(real_artifacts, "score", str(out), "--json").output)
-    second = json.loads(run_cli(real_artifacts, "score", str(out), "--json").output)
+    (first,) = json.loads(run_cli(real_artifacts, "score", str(out), "--json").output)["summaries"]
+    (second,) = json.loads(run_cli(real_artifacts, "score", str(out), "--json").output)["summaries"]
     assert first == second and first["pass^2"] == 1.0 and first["flip_rate"] == 0.0
 
 

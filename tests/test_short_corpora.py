@@ -153,7 +153,7 @@ def test_eight_days_of_45_rooms_release_in_every_split_and_play(tmp_path):
         played = cli(root, "run", "--corpus", "office", "--split", "test", "--agent", agent, "--out", str(trace))
         assert played.exit_code == 0, played.output
         scored = cli(root, "score", str(trace), "--json")
-        scores[agent] = json.loads(scored.output)["accomplished_rate"]
+        scores[agent] = json.loads(scored.output)["summaries"][0]["accomplished_rate"]
     assert scores == {"oracle": 1.0, "noop": 0.0, "controller": 0.0}
 
 

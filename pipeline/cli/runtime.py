@@ -12,8 +12,13 @@ from pipeline.cli import common as cli
 
 
 def _rates(summary: dict) -> None:
+    who = summary["identity"]["label"]
+    covered = f"{summary['episodes']} of {summary['episodes_in_split']} episodes"
+    partial = f", PARTIAL: {covered}" if summary["partial"] else ""
+    click.echo(f"{who} on {summary['corpus']} {summary['split']}{partial}")
     click.echo(
-        f"accomplished {summary['accomplished_rate']:.4f} over {summary['runs']} runs of {summary['episodes']} episodes"
+        f"  accomplished {summary['accomplished_rate']:.4f} over {summary['runs']} runs of {summary['episodes']} "
+        "episodes"
     )
     if summary.get("infra_errors") or summary.get("unfinished"):
         click.echo(
@@ -30,6 +35,12 @@ def _rates(summary: dict) -> None:
         click.echo("  protocol issues: " + ", ".join(f"{k} {v}" for k, v in summary["issues"].items()))
     if summary.get("rejections"):
         click.echo("  rejected answer fields: " + ", ".join(f"{k} {v}" for k, v in summary["rejections"].items()))
+    usage, per = summary["usage"], summary["per_episode"]
+    cost = f", ${usage['cost_usd']:.4f}" if "cost_usd" in usage else ""
+    click.echo(
+        f"  per episode: {per['turns']} turns, {per['tool_calls']} tool calls; tokens in {usage['tokens_in']}, "
+        f"out {usage['tokens_out']}{cost}"
+    )
 
 
 def _option_value(text: str) -> object:
@@ -246,7 +257,11 @@ def run(
 @click.command()
 @click.argument("traces", nargs=-1, required=True, type=click.Path(dir_okay=False))
 @click.option(
-    "--json", "as_json", is_flag=True, help="Print JSON (accomplished_rate, part scores, per-family rates, rows)."
+    "--json",
+    "as_json",
+    is_flag=True,
+    help="Print JSON: {summaries: [...]}, one per agent identity, corpus and split (rates, part scores, per-family "
+    "rates, usage, latency, rows).",
 )
 @click.option(
     "--release",
@@ -254,21 +269,33 @@ def run(
     type=click.Path(file_okay=False, exists=True),
     help="Score traces played with --release on that release folder.",
 )
+@click.option(
+    "--prices",
+    type=click.Path(dir_okay=False, exists=True),
+    help='A TOML price table, [models."<model>"] input = ... output = ... (US dollars per million tokens): adds cost.',
+)
 @click.pass_context
 @cli.handle_errors
-def score(ctx: click.Context, traces: tuple[str, ...], as_json: bool, release: str | None) -> None:
+def score(ctx: click.Context, traces: tuple[str, ...], as_json: bool, release: str | None, prices: str | None) -> None:
     """Score saved traces against their episodes; the same trace always gives the same scores.
+
+    One summary per agent identity (agent kind, model and the settings that change behaviour, shown as a short
+    digest), corpus and split: traces of one identity pool their runs, two identities are never merged. A summary
+    covering fewer episodes than its split is marked partial.
 
     \b
     Example:
-      telemetry-bench score /tmp/t.jsonl --json
+      telemetry-bench score /tmp/t.jsonl /tmp/oracle.jsonl --json
     """
+    from pipeline.core.config import load_price_table
     from pipeline.harness.traces import score_traces
 
-    summary = score_traces(cli.workspace(ctx), [Path(t) for t in traces], _release(release, None))
+    table = load_price_table(Path(prices)) if prices else None
+    summaries = score_traces(cli.workspace(ctx), [Path(t) for t in traces], _release(release, None), table)
     if as_json:
-        cli.echo_json(summary)
-    else:
+        cli.echo_json({"summaries": summaries})
+        return
+    for summary in summaries:
         _rates(summary)
 
 

@@ -13,6 +13,7 @@ from contracts.build import BuildConfig
 from contracts.corpus import CorpusMapping
 from contracts.episodes import AuditConfig, EpisodesConfig, FamilyLift
 from contracts.lexicon import PointLexicon
+from contracts.runtime import PriceTable
 from contracts.tasks import WINDOW_SLOT, FamiliesConfig, Family
 from pipeline.core.errors import ConfigError
 from pipeline.core.workspace import Workspace
@@ -94,6 +95,12 @@ def load_lexicon(ws: Workspace) -> PointLexicon:
     return _load_model(
         ws.configs_dir / "lexicon.toml", PointLexicon, "`corpus draft` proposes point classes from it (docs/ingest.md)"
     )
+
+
+def load_price_table(path: Path) -> dict[str, dict[str, float]]:
+    """A `score --prices` table: model -> {input, output} US dollars per million tokens."""
+    table = _load_model(path, PriceTable, 'give a TOML file of [models."<model>"] input and output prices')
+    return {model: price.model_dump() for model, price in table.models.items()}
 
 
 def load_families(ws: Workspace) -> FamiliesConfig:

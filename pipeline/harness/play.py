@@ -20,6 +20,7 @@ from pipeline.core.config import load_episodes_config, load_families, select_cor
 from pipeline.core.errors import RunError
 from pipeline.core.workspace import Workspace
 from pipeline.runtime.agents import AGENTS, Agent
+from pipeline.runtime.identity import behaviour
 from pipeline.runtime.preflight import preflight
 from pipeline.runtime.runner import run_episode
 from pipeline.runtime.scoring import score_episode
@@ -116,7 +117,7 @@ def run_agent(
         player.close()
     if kept:  # played-again episodes back in their places: the trace of an uninterrupted run
         _reorder(out, units)
-    summary = score_traces(ws, [out], release)
+    (summary,) = score_traces(ws, [out], release)  # one trace: one identity
     summary.pop("rows")
     return summary
 
@@ -271,8 +272,10 @@ def _resumable(out: Path, header: TraceHeader) -> dict[tuple[str, int], list[byt
             f"{out}: line 1 is not a trace header ({exc}); give another --out, or drop --resume to start over"
         ) from exc
     mine, theirs = header.model_dump(exclude={"versions"}), old.model_dump(exclude={"versions"})
-    for settings in (mine["settings"], theirs["settings"]):
-        settings.pop("runtime", None)
+    for dumped in (mine, theirs):  # where the model is served and how the run runs may change; what it plays not
+        dumped["settings"] = {
+            k: v for k, v in dumped["settings"].items() if k == "limit" or k in behaviour(dumped["settings"])
+        }
     if mine != theirs:
         differ = sorted(k for k in mine if mine[k] != theirs.get(k))
         if "settings" in differ:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from collections import defaultdict
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, NamedTuple
@@ -13,6 +14,7 @@ from pipeline.core.canonical import digest_file, loads_untrusted
 from pipeline.core.config import load_episodes_config
 from pipeline.core.errors import RunError, StageError
 from pipeline.core.workspace import Workspace
+from pipeline.runtime.identity import identity
 from pipeline.runtime.scoring import score_episode, summarize
 from pipeline.runtime.simulator import slot_keywords
 
@@ -115,11 +117,18 @@ class Played(NamedTuple):
 def played_episodes(ws: Workspace, path: Path, release: Release | None = None) -> tuple[TraceHeader, list[Played]]:
     """A saved trace scored against the episodes it was played on (the episode file's hash must match). A trace played
     on a release folder is scored on that folder (`release`), else on the project's built release."""
-    header, played, _ = _played(ws, path, release)
-    return header, played
+    scored = _played(ws, path, release)
+    return scored.header, scored.played
 
 
-def _played(ws: Workspace, path: Path, release: Release | None) -> tuple[TraceHeader, list[Played], _Turns]:
+class _Scored(NamedTuple):
+    header: TraceHeader
+    played: list[Played]
+    turns: _Turns
+    in_split: int  # episodes in the split the trace was played on
+
+
+def _played(ws: Workspace, path: Path, release: Release | None) -> _Scored:
     header, turns, runs = read_trace(path)
     if header.episode_set == "release":
         from pipeline.release.playable import Release
@@ -145,19 +154,90 @@ def _played(ws: Workspace, path: Path, release: Release | None) -> tuple[TraceHe
                 scored = [(player, t, score_episode(episode, t, keywords, run)) for player, t in played.items()]
                 player, chosen, score = max(scored, key=lambda p: score_rank(p[2]))
                 out.append(Played(episode, run, player, chosen, score))
-    return header, out, turns
+    return _Scored(header, out, turns, len(episodes))
 
 
-def score_traces(ws: Workspace, paths: list[Path], release: Release | None = None) -> dict:
-    """Score saved traces against the episodes they were played on. Episode runs that ended in infra_error are left
-    out and counted (`infra_errors`); runs without an end record are counted as `unfinished` (scored as played)."""
-    scores, infra, unfinished = [], 0, 0
+def score_traces(
+    ws: Workspace, paths: list[Path], release: Release | None = None, prices: dict | None = None
+) -> list[dict]:
+    """Score saved traces against the episodes they were played on: one summary per agent identity, corpus and split
+    (pipeline/runtime/identity.py), never two identities pooled. Episode runs that ended in infra_error are left out
+    and counted (`infra_errors`); runs without an end record are counted as `unfinished` (scored as played). A summary
+    that covers fewer episodes than its split holds, in any run, is `partial` (never ranked)."""
+    groups: dict[tuple[str, str, str], list[tuple[Path, _Scored]]] = defaultdict(list)
     for path in paths:
-        _, played, turns = _played(ws, path, release)  # the trace is read once
-        infra += len(turns.infra)
-        unfinished += sum(1 for unit in turns if unit not in turns.ended)
-        scores += [p.score for p in played]
-    summary = summarize(scores)
-    summary["infra_errors"], summary["unfinished"] = infra, unfinished
-    summary["rows"] = [s.model_dump() for s in scores]
+        scored = _played(ws, path, release)  # each trace is read once
+        who = identity(scored.header.agent, scored.header.settings)
+        groups[(scored.header.corpus, scored.header.split, who["digest"])].append((path, scored))
+    summaries = [_summary(members, prices) for _, members in sorted(groups.items())]
+    return sorted(summaries, key=lambda s: (s["corpus"], s["split"], s["identity"]["label"]))
+
+
+def _summary(members: list[tuple[Path, _Scored]], prices: dict | None) -> dict:
+    header = members[0][1].header
+    played = [p for _, scored in members for p in scored.played]
+    runs = {p.run for p in played}
+    records = [t for _, scored in members for unit in scored.turns.values() for ts in unit.values() for t in ts]
+    summary = summarize(p.score for p in played)
+    covered = min((sum(p.run == run for p in played) for run in runs), default=0)
+    in_split = members[0][1].in_split
+    who = identity(header.agent, header.settings)
+    summary.update(
+        identity=who,
+        corpus=header.corpus,
+        split=header.split,
+        traces=[str(path) for path, _ in members],
+        episodes_in_split=in_split,
+        partial=covered < in_split,
+        infra_errors=sum(len(scored.turns.infra) for _, scored in members),
+        unfinished=sum(1 for _, s in members for unit in s.turns if unit not in s.turns.ended),
+        usage=usage_totals(records, who["model"], prices),
+        per_episode=_per_episode(played),
+        latency_ms=_latency(records),
+        rows=[p.score.model_dump() for p in played],
+    )
     return summary
+
+
+TOKENS_IN = ("prompt_tokens", "input_tokens")
+TOKENS_OUT = ("completion_tokens", "output_tokens")
+
+
+def usage_totals(records: list[TurnRecord], model: str | None, prices: dict | None) -> dict:
+    """Tokens in and out summed over every turn the agents reported usage for, and their cost when the price table
+    names the model (US dollars per million tokens in and out)."""
+    tokens_in = sum(sum(r.usage.get(k, 0) for k in TOKENS_IN) for r in records if r.usage)
+    tokens_out = sum(sum(r.usage.get(k, 0) for k in TOKENS_OUT) for r in records if r.usage)
+    totals: dict[str, Any] = {
+        "tokens_in": tokens_in,
+        "tokens_out": tokens_out,
+        "turns_with_usage": sum(1 for r in records if r.usage),
+    }
+    price = (prices or {}).get(model) if model else None
+    if price is not None:
+        totals["cost_usd"] = round((tokens_in * price["input"] + tokens_out * price["output"]) / 1e6, 6)
+    return totals
+
+
+def _per_episode(played: list[Played]) -> dict:
+    """Turns and tool calls per scored episode run (means)."""
+    n = max(1, len(played))
+    calls = sum(1 for p in played for t in p.turns if t.action and t.action.get("kind") == "call_tool")
+    return {"turns": round(sum(len(p.turns) for p in played) / n, 4), "tool_calls": round(calls / n, 4)}
+
+
+def _latency(records: list[TurnRecord]) -> dict:
+    """p50 and p95 of the agent's turn time and of an episode run's wall time (the sum of its turns), in ms."""
+    per_run: dict[tuple, float] = defaultdict(float)
+    for r in records:
+        per_run[(r.episode_id, r.run, r.player)] += r.elapsed_ms
+
+    return {"turn": _quantiles([r.elapsed_ms for r in records]), "episode": _quantiles(list(per_run.values()))}
+
+
+def _quantiles(values: list[float]) -> dict[str, float | None]:
+    """The p50 and p95 of the values (nearest rank: always a value that was measured)."""
+    if not values:
+        return {"p50": None, "p95": None}
+    ordered = sorted(values)
+    return {f"p{q}": round(ordered[max(0, math.ceil(q / 100 * len(ordered)) - 1)], 3) for q in (50, 95)}
