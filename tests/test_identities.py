@@ -21,10 +21,14 @@ def no_openai_env(monkeypatch):
     return monkeypatch
 
 
-def _run(artifacts, out, agent, *args):
-    result = run_cli(
+def _play(artifacts, out, agent, *args):
+    return run_cli(
         artifacts, "run", "--corpus", "xai4heat", "--split", "test", "--agent", agent, "--out", str(out), *args
     )
+
+
+def _run(artifacts, out, agent, *args):
+    result = _play(artifacts, out, agent, *args)
     assert result.exit_code == 0, result.output
     return out
 
@@ -106,23 +110,5 @@ def test_resume_accepts_another_endpoint_but_not_another_model(real_artifacts, t
     with GoldServer(episodes, "vllm") as first, GoldServer(episodes, "vllm") as second:
         _run(real_artifacts, out, "openai", "--limit", "2", "--base-url", first, "--model", "m")
         _run(real_artifacts, out, "openai", "--limit", "2", "--base-url", second, "--model", "m", "--resume")
-        refused = run_cli(
-            real_artifacts,
-            "run",
-            "--corpus",
-            "xai4heat",
-            "--split",
-            "test",
-            "--agent",
-            "openai",
-            "--out",
-            str(out),
-            "--limit",
-            "2",
-            "--base-url",
-            second,
-            "--model",
-            "other",
-            "--resume",
-        )
+        refused = _play(real_artifacts, out, "openai", "--limit", "2", "--base-url", second, "--model", "x", "--resume")
     assert refused.exit_code == 1 and "settings.model" in refused.output
