@@ -56,7 +56,7 @@ def test_a_trace_of_part_of_its_split_is_partial(real_artifacts, tmp_path):
     part = _run(real_artifacts, tmp_path / "part.jsonl", "oracle", "--limit", "3")
     (summary,) = _scored(real_artifacts, part)
     assert summary["partial"] and summary["episodes"] == 3 and summary["episodes_in_split"] > 3
-    assert "PARTIAL: 3 of" in run_cli(real_artifacts, "score", str(part)).output
+    assert "PARTIAL: a run covers 3 of" in run_cli(real_artifacts, "score", str(part)).output
 
 
 def test_identity_is_kind_model_and_behaviour_not_endpoint():

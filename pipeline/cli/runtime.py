@@ -1,4 +1,4 @@
-"""CLI commands of the runtime: run, score, preflight."""
+"""CLI commands of the runtime: run, score, leaderboard, preflight, audit."""
 
 from __future__ import annotations
 
@@ -10,10 +10,18 @@ import click
 from contracts.tasks import SPLITS
 from pipeline.cli import common as cli
 
+TRACES = click.argument("traces", nargs=-1, required=True, type=click.Path(dir_okay=False))
+SCORED_RELEASE = click.option(
+    "--release",
+    "release",
+    type=click.Path(file_okay=False, exists=True),
+    help="Score traces played with --release on that release folder.",
+)
+
 
 def _rates(summary: dict) -> None:
     who = summary["identity"]["label"]
-    covered = f"{summary['episodes']} of {summary['episodes_in_split']} episodes"
+    covered = f"a run covers {summary['least_covered']} of {summary['episodes_in_split']} episodes"
     partial = f", PARTIAL: {covered}" if summary["partial"] else ""
     click.echo(f"{who} on {summary['corpus']} {summary['split']}{partial}")
     click.echo(
@@ -255,7 +263,7 @@ def run(
 
 
 @click.command()
-@click.argument("traces", nargs=-1, required=True, type=click.Path(dir_okay=False))
+@TRACES
 @click.option(
     "--json",
     "as_json",
@@ -263,12 +271,7 @@ def run(
     help="Print JSON: {summaries: [...]}, one per agent identity, corpus and split (rates, part scores, per-family "
     "rates, usage, latency, rows).",
 )
-@click.option(
-    "--release",
-    "release",
-    type=click.Path(file_okay=False, exists=True),
-    help="Score traces played with --release on that release folder.",
-)
+@SCORED_RELEASE
 @click.option(
     "--prices",
     type=click.Path(dir_okay=False, exists=True),
@@ -297,6 +300,62 @@ def score(ctx: click.Context, traces: tuple[str, ...], as_json: bool, release: s
         return
     for summary in summaries:
         _rates(summary)
+
+
+@click.command()
+@TRACES
+@click.option(
+    "--out",
+    "outs",
+    multiple=True,
+    required=True,
+    type=click.Path(dir_okay=False),
+    help="Write the board here: .json (contracts/schemas/leaderboard.schema.json), .csv or .md; repeat for several.",
+)
+@SCORED_RELEASE
+@click.option("--prices", type=click.Path(dir_okay=False, exists=True), help="A TOML price table (see `score`).")
+@click.option("--resamples", default=1000, show_default=True, type=click.IntRange(100), help="Bootstrap draws.")
+@click.option("--seed", default=0, show_default=True, help="Seed of the bootstrap: the same seed, the same intervals.")
+@click.pass_context
+@cli.handle_errors
+def leaderboard(
+    ctx: click.Context,
+    traces: tuple[str, ...],
+    outs: tuple[str, ...],
+    release: str | None,
+    prices: str | None,
+    resamples: int,
+    seed: int,
+) -> None:
+    """Rank scored traces: one row per agent identity, corpus and split, with a 95% bootstrap interval.
+
+    Rows are ranked only among complete rows scored on the same episode set (corpus, split and episode-file digest);
+    a partial trace is listed unranked, and a trace that cannot be scored (played on another episode set) is listed
+    under "refused" with its reason.
+
+    \b
+    Example:
+      telemetry-bench leaderboard /tmp/t.jsonl /tmp/oracle.jsonl --out /tmp/results.json --out /tmp/results.md
+    """
+    from pipeline.core.config import load_price_table
+    from pipeline.harness.leaderboard import FORMATS, build_leaderboard, write_leaderboard
+
+    bad = [o for o in outs if Path(o).suffix.lower() not in FORMATS]
+    if bad:
+        raise click.UsageError(f"--out {bad[0]}: name a .json, .csv or .md file")
+    table = load_price_table(Path(prices)) if prices else None
+    board = build_leaderboard(
+        cli.workspace(ctx), [Path(t) for t in traces], _release(release, None), table, resamples, seed
+    )
+    for out in outs:
+        write_leaderboard(board, Path(out))
+    ranked = sum(r.rank is not None for r in board.rows)
+    click.echo(
+        f"{len(board.rows)} rows ({ranked} ranked, {len(board.rows) - ranked} partial), {len(board.refused)} traces "
+        f"refused: wrote {', '.join(outs)}"
+    )
+    for refused in board.refused:
+        click.echo(f"  refused {refused.trace}: {refused.reason}")
 
 
 @click.command()
@@ -363,4 +422,4 @@ def audit(ctx: click.Context, corpus: str, as_json: bool) -> None:
         click.echo(f"  note: {note}")
 
 
-COMMANDS = (run, score, preflight, audit)
+COMMANDS = (run, score, leaderboard, preflight, audit)

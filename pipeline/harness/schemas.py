@@ -16,6 +16,7 @@ from contracts.build import BuildConfig
 from contracts.corpus import CorpusMapping
 from contracts.episodes import AuditConfig, Episode, EpisodesConfig
 from contracts.ingest import IngestReport
+from contracts.leaderboard import Leaderboard
 from contracts.lexicon import PointLexicon
 from contracts.manifest import StageManifest
 from contracts.protocol import Action, Answer, AskUser, CallTool, Plan
@@ -41,6 +42,7 @@ MODELS = {
     "trace_header": TraceHeader,
     "trace_turn": TurnRecord,
     "episode_score": EpisodeScore,
+    "leaderboard": Leaderboard,
     "answers_config": AnswersConfig,
     "answer_form": AnswerForm,
     "agent_observation": AgentObservation,

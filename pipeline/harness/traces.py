@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import math
-from collections import defaultdict
+from collections import Counter, defaultdict
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, NamedTuple
 
@@ -158,15 +158,26 @@ def _played(ws: Workspace, path: Path, release: Release | None) -> _Scored:
 
 
 def score_traces(
-    ws: Workspace, paths: list[Path], release: Release | None = None, prices: dict | None = None
+    ws: Workspace,
+    paths: list[Path],
+    release: Release | None = None,
+    prices: dict | None = None,
+    refused: list[tuple[Path, str]] | None = None,
 ) -> list[dict]:
     """Score saved traces against the episodes they were played on: one summary per agent identity, corpus and split
     (pipeline/runtime/identity.py), never two identities pooled. Episode runs that ended in infra_error are left out
     and counted (`infra_errors`); runs without an end record are counted as `unfinished` (scored as played). A summary
-    that covers fewer episodes than its split holds, in any run, is `partial` (never ranked)."""
+    that covers fewer episodes than its split holds, in any run, is `partial` (never ranked). With `refused`, a trace
+    that cannot be scored (another episode set, not a trace) is listed there with its reason instead of stopping."""
     groups: dict[tuple[str, str, str], list[tuple[Path, _Scored]]] = defaultdict(list)
     for path in paths:
-        scored = _played(ws, path, release)  # each trace is read once
+        try:
+            scored = _played(ws, path, release)  # each trace is read once
+        except (RunError, StageError) as exc:
+            if refused is None:
+                raise
+            refused.append((path, str(exc)))
+            continue
         who = identity(scored.header.agent, scored.header.settings)
         groups[(scored.header.corpus, scored.header.split, who["digest"])].append((path, scored))
     summaries = [_summary(members, prices) for _, members in sorted(groups.items())]
@@ -176,19 +187,21 @@ def score_traces(
 def _summary(members: list[tuple[Path, _Scored]], prices: dict | None) -> dict:
     header = members[0][1].header
     played = [p for _, scored in members for p in scored.played]
-    runs = {p.run for p in played}
+    by_run = Counter((i, p.run) for i, (_, scored) in enumerate(members) for p in scored.played)  # a trace's runs
     records = [t for _, scored in members for unit in scored.turns.values() for ts in unit.values() for t in ts]
     summary = summarize(p.score for p in played)
-    covered = min((sum(p.run == run for p in played) for run in runs), default=0)
+    covered = min(by_run.values(), default=0)
     in_split = members[0][1].in_split
     who = identity(header.agent, header.settings)
     summary.update(
         identity=who,
         corpus=header.corpus,
         split=header.split,
+        episodes_digest=header.episode_set_hash,
         traces=[str(path) for path, _ in members],
         episodes_in_split=in_split,
         partial=covered < in_split,
+        least_covered=covered,
         infra_errors=sum(len(scored.turns.infra) for _, scored in members),
         unfinished=sum(1 for _, s in members for unit in s.turns if unit not in s.turns.ended),
         usage=usage_totals(records, who["model"], prices),

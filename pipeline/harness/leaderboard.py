@@ -1,0 +1,206 @@
+"""The leaderboard: scored traces as one row per agent identity, corpus and split, with a bootstrap interval, ranked
+only among complete rows scored on the same episode set, written as JSON (contracts/leaderboard.py), CSV or
+Markdown."""
+
+from __future__ import annotations
+
+import csv
+import io
+from collections import defaultdict
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+import numpy as np
+
+from contracts.leaderboard import Leaderboard, LeaderboardRow, RefusedTrace
+from pipeline.core.canonical import atomic_write_bytes, write_json
+from pipeline.core.errors import RunError
+from pipeline.core.workspace import Workspace
+from pipeline.harness.traces import score_traces
+
+if TYPE_CHECKING:
+    from pipeline.release.playable import Release
+
+PARTS = ("final", "evidence", "phase", "temporal", "task", "protocol")
+FORMATS = (".json", ".csv", ".md")
+
+
+def build_leaderboard(
+    ws: Workspace,
+    paths: list[Path],
+    release: Release | None = None,
+    prices: dict | None = None,
+    resamples: int = 1000,
+    seed: int = 0,
+) -> Leaderboard:
+    """Score the traces and rank them; a trace that cannot be scored is listed under `refused` with its reason."""
+    refused: list[tuple[Path, str]] = []
+    summaries = score_traces(ws, paths, release, prices, refused)
+    rows = [_row(s, resamples, seed) for s in summaries]
+    ranked = _ranked(rows)
+    return Leaderboard(
+        rows=ranked, refused=[RefusedTrace(trace=p.name, reason=r) for p, r in sorted(refused, key=lambda x: x[0].name)]
+    )
+
+
+def _row(summary: dict, resamples: int, seed: int) -> dict:
+    per_episode: dict[str, list[bool]] = defaultdict(list)
+    for row in summary["rows"]:
+        per_episode[row["episode_id"]].append(row["accomplished"])
+    values = np.array([np.mean(v) for _, v in sorted(per_episode.items())], dtype=float)
+    return {
+        "identity": summary["identity"],
+        "corpus": summary["corpus"],
+        "split": summary["split"],
+        "episodes_digest": summary["episodes_digest"],
+        "rank": None,
+        "partial": summary["partial"],
+        "episodes": summary["episodes"],
+        "episodes_in_split": summary["episodes_in_split"],
+        "least_covered": summary["least_covered"],
+        "runs": summary["runs"],
+        "accomplished_rate": summary["accomplished_rate"],
+        "interval": bootstrap_interval(values, resamples, seed),
+        "pass_k": {k: v for k, v in summary.items() if k.startswith("pass^") and k != "pass^1"},
+        "parts": {p: summary[p] for p in PARTS},
+        "per_family": summary["per_family"],
+        "failure_modes": dict(sorted({**summary["issues"], **summary["rejections"]}.items())),
+        "usage": summary["usage"],
+        "per_episode": summary["per_episode"],
+        "traces": sorted(Path(t).name for t in summary["traces"]),
+    }
+
+
+def bootstrap_interval(values: np.ndarray, resamples: int, seed: int) -> dict:
+    """The 95% percentile bootstrap interval of the mean over episodes: `resamples` draws of as many episodes, with
+    replacement, from a generator seeded with `seed` (the same interval on every run)."""
+    if len(values) == 0:
+        return {"low": 0.0, "high": 0.0, "resamples": resamples, "seed": seed}
+    draws = np.random.default_rng(seed).integers(0, len(values), size=(resamples, len(values)))
+    means = values[draws].mean(axis=1)
+    low, high = np.percentile(means, [2.5, 97.5])
+    return {"low": round(float(low), 4), "high": round(float(high), 4), "resamples": resamples, "seed": seed}
+
+
+def _ranked(rows: list[dict]) -> list[LeaderboardRow]:
+    """Rank complete rows within their corpus, split and episodes digest (ties share a rank); partial rows stay
+    unranked. Rows are ordered by corpus, split, digest, rank (unranked last), then label."""
+    boards: dict[tuple, list[dict]] = defaultdict(list)
+    for row in rows:
+        if not row["partial"]:
+            boards[(row["corpus"], row["split"], row["episodes_digest"])].append(row)
+    for board in boards.values():
+        for row in board:
+            row["rank"] = 1 + sum(other["accomplished_rate"] > row["accomplished_rate"] for other in board)
+    order = sorted(
+        rows,
+        key=lambda r: (
+            r["corpus"],
+            r["split"],
+            r["episodes_digest"],
+            r["rank"] is None,
+            r["rank"] or 0,
+            r["identity"]["label"],
+        ),
+    )
+    return [LeaderboardRow.model_validate(r) for r in order]
+
+
+def write_leaderboard(board: Leaderboard, out: Path) -> None:
+    """Write the board in the format the file's suffix names (.json, .csv or .md), atomically."""
+    suffix = out.suffix.lower()
+    if suffix not in FORMATS:
+        raise RunError(f"--out {out}: unknown format {out.suffix or '(none)'!r}; name a .json, .csv or .md file")
+    if suffix == ".json":
+        write_json(out, board.model_dump(mode="json"))
+    elif suffix == ".csv":
+        atomic_write_bytes(out, _csv(board).encode("utf-8"))
+    else:
+        atomic_write_bytes(out, _markdown(board).encode("utf-8"))
+
+
+CSV_COLUMNS = (
+    "corpus",
+    "split",
+    "rank",
+    "agent",
+    "model",
+    "identity",
+    "partial",
+    "episodes",
+    "episodes_in_split",
+    "runs",
+    "accomplished_rate",
+    "ci_low",
+    "ci_high",
+    *PARTS,
+    "tokens_in",
+    "tokens_out",
+    "cost_usd",
+    "turns_per_episode",
+    "tool_calls_per_episode",
+    "episodes_digest",
+)
+
+
+def _flat(row: LeaderboardRow) -> dict:
+    return {
+        "corpus": row.corpus,
+        "split": row.split,
+        "rank": "" if row.rank is None else row.rank,
+        "agent": row.identity.agent,
+        "model": row.identity.model or "",
+        "identity": row.identity.label,
+        "partial": str(row.partial).lower(),
+        "episodes": row.episodes,
+        "episodes_in_split": row.episodes_in_split,
+        "runs": row.runs,
+        "accomplished_rate": row.accomplished_rate,
+        "ci_low": row.interval.low,
+        "ci_high": row.interval.high,
+        **row.parts,
+        "tokens_in": row.usage.tokens_in,
+        "tokens_out": row.usage.tokens_out,
+        "cost_usd": "" if row.usage.cost_usd is None else row.usage.cost_usd,
+        "turns_per_episode": row.per_episode["turns"],
+        "tool_calls_per_episode": row.per_episode["tool_calls"],
+        "episodes_digest": row.episodes_digest,
+    }
+
+
+def _csv(board: Leaderboard) -> str:
+    buffer = io.StringIO()
+    writer = csv.DictWriter(buffer, fieldnames=CSV_COLUMNS, lineterminator="\n")
+    writer.writeheader()
+    writer.writerows(_flat(row) for row in board.rows)
+    return buffer.getvalue()
+
+
+def _markdown(board: Leaderboard) -> str:
+    lines = ["# Leaderboard", ""]
+    boards: dict[tuple, list[LeaderboardRow]] = defaultdict(list)
+    for row in board.rows:
+        boards[(row.corpus, row.split, row.episodes_digest)].append(row)
+    for (corpus, split, digest), rows in boards.items():
+        lines += [
+            f"## {corpus} {split} (episodes {digest[:8]})",
+            "",
+            "| rank | agent | accomplished | 95% interval | episodes | runs | tokens in / out | cost (USD) "
+            "| failure modes |",
+            "|---:|---|---:|---|---:|---:|---|---:|---|",
+        ]
+        for row in rows:
+            rank = (
+                str(row.rank) if row.rank is not None else f"partial ({row.least_covered} of {row.episodes_in_split})"
+            )
+            modes = ", ".join(f"{k} {v}" for k, v in sorted(row.failure_modes.items(), key=lambda kv: -kv[1])[:3])
+            cost = "" if row.usage.cost_usd is None else f"{row.usage.cost_usd:.4f}"
+            lines.append(
+                f"| {rank} | {row.identity.label} | {row.accomplished_rate:.4f} | "
+                f"[{row.interval.low:.4f}, {row.interval.high:.4f}] | {row.episodes} | {row.runs} | "
+                f"{row.usage.tokens_in} / {row.usage.tokens_out} | {cost} | {modes or '-'} |"
+            )
+        lines.append("")
+    if board.refused:
+        lines += ["## Not ranked", ""] + [f"- {r.trace}: {r.reason}" for r in board.refused] + [""]
+    return "\n".join(lines)
