@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import shlex
+import shutil
 import sys
 import time
 
@@ -13,12 +14,17 @@ from pydantic import TypeAdapter
 from contracts.agent_io import AgentInput, EpisodeStart
 from contracts.protocol import Action
 from pipeline.core.errors import GymError
-from pipeline.harness.gym import TelemetryEnv
+from pipeline.harness.gym import TelemetryEnv, register
 from pipeline.runtime.gold_path import gold_actions
 from tests.helpers import REPO, run_cli
 
 PYTHON = shlex.quote(sys.executable)
 REPLAY_CMD = f"{PYTHON} {shlex.quote(str(REPO / 'examples' / 'agents' / 'replay_cmd.py'))}"
+
+
+def scores(summary: dict) -> dict:
+    """A run's summary without what names the player or measures its speed: who played, where the trace is, times."""
+    return {k: v for k, v in summary.items() if k not in ("identity", "traces", "latency_ms")}
 
 
 @pytest.fixture(scope="module")
@@ -70,7 +76,7 @@ def test_python_agent_replaying_the_oracle_scores_as_the_oracle(real_artifacts, 
         "--json",
     )
     assert result.exit_code == 0, result.output
-    assert json.loads(result.output) == summary and summary["accomplished_rate"] == 1.0
+    assert scores(json.loads(result.output)) == scores(summary) and summary["accomplished_rate"] == 1.0
     assert actions_of(out) == actions_of(trace)
     assert json.loads(out.read_text().splitlines()[0])["agent"] == "examples.agents.replay:ReplayAgent"
 
@@ -92,7 +98,7 @@ def test_command_agent_replaying_the_oracle_scores_as_the_oracle(real_artifacts,
         "--json",
     )
     assert result.exit_code == 0, result.output
-    assert json.loads(result.output) == summary
+    assert scores(json.loads(result.output)) == scores(summary)
     assert actions_of(out) == actions_of(trace)
 
 
@@ -246,24 +252,56 @@ def test_gym_api_plays_the_gold_path(real_artifacts):
         with pytest.raises(GymError):
             env.step({"kind": "plan", "text": "too early"})
         for episode_id in env.episode_ids[:5]:
-            observation = env.reset(episode_id)
+            observation, info = env.reset(options={"episode_id": episode_id})
             assert (
                 observation.turn == 0 and observation.messages[0].role == "user" and observation.answer_form is not None
             )
-            assert env.start_info().episode_id == episode_id and env.start_info().tools
-            done = False
+            assert (
+                info["episode_id"] == episode_id and info["start"].tools and env.start_info().episode_id == episode_id
+            )
+            rewards = []
             for action in gold_actions(env.episodes[episode_id]):
-                observation, done = env.step(action)
-                if done:
+                observation, reward, terminated, truncated, info = env.step(action)
+                rewards.append(reward)
+                if terminated or truncated:
                     break
-            assert done and env.score().accomplished and env.end().stopped
+            assert terminated and not truncated and rewards[-1] == 1.0 and set(rewards[:-1]) <= {0.0}
+            assert info["score"]["accomplished"] and info["rejections"] == [] and env.end().stopped
             with pytest.raises(GymError):
                 env.step({"kind": "plan", "text": "after the end"})
-        observation = env.reset(env.episode_ids[0])
-        observation, done = env.step({"kind": "answer", "fields": {}})
-        assert not done and observation.messages[-1].role == "user" and not env.score().accomplished
+        observation, _ = env.reset(env.episode_ids[0])
+        observation, reward, terminated, truncated, info = env.step({"kind": "answer", "fields": {}})
+        assert not (terminated or truncated) and reward == 0.0 and observation.messages[-1].role == "user"
+        assert "score" not in info and not env.score().accomplished
         with pytest.raises(GymError):
             env.reset("nope")
+
+
+def test_gym_api_truncates_at_the_turn_budget_and_plays_a_release_alone(real_artifacts, tmp_path):
+    release = tmp_path / "release"
+    shutil.copytree(real_artifacts / "xai4heat" / "release", release)
+    with TelemetryEnv(release=release, split="test", cache_dir=tmp_path / "cache") as env:
+        env.reset()
+        terminated = truncated = False
+        while not (terminated or truncated):
+            _, reward, terminated, truncated, info = env.step({"kind": "plan", "text": "thinking"})
+        assert truncated and not terminated and reward == 0.0 and not info["score"]["accomplished"]
+        assert env.reset()[1]["episode_id"] == env.episode_ids[1]  # no id: the split's next episode
+    with pytest.raises(GymError, match="not other"):
+        TelemetryEnv("other", release=release)
+
+
+def test_gymnasium_makes_the_env(real_artifacts, tmp_path):
+    gymnasium = pytest.importorskip("gymnasium")
+    release = tmp_path / "release"
+    shutil.copytree(real_artifacts / "xai4heat" / "release", release)
+    env = gymnasium.make(register(), release=str(release), split="dev", cache_dir=str(tmp_path / "cache"))
+    try:
+        observation, info = env.reset(seed=3)
+        assert observation.turn == 0 and info["episode_id"] in env.unwrapped.episode_ids
+        assert len(env.step({"kind": "plan", "text": "x"})) == 5
+    finally:
+        env.close()
 
 
 def test_an_agent_cannot_fake_a_failure_to_leave_its_episodes_unscored(real_artifacts, tmp_path):

@@ -130,3 +130,43 @@ def test_serve_a_copied_release_from_another_folder(copy, tmp_path):
         and second.structured_content["stream_id"] == first.structured_content["points"][0]["stream_id"]
     ), second
     assert snapshot(copy) == before
+
+
+def test_tools_and_agent_views_come_from_a_release_alone(copy, tmp_path):
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    cache = str(tmp_path / "cache")
+    before = snapshot(copy)
+    listed = cli(elsewhere, "tools", "--release", str(copy), "--cache-dir", cache, "--json")
+    assert listed.exit_code == 0 and json.loads(listed.output)["tools"], listed.output
+    episode = json.loads((copy / "test.jsonl").read_text().splitlines()[0])
+    stream = episode["evidence_stream_ids"][0]
+    called = cli(
+        elsewhere,
+        "tool",
+        "inspect_quality",
+        "--release",
+        str(copy),
+        "--cache-dir",
+        cache,
+        "--args",
+        json.dumps({"stream_id": stream}),
+    )
+    assert called.exit_code == 0 and json.loads(called.output)["stream_id"] == stream, called.output
+    viewed = cli(
+        elsewhere,
+        "inspect",
+        "episode",
+        episode["id"],
+        "--release",
+        str(copy),
+        "--cache-dir",
+        cache,
+        "--agent-view",
+        "--json",
+    )
+    assert viewed.exit_code == 0, viewed.output
+    views = json.loads(viewed.output)
+    assert views["corpus"] == "xai4heat" and views["turns"][0]["messages"][0]["role"] == "user"
+    assert "gold" not in viewed.output and episode["hidden_instruction"] not in viewed.output
+    assert snapshot(copy) == before  # the release is only read

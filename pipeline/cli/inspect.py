@@ -7,6 +7,7 @@ from collections.abc import Callable
 import click
 
 from pipeline.cli import common as cli
+from pipeline.cli.runtime import release_options
 
 
 @click.group()
@@ -166,7 +167,7 @@ _command(
 
 @inspect.command("episode")
 @click.argument("episode_id")
-@click.option("--corpus", required=True, help="Corpus name.")
+@click.option("--corpus", help="Corpus name (not needed with --release).")
 @click.option(
     "--trace", type=click.Path(dir_okay=False), help="Also show how this trace's agent played the episode (run 0)."
 )
@@ -179,16 +180,19 @@ _command(
 @click.option(
     "--json", "as_json", is_flag=True, help="With --agent-view: print the views as JSON (contracts/agent_view.py)."
 )
+@release_options
 @click.pass_context
 @cli.handle_errors
 def inspect_episode(
     ctx: click.Context,
     episode_id: str,
-    corpus: str,
+    corpus: str | None,
     trace: str | None,
     width: int | None,
     agent_view: bool,
     as_json: bool,
+    release: str | None,
+    cache_dir: str | None,
 ) -> None:
     """Play one episode along its gold path and print the conversation, tool results included; with --trace, also the
     agent's run, marking the first turn where it left the gold path; with --agent-view, what the agent receives.
@@ -197,6 +201,7 @@ def inspect_episode(
     Example:
       telemetry-bench inspect episode xai4heat.window_pairwise_compare.004e64a32c58fc62.ep --corpus xai4heat
       telemetry-bench inspect episode xai4heat.window_pairwise_compare.004e64a32c58fc62.ep --corpus xai4heat --agent-view --json
+      telemetry-bench inspect episode xai4heat.window_pairwise_compare.004e64a32c58fc62.ep --release artifacts/xai4heat/release --cache-dir /tmp/cache --agent-view
     """  # noqa: E501 - the examples are runnable commands, one per line
     from pathlib import Path
 
@@ -209,9 +214,17 @@ def inspect_episode(
     if agent_view:
         if trace:
             raise click.UsageError("--agent-view shows the gold path; leave out --trace")
-        from pipeline.report.terminal import episode_agent_views
+        from pipeline.cli.runtime import _release
+        from pipeline.report.terminal import episode_agent_views, release_agent_views
 
-        views = episode_agent_views(cli.workspace(ctx), corpus, episode_id)
+        chosen = _release(release, cache_dir)
+        if chosen is not None:
+            corpus = chosen.corpus
+            views = release_agent_views(chosen, episode_id)
+        elif corpus:
+            views = episode_agent_views(cli.workspace(ctx), corpus, episode_id)
+        else:
+            raise click.UsageError("give --corpus NAME or --release DIR")
         if as_json:
             cli.echo_json(
                 {"episode_id": episode_id, "corpus": corpus, "turns": [v.model_dump(mode="json") for v in views]}
@@ -219,6 +232,8 @@ def inspect_episode(
         else:
             print_agent_views(Console(width=width, highlight=False, markup=False, soft_wrap=False), views)
         return
+    if release or not corpus:
+        raise click.UsageError("--release goes with --agent-view; the gold conversation needs --corpus (a build)")
     episode, conversations = episode_conversations(
         cli.workspace(ctx), corpus, episode_id, Path(trace) if trace else None
     )

@@ -8,41 +8,62 @@ from pipeline.cli import common as cli
 from pipeline.cli.runtime import release_options
 
 
+def _store(ctx: click.Context, corpus: str | None, release: str | None, cache_dir: str | None):
+    """The tool store of a project's corpus or of a release folder on its own (read-only)."""
+    from pipeline.cli.runtime import _release
+    from pipeline.tools.api import open_tools
+
+    chosen = _release(release, cache_dir)
+    if chosen is not None:
+        if corpus and corpus != chosen.corpus:
+            raise click.UsageError(f"--release {release} is a release of {chosen.corpus}, not {corpus}")
+        return chosen.store()
+    if not corpus:
+        raise click.UsageError("give --corpus NAME (with --root DIR from another folder) or --release DIR")
+    return open_tools(cli.workspace(ctx), corpus)
+
+
 @click.command()
 @click.argument("name")
-@click.option("--corpus", required=True, help="Corpus whose tool store answers.")
+@click.option("--corpus", help="Corpus whose tool store answers (with --release: the release's own).")
 @click.option("--args", "arguments", default="{}", show_default=True, help="Arguments as a JSON object.")
+@release_options
 @click.pass_context
 @cli.handle_errors
-def tool(ctx: click.Context, name: str, corpus: str, arguments: str) -> None:
+def tool(
+    ctx: click.Context, name: str, corpus: str | None, arguments: str, release: str | None, cache_dir: str | None
+) -> None:
     """Call one tool and print its result as JSON (an error result is a result: exit status 0).
 
     \b
     Example:
       telemetry-bench tool resolve_point --corpus xai4heat --args '{"site": "L8", "point_class": "Leaving_Hot_Water_Temperature_Sensor", "equipment": "primary loop"}'
       telemetry-bench tool lookup_observation --corpus xai4heat --args '{"stream_id": "L8__t_sup_prim", "timestamp": "2022-01-10T10:24:00+01:00", "mode": "nearest"}'
+      telemetry-bench tool inspect_quality --release artifacts/xai4heat/release --cache-dir /tmp/cache --args '{"stream_id": "L8__t_sup_prim"}'
     """  # noqa: E501 - the examples are runnable commands, one per line
     from pipeline.tools.api import run_tool
 
-    cli.echo_json(run_tool(cli.workspace(ctx), corpus, name, arguments))
+    cli.echo_json(run_tool(_store(ctx, corpus, release, cache_dir), name, arguments))
 
 
 @click.command()
 @click.option("--corpus", help="Check that this corpus has a tool store (the toolset is the same for every corpus).")
 @click.option("--json", "as_json", is_flag=True, help="Print names, descriptions and JSON Schemas as JSON.")
+@release_options
 @click.pass_context
 @cli.handle_errors
-def tools(ctx: click.Context, corpus: str | None, as_json: bool) -> None:
+def tools(ctx: click.Context, corpus: str | None, as_json: bool, release: str | None, cache_dir: str | None) -> None:
     """List the tool registry: names, descriptions for agents, input and output schemas.
 
     \b
     Example:
       telemetry-bench tools --corpus xai4heat
+      telemetry-bench tools --release artifacts/xai4heat/release --cache-dir /tmp/cache
     """
-    from pipeline.tools.api import listing, open_tools
+    from pipeline.tools.api import listing
 
-    if corpus:
-        open_tools(cli.workspace(ctx), corpus).close()
+    if corpus or release:
+        _store(ctx, corpus, release, cache_dir).close()
     data = listing()
     if as_json:
         cli.echo_json(data)

@@ -1,18 +1,21 @@
-"""A gym-style API for agent frameworks (docs/agents.md): the caller drives the episode, one action at a time.
+"""A gym-style API for agent frameworks (docs/agents.md), with Gymnasium's conventions: the caller drives the
+episode, one action at a time.
 
     from pipeline.harness.gym import TelemetryEnv
 
-    env = TelemetryEnv("xai4heat", split="test")
-    observation = env.reset(env.episode_ids[0])          # contracts.agent_view.AgentObservation
+    env = TelemetryEnv("xai4heat", split="test")         # or TelemetryEnv(release="path/to/release")
+    observation, info = env.reset(options={"episode_id": env.episode_ids[0]})
     while True:
         action = my_policy(observation)                  # a dict or a model of contracts.protocol
-        observation, done = env.step(action)
-        if done:
+        observation, reward, terminated, truncated, info = env.step(action)
+        if terminated or truncated:
             break
-    print(env.score().accomplished)                      # the same scoring as `telemetry-bench score`
+    print(reward, info["score"]["accomplished"])         # the same scoring as `telemetry-bench score`
     env.close()
 
 The observation is the agent view, and nothing else: no golds, no hidden instruction. The store is opened read-only.
+With Gymnasium installed (the `gym` extra), `register()` makes it `gymnasium.make("telemetry_bench/Episodes-v0",
+corpus=..., split=...)`.
 """
 
 from __future__ import annotations
@@ -33,21 +36,50 @@ from pipeline.runtime.scoring import score_episode
 from pipeline.runtime.simulator import slot_keywords
 from pipeline.tools.access import ToolStore
 
+try:  # Gymnasium is optional: with it, the env is a gymnasium.Env and can be registered
+    import gymnasium
 
-class TelemetryEnv:
-    """The episodes of one corpus and split, played one at a time: reset(episode_id), then step(action) until done."""
+    _Base: type = gymnasium.Env
+except ImportError:  # pragma: no cover - exercised where the extra is absent
+    gymnasium = None
+    _Base = object
+
+ENV_ID = "telemetry_bench/Episodes-v0"
+
+
+class TelemetryEnv(_Base):  # type: ignore[misc, valid-type]
+    """The episodes of one corpus and split, played one at a time: reset() to an episode, then step(action) until it
+    terminates (the user stopped) or is truncated (the turn budget ran out)."""
+
+    metadata: dict[str, Any] = {"render_modes": []}  # noqa: RUF012 (Gymnasium's class attribute)
 
     def __init__(
-        self, corpus: str, split: str = "test", root: str | Path | None = None, artifacts: str | Path | None = None
+        self,
+        corpus: str | None = None,
+        split: str = "test",
+        root: str | Path | None = None,
+        artifacts: str | Path | None = None,
+        release: str | Path | None = None,
+        cache_dir: str | Path | None = None,
     ) -> None:
-        self.ws = Workspace.from_root(root, artifacts)
-        select_corpora(self.ws, [corpus])
-        _, path = episode_file(self.ws, corpus, split)
+        if release is not None:  # a release folder on its own: no project, configs or build needed
+            from pipeline.release.playable import Release
+
+            played = Release(Path(release), Path(cache_dir) if cache_dir else None)
+            if corpus is not None and corpus != played.corpus:
+                raise GymError(f"{release}: a release of {played.corpus}, not {corpus}; drop corpus= or fix it")
+            path, self.keywords, self.store = played.episodes_path(split), played.keywords(), played.store()
+        elif corpus is None:
+            raise GymError("give corpus= (a built project) or release= (a release folder)")
+        else:
+            ws = Workspace.from_root(root, artifacts)
+            select_corpora(ws, [corpus])
+            _, path = episode_file(ws, corpus, split)
+            self.keywords, self.store = slot_keywords(load_episodes_config(ws)), ToolStore.for_corpus(ws, corpus)
         self.episodes = {e.id: e for e in load_episodes(path)}
-        self.keywords = slot_keywords(load_episodes_config(self.ws))
-        self.store = ToolStore.for_corpus(self.ws, corpus)
         self.session: EpisodeSession | None = None
         self.records: list[TurnRecord] = []
+        self._next = 0
 
     @property
     def episode_ids(self) -> list[str]:
@@ -57,23 +89,41 @@ class TelemetryEnv:
         """What the episode now in play tells an agent at its start: id, corpus, split, budget and tools."""
         return episode_start(self._session().episode)
 
-    def reset(self, episode_id: str | None = None) -> AgentObservation:
-        """Begin an episode (the split's first when no id is given); returns the first observation."""
+    def reset(
+        self, episode_id: str | None = None, *, seed: int | None = None, options: dict | None = None
+    ) -> tuple[AgentObservation, dict]:
+        """Begin an episode: `episode_id` (or options["episode_id"]), else the split's next one in order. Returns the
+        first observation and info (`episode_id`, `start`: the EpisodeStart). Episodes are fixed: `seed` changes
+        nothing (there is no randomness to seed)."""
+        episode_id = episode_id or (options or {}).get("episode_id")
         if episode_id is None:
-            episode_id = next(iter(self.episodes))
+            episode_id = self.episode_ids[self._next % len(self.episodes)]
+            self._next += 1
         if episode_id not in self.episodes:
             raise GymError(f"no episode {episode_id!r} in this split; env.episode_ids lists them")
         self.session = EpisodeSession(self.episodes[episode_id], self.store, self.keywords)
         self.records = []
-        return self.session.observation.view()
+        return self.session.observation.view(), {"episode_id": episode_id, "start": self.start_info()}
 
-    def step(self, action: Any) -> tuple[AgentObservation, bool]:
-        """Play one action; returns the next observation and whether the episode is over."""
+    def step(self, action: Any) -> tuple[AgentObservation, float, bool, bool, dict]:
+        """Play one action: (observation, reward, terminated, truncated, info). The reward is 0 until the episode
+        ends, then 1.0 when it is accomplished, else 0.0; `terminated` means the user stopped, `truncated` that the
+        turn budget ran out. info holds the turn's `issues`, and at the end the `score` (EpisodeScore as a dict) and
+        its `rejections` (why answer fields were not accepted)."""
         session = self._session()
         if session.done:
             raise GymError(f"episode {session.episode.id} is over; call reset() for another")
-        self.records.append(session.step(as_action(action)))
-        return session.observation.view(), session.done
+        record = session.step(as_action(action))
+        self.records.append(record)
+        info: dict[str, Any] = {"turn": record.turn, "issues": list(record.issues)}
+        if not session.done:
+            return session.observation.view(), 0.0, False, False, info
+        score = self.score()
+        info.update(
+            score=score.model_dump(mode="json"), rejections=[r.model_dump(mode="json") for r in score.rejections]
+        )
+        terminated = session.end().stopped
+        return session.observation.view(), float(score.accomplished), terminated, not terminated, info
 
     @property
     def turns(self) -> list[TurnRecord]:
@@ -98,5 +148,14 @@ class TelemetryEnv:
 
     def _session(self) -> EpisodeSession:
         if self.session is None:
-            raise GymError("call reset(episode_id) first")
+            raise GymError("call reset() first")
         return self.session
+
+
+def register() -> str:
+    """Register the env with Gymnasium (the `gym` extra); returns its id for gymnasium.make(id, corpus=..., ...)."""
+    if gymnasium is None:
+        raise GymError("Gymnasium is not installed: pip install 'telemetry-bench[gym]'")
+    if ENV_ID not in gymnasium.registry:
+        gymnasium.register(id=ENV_ID, entry_point=TelemetryEnv, disable_env_checker=True)
+    return ENV_ID

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from rich.console import Console, Group
 from rich.panel import Panel
@@ -14,6 +15,7 @@ from rich.text import Text
 from contracts.agent_view import AgentObservation
 from contracts.answers import AnswerForm
 from contracts.episodes import Episode
+from contracts.tasks import SPLITS
 from pipeline.core.config import load_episodes_config
 from pipeline.core.errors import RunError
 from pipeline.core.workspace import Workspace
@@ -28,6 +30,9 @@ from pipeline.report.conversation import (
 )
 from pipeline.runtime.simulator import slot_keywords
 from pipeline.tools.access import ToolStore
+
+if TYPE_CHECKING:
+    from pipeline.release.playable import Release
 
 
 def episode_conversations(
@@ -123,6 +128,21 @@ def episode_agent_views(ws: Workspace, corpus: str, episode_id: str) -> list[Age
         return agent_views(episode, store, slot_keywords(load_episodes_config(ws)))
     finally:
         store.close()
+
+
+def release_agent_views(release: Release, episode_id: str) -> list[AgentObservation]:
+    """The same, from a release folder on its own (its episodes, simulator phrases and tool store)."""
+    for split in SPLITS:
+        for line in release.episodes_path(split).read_text(encoding="utf-8").splitlines():
+            if f'"id":"{episode_id}"' in line:
+                store = release.store()
+                try:
+                    return agent_views(Episode.model_validate_json(line), store, release.keywords())
+                finally:
+                    store.close()
+    raise RunError(
+        f"no episode {episode_id!r} in the release of {release.corpus}; its train/dev/test.jsonl list the ids"
+    )
 
 
 def _form_rows(grid: Table, form: AnswerForm) -> None:

@@ -16,11 +16,13 @@ def open_tools(ws: Workspace, corpus: str) -> ToolStore:
     return ToolStore.for_corpus(ws, corpus)
 
 
-def run_tool(ws: Workspace, corpus: str, name: str, arguments: str) -> dict:
-    """One call from JSON text; bad JSON is an error result like any other argument error."""
+def run_tool(store: ToolStore, name: str, arguments: str) -> dict:
+    """One call from JSON text on an open store, which it closes; bad JSON is an error result like any other
+    argument error."""
     try:
         parsed = loads_untrusted(arguments)
     except JSONTooDeep as exc:
+        store.close()
         return {
             "error": True,
             "code": "invalid_argument",
@@ -28,8 +30,8 @@ def run_tool(ws: Workspace, corpus: str, name: str, arguments: str) -> dict:
             "argument": None,
         }
     except json.JSONDecodeError as exc:
+        store.close()
         return {"error": True, "code": "invalid_argument", "message": f"--args is not JSON: {exc}", "argument": None}
-    store = open_tools(ws, corpus)
     try:
         return registry.call(store, name, parsed)
     finally:
