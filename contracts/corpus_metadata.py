@@ -21,6 +21,17 @@ class CounterRule(Frozen):
         5, ge=1, description="Rows on each side whose timestamp gaps give the local step (median)."
     )
     max_increment: float | None = Field(None, description="An increment above this is rejected as counter_jump.")
+    rollover: float | None = Field(
+        None,
+        gt=0,
+        description="The counter wraps to 0 at this value: a decrease from above half of it is a rollover, whose "
+        "increment is value + rollover - previous (absent: no rollover).",
+    )
+    resets: bool = Field(
+        False,
+        description="A decrease that is not a rollover is a reset to 0: its increment is the new reading (false: "
+        "counter_decrease).",
+    )
 
 
 class PointSpec(Frozen):

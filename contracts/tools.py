@@ -16,7 +16,9 @@ from contracts.base import Frozen
 VALUE_DP = 4  # values, means, stds, coverage, ratios, fractions
 OFFSET_DP = 3  # offsets and durations in seconds
 Period = Literal["day", "week", "month", "custom"]
-Metric = Literal["mean", "min", "max", "std", "count"]
+# sum: the total of the readings in the window, a meter's consumption there (its interval readings, or the per-interval
+# increments its cumulative counter was differenced into at ingest).
+Metric = Literal["mean", "min", "max", "std", "count", "sum"]
 # The quality bands in the order they are decided (pipeline/store/bands.py): the first whose condition holds.
 QualityBand = Literal["low_coverage", "long_gap", "healthy", "marginal"]
 QUALITY_BANDS: tuple[str, ...] = get_args(QualityBand)
@@ -86,7 +88,9 @@ class AggregateWindowInput(WindowInput):
     """Statistics of one stream over a window."""
 
     stream_id: str = Field(description="Stream id, e.g. 'L8__t_sup_sec'.")
-    metric: Metric = Field("mean", description="Which statistic `value` reports; all are returned.")
+    metric: Metric = Field(
+        "mean", description="Which statistic `value` reports (sum: the readings' total); the others are returned too."
+    )
 
 
 class CompareWindowInput(WindowInput):

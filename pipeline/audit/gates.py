@@ -25,7 +25,10 @@ def figures(gate: dict) -> str:
             f"{gate['rows']} rows"
         )
     if "share" in gate:
-        return f"{gate['won']} of {gate['rows']} rows ({gate['share']}), at most {gate['max_share']}"
+        allowed = gate.get("allowed_share", gate["max_share"])
+        return (
+            f"{gate['won']} of {gate['rows']} rows ({gate['share']}), at most {gate['max_share']} (allowed {allowed})"
+        )
     control = gate.get("positive_control") or {}
     check = f"; positive control ({control['rule']}): {'held' if control.get('ok') else 'FAILED'}" if control else ""
     return (

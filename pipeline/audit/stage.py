@@ -3,6 +3,7 @@ capability they claim are dropped; positive controls are recorded."""
 
 from __future__ import annotations
 
+import math
 from collections import Counter
 from pathlib import Path
 
@@ -139,7 +140,10 @@ def _gate(
     found = set().union(*by_rule.values()) if by_rule else set()
     wins = sum(e.id in found for e in rows)
     share = round(wins / len(rows), 4) if rows else None
-    status = "insufficient_rows" if not rows else "pass" if share <= gates.grid_rule_max_share else "fail"
+    # A share over few rows moves by chance: allow `standard_errors` standard errors of the bound over them, as the
+    # accuracy gates allow over the majority share.
+    allowed = grid_allowance(gates.grid_rule_max_share, len(rows), gates)
+    status = "insufficient_rows" if not rows else "pass" if share <= allowed else "fail"
     per_rule = {rule: sum(e.id in ids for e in rows) for rule, ids in sorted(by_rule.items())}
     gate = {
         "rule": f"answers every {policy.lacks} lookup right in at most {gates.grid_rule_max_share:.0%} of the released "
@@ -149,10 +153,18 @@ def _gate(
         "won": wins,
         "share": share,
         "max_share": gates.grid_rule_max_share,
+        "allowed_share": allowed,
         "won_by_rule": per_rule,
         "status": status,
     }
     return {**gate, "note": f"no released row needs a {policy.lacks} lookup"} if status == "insufficient_rows" else gate
+
+
+def grid_allowance(max_share: float, rows: int, gates: Gates) -> float:
+    """The share the grid rules may win over `rows` rows: the bound plus `standard_errors` standard errors of a share at
+    the bound over that many rows (what chance alone adds to a rule exactly at the bound)."""
+    noise = gates.standard_errors * math.sqrt(max_share * (1 - max_share) / rows) if rows else 0.0
+    return round(max_share + noise, 4)
 
 
 def _positive_controls(

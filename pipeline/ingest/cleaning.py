@@ -254,7 +254,7 @@ def difference_counters(
             _prev_ts=pl.col("ts").shift(1).over("sid"),
             _prev=pl.col("value").shift(1).over("sid"),
         )
-        increment = pl.col("value") - pl.col("_prev")
+        increment = _counter_increment(rule)
         gap = (pl.col("ts") - pl.col("_prev_ts")).cast(pl.Float64)
         jump = (increment > rule.max_increment) if rule.max_increment is not None else pl.lit(False)
         mine = mine.with_columns(
@@ -272,6 +272,20 @@ def difference_counters(
         keep[bad["_i"].to_numpy()] = False
         rejected.append(_row_rejects(bad, pl.col("_reason")))
     return obs.with_columns(value=pl.Series(values)).filter(pl.Series(keep)), pl.concat(rejected)
+
+
+def _counter_increment(rule: CounterRule) -> pl.Expr:
+    """The increment since the previous valid reading: the difference, or across a decrease a rollover (from above half
+    of `rollover`: value + rollover - previous) or a reset (`resets`: the new reading, counted from 0); any other
+    decrease stays negative (counter_decrease)."""
+    value, prev = pl.col("value"), pl.col("_prev")
+    difference = value - prev
+    across = difference
+    if rule.resets:
+        across = value
+    if rule.rollover is not None:
+        across = pl.when(prev > rule.rollover / 2).then(value + rule.rollover - prev).otherwise(across)
+    return pl.when(difference < 0).then(across).otherwise(difference)
 
 
 def _steps_at(readings: pl.DataFrame, steps: pl.DataFrame) -> pl.Series:

@@ -152,11 +152,11 @@ def _stats(
 
 
 def _metric(stats: dict, metric: str) -> float:
-    return (
-        float(stats["count"])
-        if metric == "count"
-        else rounding.value(stats[metric] if stats[metric] is not None else float("nan"))
-    )
+    if metric == "count":
+        return float(stats["count"])
+    if metric == "sum":  # a window's total (a meter's consumption): from the stored mean and count, as every window has
+        return rounding.value(stats["mean"] * stats["count"])
+    return rounding.value(stats[metric] if stats[metric] is not None else float("nan"))
 
 
 def _required_stats(store: ToolStore, stream_id: str, start: int, end: int, period: str, argument: str) -> dict:
