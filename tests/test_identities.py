@@ -112,3 +112,32 @@ def test_resume_accepts_another_endpoint_but_not_another_model(real_artifacts, t
         _run(real_artifacts, out, "openai", "--limit", "2", "--base-url", second, "--model", "m", "--resume")
         refused = _play(real_artifacts, out, "openai", "--limit", "2", "--base-url", second, "--model", "x", "--resume")
     assert refused.exit_code == 1 and "settings.model" in refused.output
+
+
+def test_a_sweep_plays_each_model_into_its_own_trace(real_artifacts, tmp_path, no_openai_env):
+    episodes = load_episodes(real_artifacts / "xai4heat" / "audit" / "test.jsonl")[:2]
+    models = tmp_path / "models.txt"
+    models.write_text("# the models to compare\nmodel-b\nvendor/model:c  # a name with a slash\n", encoding="utf-8")
+    with GoldServer(episodes, "vllm") as url:
+        out = str(tmp_path / "t-{model}.jsonl")
+        _run(
+            real_artifacts,
+            out,
+            "openai",
+            "--limit",
+            "2",
+            "--base-url",
+            url,
+            "--model",
+            "model-a",
+            "--models",
+            str(models),
+        )
+        unnamed = _play(
+            real_artifacts, tmp_path / "t.jsonl", "openai", "--base-url", url, "--model", "a", "--model", "b"
+        )
+    played = sorted(p.name for p in tmp_path.glob("t-*.jsonl"))
+    assert played == ["t-model-a.jsonl", "t-model-b.jsonl", "t-vendor-model-c.jsonl"]
+    summaries = _scored(real_artifacts, *sorted(tmp_path.glob("t-*.jsonl")))
+    assert [s["identity"]["model"] for s in summaries] == ["model-a", "model-b", "vendor/model:c"]
+    assert unnamed.exit_code == 2 and "name {model} in it" in unnamed.output

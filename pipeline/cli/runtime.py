@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 
 import click
@@ -123,7 +124,19 @@ def release_options(command):
 @click.option(
     "--base-url", help="openai agent: the endpoint, e.g. http://127.0.0.1:8000/v1 (default: $OPENAI_BASE_URL)."
 )
-@click.option("--model", help="openai agent: model name (default: $OPENAI_MODEL).")
+@click.option(
+    "--model",
+    "models",
+    multiple=True,
+    help="openai agent: model name (default: $OPENAI_MODEL); repeat it to play several models in turn, one trace each "
+    "(then --out names {model}).",
+)
+@click.option(
+    "--models",
+    "models_file",
+    type=click.Path(dir_okay=False, exists=True),
+    help="openai agent: a file of model names, one a line (# comments), played in turn like repeated --model.",
+)
 @click.option(
     "--api-key-env",
     default="OPENAI_API_KEY",
@@ -179,7 +192,8 @@ def run(
     agent_cmd: str | None,
     turn_timeout: float,
     base_url: str | None,
-    model: str | None,
+    models: tuple[str, ...],
+    models_file: str | None,
     api_key_env: str,
     timeout: float,
     max_retries: int,
@@ -204,7 +218,6 @@ def run(
       telemetry-bench run --corpus xai4heat --split test --agent-cmd "python3 examples/agents/replay_cmd.py /tmp/t.jsonl" --out /tmp/cmd.jsonl
     """  # noqa: E501 - the examples are runnable commands, one per line
     from pipeline.core.errors import RunError
-    from pipeline.harness.play import run_agent
 
     if bool(agent_name) == bool(agent_cmd):
         raise RunError("give exactly one of --agent NAME and --agent-cmd CMD")
@@ -223,20 +236,108 @@ def run(
                 raise RunError(f"--agent-option {item!r}: write it as KEY=VALUE")
             options[key.strip()] = _option_value(value)
     elif agent_name == "openai":
-        from pipeline.runtime.openai_agent import OpenAISettings
-
-        resolved = OpenAISettings.resolve(
-            base_url=base_url, model=model, api_key_env=api_key_env
-        )  # flags, then environment
-        options = {
-            "base_url": resolved.base_url,
-            "model": resolved.model,
+        given = {
+            "release": release,
+            "cache_dir": cache_dir,
+            "corpus": corpus,
+            "split": split,
+            "base_url": base_url,
             "api_key_env": api_key_env,
             "temperature": temperature,
             "seed": seed,
             "timeout": timeout,
             "max_retries": max_retries,
+            "repeat": repeat,
+            "out": out,
+            "limit": limit,
+            "concurrency": concurrency,
+            "resume": resume,
+            "as_json": as_json,
         }
+        _sweep(ctx, given, _model_list(models, models_file))
+        return
+    elif models or models_file:
+        raise RunError("--model and --models are for --agent openai")
+    _play_and_report(
+        ctx, release, cache_dir, corpus, split, agent_name, repeat, out, limit, options, concurrency, resume, as_json
+    )
+
+
+def _model_list(models: tuple[str, ...], models_file: str | None) -> list[str | None]:
+    """The models to play in turn: --model values, then the --models file's lines; none: the environment's."""
+    listed = list(models)
+    if models_file:
+        text = Path(models_file).read_text(encoding="utf-8")
+        listed += [line.split("#", 1)[0].strip() for line in text.splitlines() if line.split("#", 1)[0].strip()]
+    if len(set(listed)) != len(listed):
+        raise click.UsageError(f"a model is named twice: {sorted({m for m in listed if listed.count(m) > 1})}")
+    return listed or [None]
+
+
+def _sweep(ctx: click.Context, given: dict, models: list[str | None]) -> None:
+    """Play the openai agent once per model, into one trace each ({model} in --out names it); infrastructure errors
+    are reported after every model has played."""
+    from pipeline.core.errors import RunError
+    from pipeline.runtime.openai_agent import OpenAISettings
+
+    out = given["out"]
+    if len(models) > 1 and "{model}" not in out:
+        raise click.UsageError(f"--out {out}: name {{model}} in it to play {len(models)} models, one trace each")
+    failed = []
+    for model in models:
+        resolved = OpenAISettings.resolve(base_url=given["base_url"], model=model, api_key_env=given["api_key_env"])
+        options = {
+            "base_url": resolved.base_url,
+            "model": resolved.model,
+            "api_key_env": given["api_key_env"],
+            "temperature": given["temperature"],
+            "seed": given["seed"],
+            "timeout": given["timeout"],
+            "max_retries": given["max_retries"],
+        }
+        path = out.replace("{model}", re.sub(r"[^A-Za-z0-9._-]+", "-", resolved.model))
+        try:
+            _play_and_report(
+                ctx,
+                given["release"],
+                given["cache_dir"],
+                given["corpus"],
+                given["split"],
+                "openai",
+                given["repeat"],
+                path,
+                given["limit"],
+                options,
+                given["concurrency"],
+                given["resume"],
+                given["as_json"],
+            )
+        except RunError as exc:
+            if len(models) == 1:
+                raise
+            failed.append(f"{resolved.model}: {exc}")
+    if failed:
+        raise RunError("; ".join(failed))
+
+
+def _play_and_report(
+    ctx: click.Context,
+    release: str | None,
+    cache_dir: str | None,
+    corpus: str | None,
+    split: str,
+    agent_name: str,
+    repeat: int,
+    out: str,
+    limit: int | None,
+    options: dict | None,
+    concurrency: int,
+    resume: bool,
+    as_json: bool,
+) -> None:
+    from pipeline.core.errors import RunError
+    from pipeline.harness.play import run_agent
+
     summary = run_agent(
         cli.workspace(ctx),
         corpus,
