@@ -12,9 +12,9 @@ from pathlib import Path
 import html5lib
 import pytest
 
-from tests.helpers import REPO, run_cli
+from tests.helpers import REPO, SHIPPED, run_cli
 
-CORPORA = ("hhw", "xai4heat")
+CORPORA = SHIPPED  # every shipped corpus: the report lists each one built
 AGENTS = ("oracle", "controller", "noop")
 SECTIONS = ("corpus-overview", "benchmark-overview", "results", "episodes")
 PLOTS = {
@@ -115,7 +115,7 @@ def test_report_results_side_by_side(tree):
     results = tree.find(".//h:section[@id='results']", NS)
     rows = results.findall(".//h:table[@class='trace-summary']/h:tbody/h:tr", NS)
     cells = [[("".join(td.itertext())).strip() for td in row.findall("h:td", NS)] for row in rows]
-    assert [c[0] for c in cells] == ["oracle", "controller", "noop x2"] * 2
+    assert [c[0] for c in cells] == ["oracle", "controller", "noop x2"] * len(CORPORA)
     for row in cells:
         if row[0] == "oracle":
             assert row[5] == "100.0%"  # accomplished
