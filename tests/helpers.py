@@ -16,6 +16,8 @@ from pipeline.core.workspace import Workspace
 from pipeline.harness.build import build
 
 REPO = Path(__file__).resolve().parents[1]
+# The corpora shipped with a release (artifacts/<name>/release/, committed): what a build of every corpus releases.
+SHIPPED = tuple(sorted(p.parent.parent.name for p in (REPO / "artifacts").glob("*/release/release.json")))
 RAW = REPO / "data" / "raw"
 FUZZ_ENV = "TELEMETRY_BENCH_FUZZ"  # set by `make fuzz`: the fuzz tests draw their large example counts
 

@@ -91,3 +91,12 @@ def test_table_metadata_with_long_csv(tmp_path):
     assert streams.height == 8 and set(streams["unit"]) == {"DEG_C"}
     assert streams.filter(pl.col("stream_id") == "L4__t_amb")["label"].item() == "t_amb at L4"
     assert tables["observations"].height + tables["rejects"].height == len(_long_rows())
+
+
+def test_a_time_column_with_an_empty_name_is_read(tmp_path):
+    """A pandas index written by to_csv has an empty header cell (`,t_amb,...`): `time.column = ""` names it, as the
+    draft proposes, and the values are those of the named column."""
+    unnamed = ["," + ",".join(COLUMNS)] + LINES[1:]
+    text = re.sub(r'column = "datetime"', 'column = ""', xai_config(held_out_sites="[]", dropout_rows="false"))
+    ws = make_workspace(tmp_path / "unnamed", "xai4heat", text, {"xai4heat_scada_L4.csv": "\n".join(unnamed) + "\n"})
+    assert ingest(ws, "xai4heat")["observations"].equals(_wide(tmp_path)["observations"])

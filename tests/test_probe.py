@@ -103,3 +103,18 @@ def test_probe_does_not_depend_on_the_blas_kernel(real_artifacts):
     if results[0]["kernels"] == results[1]["kernels"]:
         pytest.skip(f"OPENBLAS_CORETYPE was not honoured here ({results[0]['kernels']})")
     assert results[0]["accuracy"] == results[1]["accuracy"] and results[0]["by_quarter"] == results[1]["by_quarter"]
+
+
+def test_a_fold_whose_training_rows_hold_one_outcome_predicts_it():
+    """Grouped by site, a fold can train on one outcome only (a held-out site with all the others): it predicts that
+    outcome instead of stopping the audit."""
+    import numpy as np
+
+    from pipeline.audit.probe import _cross_validated
+
+    cfg = load_audit_config(Workspace.from_root(REPO)).artifact_probe
+    texts = [f"row {i}" for i in range(6)]
+    labels = np.array(["answer", "answer", "answer", "answer", "abstain", "abstain"], dtype=object)
+    groups = ["a", "a", "b", "b", "c", "c"]
+    accuracy = _cross_validated(texts, [{"k": i % 2} for i in range(6)], labels, groups, cfg)
+    assert set(accuracy) == {"logistic_regression", "decision_tree"} and all(0 <= v <= 1 for v in accuracy.values())

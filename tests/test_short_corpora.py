@@ -248,3 +248,17 @@ def test_a_site_column_inside_one_file_splits_by_site(tmp_path):
     sites = {split: {s for row in rows for s in row["site_ids"]} for split, rows in released.items()}
     assert all(sites.values()) and not (sites["train"] & sites["test"]) and not (sites["dev"] & sites["test"])
     assert all("room " in row["initial_message"] or "room " in row["hidden_instruction"] for row in released["test"])
+
+
+def test_weekly_commitments_need_whole_weeks_inside_one_streams_span(shipped):
+    """Sites whose data do not overlap in time (a few days each over a month): the corpus's span holds whole weeks,
+    no stream's does, so every week a commitment could ask about is partial and the families asking about a week are
+    left out, saying so; streams with two whole weeks keep them."""
+    families, weekly = shipped
+    rule = SplitOverrides(min_sites=4)
+    span = Span(WEDNESDAY, WEDNESDAY + 30 * DAY, 4, stream_whole_weeks=0)
+    asking = sorted(n for n in weekly & set(families.families) if families.families[n].period != "month")
+    found = fit(families, "site", rule, span, "c", weekly)
+    assert asking and all("its longest stream has 0" in found.left_out.get(name, "") for name in asking)
+    whole = fit(families, "site", rule, Span(WEDNESDAY, WEDNESDAY + 30 * DAY, 4, 2), "c", weekly)
+    assert not set(asking) & set(whole.left_out)

@@ -75,7 +75,7 @@ def _header(path: Path, data: bytes, delimiter: str, columns: list[str] | None) 
             f"{path}: line 1: the header cannot be parsed as delimited text ({exc}); check values.delimiter "
             "and the header's quotes"
         ) from exc
-    header = [str(name) for name in header]
+    header = ["" if name is None else str(name) for name in header]  # an empty name reads as null (a pandas index)
     if columns is not None:
         if len(columns) != len(header):
             raise IngestError(

@@ -16,7 +16,7 @@ from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
-from pathlib import Path
+from pathlib import Path, PurePosixPath
 
 from contracts.corpus import CorpusMapping
 from contracts.lexicon import LexiconEntry, PointLexicon
@@ -34,7 +34,8 @@ SITE_NAMES = re.compile(
     r"(?i)site|building|bldg|room|zone|house|home|station|location|premise|facility|campus|plant|apartment|flat|meter"
 )
 STREAM_NAMES = re.compile(r"(?i)sensor|stream|point|tag|signal|variable|channel|metric|measure|series|quantity|name")
-PlanFn = Callable[[int, int, int], list[str]]  # (first, last reading in epoch us, sites) -> the build's plan lines
+# (first, last reading in epoch us, sites, each stream's (first, last) from its files) -> the build's plan lines
+PlanFn = Callable[[int, int, int, list[tuple[int, int]]], list[str]]
 DELIMITERS = ("\t", ";", ",", "|")
 MISSING = {"", "na", "nan", "null", "none", "-"}
 NOT_DATA = re.compile(
@@ -292,6 +293,21 @@ def _epoch_us(cell: str, fmt: str) -> int | None:
     return ((at if at.tzinfo else at.replace(tzinfo=UTC)) - EPOCH) // timedelta(microseconds=1)
 
 
+def _stream_spans(edges: dict[str, tuple[int, int] | None], pattern: str) -> list[tuple[int, int]]:
+    """The first and last reading of each stream (or site) by its files: files alike but for a shard group (year,
+    part) of `pattern` are one stream's, their spans joined."""
+    regex, joined = re.compile(pattern), {}
+    for rel, edge in edges.items():
+        if edge is None:
+            continue
+        found = regex.fullmatch(rel if "/" in pattern else PurePosixPath(rel).name)
+        groups = found.groupdict() if found else {"": rel}
+        key = tuple(sorted((k, v) for k, v in groups.items() if k not in ("year", "part")))
+        a, b = joined.get(key, edge)
+        joined[key] = (min(a, edge[0]), max(b, edge[1]))
+    return [joined[key] for key in sorted(joined)]
+
+
 def _edges(sniffed: Sniffed) -> tuple[int, int] | None:
     """A file's first and last reading, from its first and last data rows only."""
     index, fmt, _ = sniffed.time  # type: ignore[misc]
@@ -378,7 +394,7 @@ def draft(
 
     keys, sites, site_column, site_label = _streams_and_sites(raw, group, layout, naming, bool(graphs))
     known = [e for e in edges.values() if e]
-    span = (min(a for a, _ in known), max(b for _, b in known), sites) if known else None
+    span = (min(a for a, _ in known), max(b for _, b in known), sites, _stream_spans(edges, pattern)) if known else None
     plan_lines = plan(*span) if plan and span else []
     if plan and not span:
         plan_lines = [f"span: unknown (no time read in the first and last rows of {first.rel})"]

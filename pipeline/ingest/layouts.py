@@ -61,11 +61,8 @@ def _timed_frame(raw: RawTable, mapping: CorpusMapping, keep: list[str], rel: st
     """Records as strings (only `keep` columns, named `in:<name>`) plus `row`, `ts`, `ts_reason`; checks the row
     order. The time format is the file's own when a time.file_formats entry matches its path."""
     names = [mapping.time.column, *(c for c in keep if c != mapping.time.column)]
-    frame = (
-        pl.from_arrow(raw.table.select(names))
-        .rename({c: _input(c) for c in names})
-        .with_columns(row=pl.Series(raw.rows))
-    )
+    named = raw.table.select(names).rename_columns([_input(c) for c in names])  # in arrow: polars loses a "" name
+    frame = pl.from_arrow(named).with_columns(row=pl.Series(raw.rows))
     time = _input(mapping.time.column)
     spec, where = spec_for_file(mapping.time, rel)
     frame = parse_times(frame, time, spec)

@@ -20,7 +20,7 @@ from pipeline.core.executor import Resources, run_ordered
 from pipeline.core.manifest import StageResult, write_splits
 from pipeline.store.reader import STORE_FILE, open_store
 from pipeline.tasks import candidates, forms, gold, grading, render
-from pipeline.tasks.fit import Span, fit
+from pipeline.tasks.fit import Span, fit, whole_weeks
 from pipeline.tasks.splits import Block, SplitPlan, plan
 from pipeline.tools.access import ToolStore
 
@@ -342,7 +342,9 @@ def compile_tasks(
         ).fetchone()
         if first is None:
             raise StageError(f"corpus {corpus}: the store holds no observation, so no task; check the ingest report")
-        fitted = fit(cfg, split, overrides, Span(first, last, sites), corpus, weekly_commitments)
+        spans = con.execute("SELECT first_ts, last_ts FROM streams WHERE n_obs > 0").fetchall()
+        longest = max(whole_weeks(a, b) for a, b in spans)
+        fitted = fit(cfg, split, overrides, Span(first, last, sites, longest), corpus, weekly_commitments)
         splits = plan(con, fitted, held_out, corpus, cfg.seed)
         every_stream = [s for (s,) in con.execute("SELECT stream_id FROM streams ORDER BY stream_id").fetchall()]
         observations = con.execute("SELECT count(*) FROM observations").fetchone()[0]

@@ -23,13 +23,22 @@ WEEK = 7 * DAY
 LONGEST = max(PERIOD_DAYS.values())
 
 
+def whole_weeks(first: int, last: int) -> int:
+    """Calendar weeks (Monday to Sunday, UTC) wholly inside [first, last] (epoch us)."""
+    start = first + (-(first - MONDAY)) % WEEK  # the first Monday at or after the first reading
+    return max(0, (last + 1 - start) // WEEK)
+
+
 @dataclass(frozen=True)
 class Span:
-    """A corpus's extent: its first and last reading (epoch us) and its number of sites."""
+    """A corpus's extent: its first and last reading (epoch us) and its number of sites; `stream_whole_weeks`, when
+    known, is the most whole calendar weeks inside any one stream's own span (streams of sites whose data do not
+    overlap in time can have none although the corpus's span has several)."""
 
     first: int
     last: int
     sites: int
+    stream_whole_weeks: int | None = None
 
     @property
     def days(self) -> float:
@@ -38,8 +47,7 @@ class Span:
     @property
     def whole_weeks(self) -> int:
         """Calendar weeks (Monday to Sunday, UTC) wholly inside the span."""
-        start = self.first + (-(self.first - MONDAY)) % WEEK  # the first Monday at or after the first reading
-        return max(0, (self.last + 1 - start) // WEEK)
+        return whole_weeks(self.first, self.last)
 
     @property
     def weeks(self) -> int:
@@ -73,9 +81,13 @@ def fitting(
 ) -> tuple[list[str], dict[str, str]]:
     """The families whose windows fit the span, and why each other one does not. A family whose commitment asks about
     a calendar week (`weekly_commitments`) also needs `min_windows_in_span` - 1 whole weeks: on partial weeks alone
-    every commitment would be an abstention, and the family would predict the outcome."""
+    every commitment would be an abstention, and the family would predict the outcome. The whole weeks are those of
+    one stream's span where the span knows them: a week no stream holds whole is partial for every stream."""
     kept, left_out = [], {}
     weeks_needed = rule.min_windows_in_span - 1
+    weeks_had, where = span.whole_weeks, "the corpus has"
+    if span.stream_whole_weeks is not None and span.stream_whole_weeks < weeks_had:
+        weeks_had, where = span.stream_whole_weeks, "its longest stream has"
     for name, family in sorted(families.families.items()):
         needed = rule.min_windows_in_span * PERIOD_DAYS[family.period]
         if span.days + 1e-9 < needed:
@@ -83,10 +95,10 @@ def fitting(
                 f"its {family.period} window ({PERIOD_DAYS[family.period]} days) needs a span of {needed} days "
                 f"({rule.min_windows_in_span} windows), the corpus spans {_days(span.days)}"
             )
-        elif name in weekly_commitments and span.whole_weeks < weeks_needed:
+        elif name in weekly_commitments and weeks_had < weeks_needed:
             left_out[name] = (
                 f"its commitment asks about a calendar week and needs {weeks_needed} whole weeks (Monday to Sunday) "
-                f"in the span, the corpus has {span.whole_weeks}"
+                f"in the span, {where} {weeks_had}"
             )
         else:
             kept.append(name)
