@@ -47,16 +47,24 @@ class PointSpec(Frozen):
     counter: CounterRule | None = Field(None, description="Set when the column is a cumulative counter.")
 
 
+Location = Literal["raw", "config"]
+
+
+def _location(key: str):
+    """Where a metadata file named by `key` is: upstream in the raw folder, or written by the user in configs."""
+    return Field(
+        "raw",
+        description=f"Where `{key}` is: 'raw' (relative to the corpus folder: upstream metadata) or 'config' "
+        "(relative to configs/corpora/<name>/: metadata you wrote; its hash joins the corpus identity).",
+    )
+
+
 class BrickMetadata(Frozen):
     """Sites, equipment and points read from Brick/RDF Turtle graphs."""
 
     kind: Literal["brick"] = Field(description="Brick/RDF Turtle graphs give sites, equipment and points.")
     files: str = Field(description="Glob of Turtle files, relative to the folder `location` names.")
-    location: Literal["raw", "config"] = Field(
-        "raw",
-        description="Where `files` is: 'raw' (relative to the corpus folder: upstream metadata) or 'config' "
-        "(relative to configs/corpora/<name>/: metadata you wrote; its hash joins the corpus identity).",
-    )
+    location: Location = _location("files")
     site_classes: list[str] = Field(
         default=["https://w3id.org/rec#Building", "https://brickschema.org/schema/Brick#Building"],
         description="Full IRIs of the classes whose instances are sites.",
@@ -77,11 +85,7 @@ class TableMetadata(Frozen):
 
     kind: Literal["table"] = Field(description="A CSV table gives the points, one row per stream key.")
     file: str = Field(description="CSV path relative to the folder `location` names.")
-    location: Literal["raw", "config"] = Field(
-        "raw",
-        description="Where `file` is: 'raw' (relative to the corpus folder: upstream metadata) or 'config' "
-        "(relative to configs/corpora/<name>/: metadata you wrote; its hash joins the corpus identity).",
-    )
+    location: Location = _location("file")
     key_column: str = Field(description="Column holding the stream key (wide column name or long stream value).")
     point_class_column: str = Field(
         description="Column holding each stream's Brick point class (TODO is refused: fill it in; so is "

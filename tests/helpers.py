@@ -135,3 +135,22 @@ def tiny_workspace(root: Path) -> Workspace:
     )
     (raw / "hhw" / "timeseries" / "127hhw_system_data.csv").write_text(TINY_HHW)
     return Workspace.from_root(root)
+
+
+def run_in(ws, *args: str):
+    """The CLI on a workspace's project folder (--root), as a user would run it there."""
+    from click.testing import CliRunner
+
+    from pipeline.cli import main
+
+    return CliRunner().invoke(main, ["--root", str(ws.root), *args])
+
+
+def fails(result, *fragments: str) -> str:
+    assert result.exit_code == 1, result.output
+    assert "Traceback" not in result.output
+    message = result.output.strip()
+    assert message.startswith("error: ") and "\n" not in message, message
+    for fragment in fragments:
+        assert fragment in message, message
+    return message

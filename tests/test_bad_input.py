@@ -6,28 +6,12 @@ import hashlib
 
 import polars as pl
 import pytest
-from click.testing import CliRunner
 
-from pipeline.cli import main
-from tests.helpers import make_workspace, real_lines, xai_config
+from tests.helpers import fails, make_workspace, real_lines, xai_config
+from tests.helpers import run_in as run
 
 L4 = "xai4heat_scada_L4.csv"
 GOOD = "\n".join(real_lines("xai4heat/" + L4, range(2, 8))) + "\n"
-
-
-def run(ws, *args: str):
-    result = CliRunner().invoke(main, ["--root", str(ws.root), *args])
-    return result
-
-
-def fails(result, *fragments: str) -> str:
-    assert result.exit_code == 1, result.output
-    assert "Traceback" not in result.output
-    message = result.output.strip()
-    assert message.startswith("error: ") and "\n" not in message, message
-    for fragment in fragments:
-        assert fragment in message, message
-    return message
 
 
 def workspace(tmp_path, files=None, config=None):

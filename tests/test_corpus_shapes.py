@@ -6,14 +6,13 @@ from __future__ import annotations
 
 import polars as pl
 import pytest
-from click.testing import CliRunner
 
-from pipeline.cli import main
 from pipeline.core.config import load_mapping
 from pipeline.core.errors import ConfigError
 from pipeline.core.executor import Resources
 from pipeline.harness.build import build
-from tests.helpers import ingest, make_workspace
+from tests.helpers import fails, ingest, make_workspace
+from tests.helpers import run_in as run
 
 INLINE = """
 [metadata]
@@ -69,20 +68,6 @@ def workspace(tmp_path, config: str, files: dict[str, str], points: str | None =
 def accounted(tables: dict[str, pl.DataFrame], cells: int) -> None:
     """Every raw value cell is one observation or one reject, exactly."""
     assert tables["observations"].height + tables["rejects"].height == cells
-
-
-def run(ws, *args: str):
-    return CliRunner().invoke(main, ["--root", str(ws.root), *args])
-
-
-def fails(result, *fragments: str) -> str:
-    assert result.exit_code == 1, result.output
-    assert "Traceback" not in result.output
-    message = result.output.strip()
-    assert message.startswith("error: ") and "\n" not in message, message
-    for fragment in fragments:
-        assert fragment in message, message
-    return message
 
 
 SHARDED = """kind = "file_per_stream"
