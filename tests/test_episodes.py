@@ -15,6 +15,7 @@ from pipeline.runtime.gold_path import gold_actions
 from pipeline.runtime.preflight import rederive
 from pipeline.runtime.simulator import UserSimulator, slot_keywords
 from pipeline.tasks import gold
+from pipeline.tasks.render import local_phrase
 from pipeline.tools.access import ToolStore
 from tests.helpers import REPO
 
@@ -244,3 +245,28 @@ def test_wording_varies_and_no_template_dominates(real_artifacts, corpus):
         )
     assert len(CFG.commit_window_prompts) >= 4 and len(CFG.commit_timestamp_prompts) >= 4
     assert styles["words"] and styles["iso"], styles
+
+
+@pytest.mark.parametrize(
+    ("phrase", "site", "local"),
+    [
+        ("supply temperature at substation 3", "substation 3", "supply temperature"),
+        ("electricity use of building b36", "building b36", "electricity use"),
+        ("heat meter for Plant 7", "plant 7", "heat meter"),
+        ("Building B12 gas use", "building b12", "gas use"),
+        ("building b12: AC power", "building b12", "AC power"),
+        ("gas use of building b36 annex", "building b36", "gas use of building b36 annex"),  # not a trailing site
+        ("building b1", "building b1", "building b1"),  # nothing left: kept whole
+    ],
+)
+def test_local_phrase_drops_the_site_however_the_label_joins_it(phrase, site, local):
+    assert local_phrase(phrase, site) == local
+
+
+def test_site_withholding_family_releases_on_labels_joined_with_of(real_artifacts):
+    """ucam's labels say 'electricity use of building bN': quality_gate (which withholds the site) used to lose every
+    candidate to 'the withheld slot shows in the initial message'."""
+    rows = [r for r in read_episodes(real_artifacts / "ucam" / "episodes") if r.family == "quality_gate"]
+    assert rows
+    for row in rows:
+        assert not any(site.lower() in row.initial_message.lower() for site in row.site_ids), row.id

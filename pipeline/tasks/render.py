@@ -26,11 +26,21 @@ def point_phrase(label: str) -> str:
     return text[:1].lower() + text[1:] if text[:2] != text[:2].upper() else text
 
 
+# How a label joins its site: 'supply temperature at substation 3', 'gas use of building b12', 'building b12 gas use'.
+SITE_JOINTS = (" at ", " in ", " of ", " for ", " on ")
+
+
 def local_phrase(phrase: str, site_label: str) -> str:
-    """A point phrase as said at its own site: the trailing ' at <site>' or ' in <site>' dropped."""
-    for joint in (" at ", " in "):
-        if phrase.endswith(f"{joint}{site_label}"):
-            return phrase[: -len(joint + site_label)]
+    """A point phrase as said at its own site: a trailing ' at|in|of|for|on <site>' or a leading '<site> ' dropped
+    (the site label compared case-insensitively, as a user would say it)."""
+    lowered, site = phrase.lower(), site_label.lower()
+    for joint in SITE_JOINTS:
+        if lowered.endswith(f"{joint}{site}") and len(phrase) > len(joint + site):
+            return phrase[: -len(joint + site)]
+    for joint in (" ", ": ", " - "):
+        if lowered.startswith(f"{site}{joint}") and len(phrase) > len(site + joint):
+            rest = phrase[len(site + joint) :]
+            return rest[:1].lower() + rest[1:] if rest[:2] != rest[:2].upper() else rest
     return phrase
 
 
