@@ -8,6 +8,7 @@ from __future__ import annotations
 import csv
 import datetime as dt
 import io
+import re
 import tomllib
 from pathlib import Path
 
@@ -202,6 +203,26 @@ def test_a_nested_tree_drafts_site_meter_year_as_a_path_pattern(tmp_path):
         "water": "CHECK Water_Usage_Sensor",
     }
     assert points["gas"]["label"] == "gas use in {site}"
+
+
+@pytest.mark.parametrize("folder", ["", "Estate_Building_"])
+def test_a_nested_tree_with_one_meter_keeps_the_building_folder_as_the_site(tmp_path, folder):
+    """Only the building folder varies (one meter, chosen from a larger archive): it is still the site, and the meter
+    folder below it, the same in every path, is the stream (not one stream per building at one site)."""
+    root = _root(tmp_path)
+    raw = root / "data" / "raw" / "estate"
+    for building in ("b3", "b12", "b40"):
+        for year in (2019, 2020):
+            times = _times(dt.datetime(year, 1, 1), dt.timedelta(days=1), 365)
+            _write(
+                raw / f"{folder}{building}" / "electricity" / f"{year}.csv", ["date", "value"], [[t, 5] for t in times]
+            )
+    result = _draft(root, "estate")
+    assert result.exit_code == 0, result.output
+    values = _mapping(root, "estate")[1]["values"]
+    assert values["file_pattern"] == re.escape(folder) + r"(?P<site>b\d+)/(?P<key>[^/]+)/(?P<year>\d{4})\.csv"
+    assert values["site"] == "{site}" and "at 3 sites" in result.output
+    assert set(_points(root, "estate")) == {"electricity"}
 
 
 @pytest.mark.parametrize("layout", ["long_csv", "wide_csv"])

@@ -8,6 +8,7 @@ import csv
 import datetime as dt
 import json
 import tomllib
+from collections import Counter
 from pathlib import Path
 
 import duckdb
@@ -185,7 +186,7 @@ def test_a_skewed_mix_is_trimmed_to_the_least_share_and_an_absent_outcome_is_lef
     from pipeline.audit.stage import trim_to_mix
 
     def rows(outcome: str, n: int) -> list:
-        return [SimpleNamespace(id=f"{outcome}-{i}", commitment_outcome=outcome) for i in range(n)]
+        return [SimpleNamespace(id=f"{outcome}-{i}", commitment_outcome=outcome, site_ids=["s1"]) for i in range(n)]
 
     skewed = rows("answer", 80) + rows("abstain", 6) + rows("re_clarify", 14)
     kept, dropped = trim_to_mix(skewed, 0.15)
@@ -195,6 +196,35 @@ def test_a_skewed_mix_is_trimmed_to_the_least_share_and_an_absent_outcome_is_lef
     assert trim_to_mix(skewed, 0.15) == (kept, dropped)  # the same rows every time
     lone = rows("answer", 70) + rows("abstain", 30)
     assert trim_to_mix(lone, 0.15) == (lone, {})  # no re_clarify row to mend with: the gate decides
+
+
+def test_the_mix_trim_leaves_out_rows_where_the_outcome_crowds_a_site():
+    """A building with outages keeps its answers: the trim takes answers from the sites that are mostly answers, so
+    that no site's remaining rows tell the outcome (the artifact probe reads the site from the text)."""
+    from types import SimpleNamespace
+
+    from pipeline.audit.stage import trim_to_mix
+
+    def rows(site: str, outcome: str, n: int) -> list:
+        return [
+            SimpleNamespace(id=f"{site}-{outcome}-{i}", commitment_outcome=outcome, site_ids=[site]) for i in range(n)
+        ]
+
+    release = (
+        rows("clean", "answer", 60)
+        + rows("outages", "answer", 10)
+        + rows("outages", "abstain", 10)
+        + rows("outages", "re_clarify", 10)
+    )
+    kept, dropped = trim_to_mix(release, 0.15)
+    at = Counter((e.site_ids[0], e.commitment_outcome) for e in kept)
+    assert dropped == {"answer": 24}  # 10 of 66 rows is at least 0.15
+    assert at[("outages", "answer")] == 10 and at[("clean", "answer")] == 36
+    skewed = rows("a", "answer", 40) + rows("b", "answer", 40) + rows("b", "abstain", 10) + rows("b", "re_clarify", 10)
+    kept, dropped = trim_to_mix(skewed, 0.15)
+    at = Counter((e.site_ids[0], e.commitment_outcome) for e in kept)
+    # answers leave site a, all answers, while its share of answers is above b's (40 of 60)
+    assert dropped == {"answer": 34} and at[("a", "answer")] == 6 and at[("b", "answer")] == 40
 
 
 def _released(root: Path, name: str) -> dict[str, list[dict]]:

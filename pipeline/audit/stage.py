@@ -313,21 +313,35 @@ def run_audit(
 
 def trim_to_mix(released: list[Episode], least: float) -> tuple[list[Episode], dict[str, int]]:
     """Fewer rows rather than a skewed mix: while an outcome present in the release is under `least` of it, leave out
-    one row of the most frequent outcome (the last by the xxh3 of its id, an order free of the gold). An outcome with
-    no row cannot be mended so; the commitment-mix gate then fails."""
+    one row of the most frequent outcome. The row is taken where that outcome is the largest share of a site's rows
+    (the sites a row names, as one key), so that the trim does not leave sites whose remaining rows tell the outcome
+    (a building whose answers were trimmed away keeps only its outages); among equals, the last by the xxh3 of its
+    id, an order free of the gold. An outcome with no row cannot be mended so; the commitment-mix gate then fails."""
     by_outcome: dict[str, list[Episode]] = {}
+    at_site: Counter = Counter()
     for episode in sorted(released, key=lambda e: digest(f"trim|{e.id}")):
         by_outcome.setdefault(episode.commitment_outcome, []).append(episode)
+        at_site[_site_key(episode)] += 1
+        at_site[(_site_key(episode), episode.commitment_outcome)] += 1
     dropped: Counter = Counter()
     while len(by_outcome) > 1:
         size = sum(len(rows) for rows in by_outcome.values())
         if min(len(rows) for rows in by_outcome.values()) >= least * size:
             break
         largest = max(sorted(by_outcome), key=lambda o: len(by_outcome[o]))
-        by_outcome[largest].pop()
+        rows = by_outcome[largest]
+        share = [at_site[(_site_key(e), largest)] / at_site[_site_key(e)] for e in rows]
+        leave = max(range(len(rows)), key=lambda i: (share[i], i))
+        episode = rows.pop(leave)
+        at_site[_site_key(episode)] -= 1
+        at_site[(_site_key(episode), largest)] -= 1
         dropped[largest] += 1
     kept = {e.id for rows in by_outcome.values() for e in rows}
     return [e for e in released if e.id in kept], dict(sorted(dropped.items()))
+
+
+def _site_key(episode: Episode) -> tuple[str, ...]:
+    return tuple(sorted(set(episode.site_ids)))
 
 
 def _mix_gate(mix: dict[str, float], rows: int, least: float, gates: Gates) -> dict:

@@ -152,21 +152,33 @@ def _why(named: list[str], shards: list[str]) -> str:
     return why
 
 
-def read_paths(files: list[str], per_stream: bool, spans: dict[str, tuple[int, int] | None]) -> Paths | None:
-    """The structure of alike files' paths (sorted), or None when they do not split into the same tokens."""
-    tokens = {rel: _tokens(rel) for rel in files}
-    shape = {tuple(t if _is_separator(t) else "" for t in toks) for toks in tokens.values()}
-    if len(shape) != 1 or len(files) < 2:
-        return None
-    width = len(tokens[files[0]])
-    varying = [i for i in range(width) if len({tokens[rel][i] for rel in files}) > 1]
+def _named_folder_below(tokens: list[str], position: int) -> int | None:
+    """In a tree such as `UCam_Building_b12/electricity/2019.csv`, where only the folder at `position` names the
+    files apart (and shards), the folder just below it, one word the same in every path, names the stream: the
+    varying folder is then the site (one stream per site), not the stream. None when there is no such folder."""
+    slashes = [i for i, t in enumerate(tokens) if t == "/"]
+    after = [i for i in slashes if i > position]
+    if len(after) < 2 or any(i > position and i < after[0] and not _is_separator(t) for i, t in enumerate(tokens)):
+        return None  # the varying token is not the end of a folder name, or no whole folder lies below it
+    folder = tokens[after[0] + 1 : after[1]]
+    return after[0] + 1 if len(folder) == 1 and re.fullmatch(r"[A-Za-z][A-Za-z0-9]*", folder[0]) else None
+
+
+def _roles(
+    files: list[str], tokens: dict[str, list[str]], varying: list[int], per_stream: bool, spans: dict
+) -> tuple[dict[int, str], int | None]:
+    """What each varying position of the paths is (shard, site, key, meter ...), and the position of a folder the
+    same in every path that names the stream when only the site varies (None otherwise)."""
     roles: dict[int, str] = {}
     for i in varying:
         shard = _shard_role(files, i, tokens, spans)
         if shard:
             roles[i] = shard
     rest = [i for i in varying if i not in roles]
-    if per_stream:
+    below = _named_folder_below(tokens[files[0]], rest[0]) if per_stream and len(rest) == 1 else None
+    if below is not None:  # b12/electricity/2019.csv with one meter: the varying folder is the site
+        names, ordered = ["site", "key"], [rest[0], below]
+    elif per_stream:
         names = ["site", "key"] if len(rest) >= 2 else ["key"]
         ordered = [rest[0], rest[-1]] if len(rest) >= 2 else rest
     else:
@@ -177,6 +189,18 @@ def read_paths(files: list[str], per_stream: bool, spans: dict[str, tuple[int, i
         if i not in roles:
             extra += 1
             roles[i] = "meter" if extra == 1 else f"group{extra}"
+    return roles, below
+
+
+def read_paths(files: list[str], per_stream: bool, spans: dict[str, tuple[int, int] | None]) -> Paths | None:
+    """The structure of alike files' paths (sorted), or None when they do not split into the same tokens."""
+    tokens = {rel: _tokens(rel) for rel in files}
+    shape = {tuple(t if _is_separator(t) else "" for t in toks) for toks in tokens.values()}
+    if len(shape) != 1 or len(files) < 2:
+        return None
+    width = len(tokens[files[0]])
+    varying = [i for i in range(width) if len({tokens[rel][i] for rel in files}) > 1]
+    roles, below = _roles(files, tokens, varying, per_stream, spans)
     if any(roles[i] == "part" for i in roles) and list(roles.values()).count("part") > 1:
         return None  # two chunk numbers: read it by hand
     pattern, glob = "", ""
@@ -206,7 +230,10 @@ def read_paths(files: list[str], per_stream: bool, spans: dict[str, tuple[int, i
     word = tokens[files[0]][site_at - 2].lower() if site_at is not None and site_at >= 2 else ""
     label = f"{PLACE_WORDS[word]} {{site}}" if word in PLACE_WORDS else None
     shards = [r for r in named if r in ("year", "part")]
-    return Paths(glob, pattern, named, _why(named, shards), values, label)
+    why = _why([r for i, r in sorted(roles.items()) if i != below], shards)
+    if below is not None:
+        why += "; the folder below the site, the same in every path, names the stream (key)"
+    return Paths(glob, pattern, named, why, values, label)
 
 
 def place_label(name: str, last: bool = False) -> str | None:
