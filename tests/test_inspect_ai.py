@@ -154,3 +154,23 @@ def test_bad_input_is_one_line(copy, tmp_path, arguments, says):
         episode_source_for(**given, cache_dir=tmp_path / "cache")
     message = str(caught.value.message)
     assert says in message and "\n" not in message, message
+
+
+def test_two_runs_write_the_same_trace_but_for_turn_times(isolated, copy):
+    traces = []
+    for number in (1, 2):
+        log = play(gold_model(copy), copy, isolated / f"run{number}")
+        lines = write_trace(log, isolated / f"run{number}.jsonl").read_text(encoding="utf-8").splitlines()
+        traces.append([{k: v for k, v in json.loads(line).items() if k != "elapsed_ms"} for line in lines])
+    assert traces[0] == traces[1]
+    assert len(traces[0]) > 1 + LIMIT
+
+
+def test_every_shipped_corpus_has_a_task():
+    from inspect_ai._util.registry import registry_lookup
+
+    from tests.helpers import SHIPPED
+
+    assert SHIPPED
+    for corpus in [*SHIPPED, "release"]:
+        assert registry_lookup("task", f"telemetry_bench/{corpus}") is not None, corpus
