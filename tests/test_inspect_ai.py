@@ -112,6 +112,7 @@ def test_the_gold_path_scores_one_and_agrees_with_telemetry_bench_score(isolated
     assert result.exit_code == 0, result.output
     (summary,) = json.loads(result.output)["summaries"]
     assert summary["identity"]["model"] == "mockllm/model" and summary["partial"]
+    assert summary["identity"]["agent"] == "inspect"
     assert summary["usage"]["tokens_in"] == sum(s.metadata["usage"]["tokens_in"] for s in by_episode.values())
     rows = {row["episode_id"]: row for row in summary["rows"]}
     assert sorted(rows) == sorted(by_episode)

@@ -50,6 +50,19 @@ from pipeline.tools.access import ToolStore
 
 AGENT = "inspect"  # the agent kind of a trace written from an eval log; its model is inspect's model name
 RECORDS = "telemetry_bench:records"  # the sample store key holding the episode's trace records
+# Generation settings that say how inspect reaches the model, not what the model does: a trace's runtime settings,
+# never its identity (pipeline/runtime/identity.py).
+RUNTIME_CONFIG = (
+    "adaptive_connections",
+    "attempt_timeout",
+    "batch",
+    "cache",
+    "extra_headers",
+    "max_connections",
+    "max_retries",
+    "stream_idle_timeout",
+    "timeout",
+)
 
 
 @dataclass
@@ -255,6 +268,19 @@ def _last_answer(turns: list[TurnRecord]) -> str | None:
     return canonical_bytes(answers[-1].get("fields", {})).decode() if answers else None
 
 
+def _settings(log: Any, played: int) -> dict:
+    """A trace's settings from an eval log: the model, its generation settings that change what it does, the
+    limit (how many episodes were played when inspect's `limit` was given) and the runtime ones apart."""
+    config = log.eval.model_generate_config.model_dump(mode="json", exclude_none=True)
+    generate = {k: v for k, v in sorted(config.items()) if k not in RUNTIME_CONFIG}
+    return {
+        "model": log.eval.model,
+        **({"generate": generate} if generate else {}),
+        "limit": played if log.eval.config.limit else None,
+        "runtime": {k: v for k, v in sorted(config.items()) if k in RUNTIME_CONFIG},
+    }
+
+
 def write_trace(log: Any, out: Path) -> Path:
     """A trace of `telemetry-bench run`'s format from an inspect eval log (an EvalLog, or its path): the header, then
     every sample's records in episode order, epoch by epoch (run = epoch - 1)."""
@@ -273,7 +299,7 @@ def write_trace(log: Any, out: Path) -> Path:
         episode_set_hash=task["episode_set_hash"],
         agent=AGENT,
         repeat=log.eval.config.epochs or 1,
-        settings={"model": log.eval.model, "limit": len(played) if log.eval.config.limit else None, "runtime": {}},
+        settings=_settings(log, len(played)),
         versions={"telemetry-bench": metadata.version("telemetry-bench"), "inspect_ai": metadata.version("inspect_ai")},
     )
     lines = [canonical_bytes(header.model_dump(mode="json"))]
