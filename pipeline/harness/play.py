@@ -87,7 +87,7 @@ def run_agent(
     dropped, infra_error episodes are played again) and plays the rest; the trace ends as an uninterrupted run's."""
     if concurrency > 1 and agent_name == "human":
         raise RunError("--concurrency is for agents that need no person: play the human agent one episode at a time")
-    corpus, stage, path, keywords = _episode_source(ws, corpus, split, agent_name, release)
+    corpus, stage, path, keywords = episode_source(ws, corpus, split, agent_name, release)
     episodes = load_episodes(path)[:limit] if limit else load_episodes(path)
     options = dict(agent_options or {})
     header = _trace_header(corpus, split, stage, path, agent_name, repeat, limit, options, concurrency)
@@ -122,7 +122,7 @@ def run_agent(
     return summary
 
 
-def _episode_source(
+def episode_source(
     ws: Workspace, corpus: str | None, split: str, agent_name: str, release: Release | None
 ) -> tuple[str, str, Path, dict]:
     """The corpus, episode set (stage), episode file and simulator keywords a run plays: the project's, or a

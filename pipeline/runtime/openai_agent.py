@@ -20,7 +20,7 @@ import os
 from dataclasses import dataclass
 from typing import Any
 
-from contracts.agent_view import AgentObservation
+from contracts.agent_view import AgentObservation, ViewMessage
 from contracts.answers import AnswerForm
 from contracts.protocol import Answer, AskUser, Plan
 from pipeline.core.canonical import loads_untrusted
@@ -78,6 +78,52 @@ def function_specs(form: AnswerForm | None = None) -> list[dict]:
             {"type": "function", "function": {"name": name, "description": description, "parameters": parameters}}
         )
     return specs
+
+
+def replies(new: list[ViewMessage], pending: list[str]) -> list[dict]:
+    """The chat messages (OpenAI's roles) that report the conversation's new turns to the model: the first pending
+    tool call gets the tool's result (or the user's reply), any other one that it was not played, and the user's
+    further words are user messages."""
+    if not pending:
+        return [{"role": "user", "content": m.text} for m in new if m.role == "user"]
+    results = [
+        json.dumps(m.result, ensure_ascii=False) if m.role == "tool" else m.text
+        for m in new
+        if m.role in ("tool", "user")
+    ]
+    messages = [
+        {
+            "role": "tool",
+            "tool_call_id": call_id,
+            "content": (results[0] if results else "ok") if index == 0 else "not executed: one function call per turn",
+        }
+        for index, call_id in enumerate(pending)
+    ]
+    return messages + [{"role": "user", "content": text} for text in results[1:]]
+
+
+def call_action(name: str, arguments: Any, call_id: str) -> dict:
+    """A model's function call as a protocol action: ask_user, answer and plan by name, any other name a tool call.
+    Arguments are JSON text or an object; anything else does not parse."""
+    if isinstance(arguments, str):
+        try:
+            arguments = loads_untrusted(arguments or "{}")
+        except json.JSONDecodeError:
+            return {"unparsed": arguments}
+    if not isinstance(arguments, dict):
+        return {"unparsed": arguments}
+    if name in PROTOCOL:
+        return {"kind": name, **arguments}
+    return {"kind": "call_tool", "name": name, "arguments": arguments, "id": call_id}
+
+
+def reply_output(actions: list[dict], text: str, usage: dict | None) -> Any:
+    """One model reply as the runner takes it: its one action, a list of several (parallel_calls: the first is
+    played), or its text when it made no call (parse_error); the turn's token usage rides on the first."""
+    first, *rest = actions or [{"unparsed": text}]
+    if usage:
+        first = {**first, "usage": usage}
+    return [first, *rest] if rest else first
 
 
 @dataclass
@@ -145,18 +191,7 @@ class OpenAIAgent:
         """New conversation turns become chat messages; every pending tool call gets its response."""
         new = observation.messages[self.seen :]
         self.seen = len(observation.messages)
-        if not self.pending:
-            self.messages += [{"role": "user", "content": m.text} for m in new if m.role == "user"]
-            return
-        results = [
-            json.dumps(m.result, ensure_ascii=False) if m.role == "tool" else m.text
-            for m in new
-            if m.role in ("tool", "user")
-        ]
-        for index, call_id in enumerate(self.pending):
-            content = (results[0] if results else "ok") if index == 0 else "not executed: one function call per turn"
-            self.messages.append({"role": "tool", "tool_call_id": call_id, "content": content})
-        self.messages += [{"role": "user", "content": text} for text in results[1:]]
+        self.messages += replies(new, self.pending)
         self.pending = []
 
     def act(self, observation: AgentObservation) -> Any:
@@ -166,13 +201,10 @@ class OpenAIAgent:
         usage = _usage(response)
         calls = self._named_calls(message)
         self.messages.append(message.model_dump(exclude_none=True, include={"role", "content", "tool_calls"}))
-        if not calls:
-            return {"unparsed": message.content or "", "usage": usage} if usage else {"unparsed": message.content or ""}
         self.pending = [c.id for c in calls]
-        actions = [self._action(c) for c in calls]
-        if len(actions) == 1:
-            return {**actions[0], "usage": usage} if usage else actions[0]
-        return [{**actions[0], "usage": usage}, *actions[1:]] if usage else actions
+        return reply_output(
+            [call_action(c.function.name, c.function.arguments, c.id) for c in calls], message.content or "", usage
+        )
 
     def _complete(self, observation: AgentObservation) -> tuple[Any, Any]:
         """The endpoint's response to the conversation and its message; failures raised as the runner's error kinds."""
@@ -220,16 +252,3 @@ class OpenAIAgent:
             if isinstance(call.function.arguments, dict):  # some give an object: taken, and said back as JSON text
                 call.function.arguments = json.dumps(call.function.arguments)
         return calls
-
-    @staticmethod
-    def _action(call: Any) -> dict:
-        try:
-            arguments = loads_untrusted(call.function.arguments or "{}")
-        except json.JSONDecodeError:
-            return {"unparsed": call.function.arguments}
-        if not isinstance(arguments, dict):
-            return {"unparsed": call.function.arguments}
-        name = call.function.name
-        if name in PROTOCOL:
-            return {"kind": name, **arguments}
-        return {"kind": "call_tool", "name": name, "arguments": arguments, "id": call.id}
