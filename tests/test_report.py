@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import json
+import re
 import shutil
 import subprocess
 import sys
+import tomllib
 from datetime import UTC, datetime
 from pathlib import Path
 
@@ -16,7 +18,7 @@ from tests.helpers import REPO, SHIPPED, run_cli
 
 CORPORA = SHIPPED  # every shipped corpus: the report lists each one built
 AGENTS = ("oracle", "controller", "noop")
-SECTIONS = ("corpus-overview", "benchmark-overview", "results", "episodes")
+SECTIONS = ("results-table", "corpus-overview", "benchmark-overview", "results", "episodes")
 PLOTS = {
     "corpus-overview": ("point-classes", "rejects", "coverage", "quality"),
     "benchmark-overview": ("family-split", "interaction-modes", "commitment", "policies"),
@@ -138,10 +140,12 @@ def test_episode_browser_lists_every_released_test_episode(tree, real_artifacts)
     assert [e.get("data-id") for e in episodes] == expected
     for element in episodes:
         conversations = element.findall(".//h:div[@class='conversation']", NS)
-        assert [("".join(c.find("h:h4", NS).itertext())).split()[0] for c in conversations] == ["gold", *AGENTS]
-        gold, oracle, _, noop = conversations
+        titles = [" ".join("".join(c.find("h:h4", NS).itertext()).split()) for c in conversations]
+        assert [t.split()[0] for t in titles] == ["gold", *AGENTS, "noop"]  # both runs of noop x2
+        assert titles[3].startswith("noop x2 run 0") and titles[4].startswith("noop x2 run 1")
+        gold, oracle, _, *noops = conversations
         assert not off_path(gold) and not off_path(oracle)
-        assert off_path(noop), element.get("data-id")
+        assert all(off_path(noop) for noop in noops), element.get("data-id")
     controller = tree.find(f".//h:details[@id='ep-{CONTROLLER_EPISODE}']", NS).findall(
         ".//h:div[@class='conversation']", NS
     )[2]
@@ -168,8 +172,10 @@ def test_report_is_byte_identical_when_rebuilt(report, real_artifacts, traces, t
     assert again.read_bytes() == report.read_bytes()
 
 
-def test_report_opens_in_headless_chromium(report, tmp_path):
-    """No console error or failed request; the four sections and the plots render; the search filters episodes."""
+def test_report_opens_in_headless_chromium(report, results_report, real_artifacts, tmp_path):
+    """No console error or failed request; the sections and the plots render; the results table comes before the first
+    corpus, names the models and flags a partial trace; the search and the outcome, failure mode and agent filters
+    filter episodes; nothing is wider than a 420 px screen."""
     from playwright.sync_api import sync_playwright
 
     chromium = system_command("chromium")
@@ -210,7 +216,7 @@ def test_report_opens_in_headless_chromium(report, tmp_path):
             page.select_option("#episode-corpus", "xai4heat")
             first = page.locator("details.episode:visible").first
             first.locator(":scope > summary").click()
-            assert first.locator(".conversation").count() == 4
+            assert first.locator(".conversation").count() == 5  # gold, oracle, controller, both runs of noop x2
             page.screenshot(path=str(tmp_path / "report-episodes.png"))
             page.goto(report.as_uri() + f"#ep-{CONTROLLER_EPISODE}")
             assert page.locator(f"details[id='ep-{CONTROLLER_EPISODE}']").get_attribute("open") is not None
@@ -235,10 +241,64 @@ def test_report_opens_in_headless_chromium(report, tmp_path):
             assert not outside, outside
             page.goto(report.as_uri())
             page.screenshot(path=str(tmp_path / "report.png"), full_page=False)
+            results_first(page, report, results_report, real_artifacts)
+            filters_by_run(page, results_report, real_artifacts)
+            fits_a_narrow_screen(browser.new_page(viewport={"width": 420, "height": 900}), [report, results_report])
         finally:
             browser.close()
     assert not problems, problems
     assert (tmp_path / "report.png").stat().st_size > 10_000
+
+
+def results_first(page, report: Path, results_report: Path, real_artifacts: Path) -> None:
+    """The results table ends above the first corpus section and names every agent; a partial trace is flagged."""
+    page.goto(report.as_uri())
+    table = page.locator("#results-table table.results-table").bounding_box()
+    first_corpus = page.locator("#corpus-overview h3").first.bounding_box()
+    assert table and first_corpus and table["y"] + table["height"] <= first_corpus["y"], (table, first_corpus)
+    names = page.locator("#results-table .agent-name").all_inner_texts()
+    assert sorted(set(names)) == sorted(AGENTS) and len(names) == len(AGENTS) * len(CORPORA)
+    page.goto(results_report.as_uri())
+    fake = page.locator("#results-table tbody tr", has_text=f"openai {FAKE_MODEL}")
+    assert fake.count() == 1 and fake.locator(".tag.partial").is_visible()
+    assert fake.locator(".tag.partial").inner_text() == "partial"
+    assert not page.locator("#results-table tbody tr", has_text="oracle").locator(".tag.partial").count()
+
+
+def filters_by_run(page, results_report: Path, real_artifacts: Path) -> None:
+    """Outcome, failure mode and agent select the episodes where one run matches all three (the page's own script)."""
+    total = len((real_artifacts / "xai4heat" / "release" / "test.jsonl").read_text().splitlines())
+    page.goto(results_report.as_uri())
+
+    def shown(outcome: str = "", mode: str = "", agent: str = "") -> int:
+        page.select_option("#episode-outcome", outcome)
+        page.select_option("#episode-mode", mode)
+        page.select_option("#episode-agent", agent)
+        visible = page.locator("details.episode:visible").count()
+        assert page.inner_text("#episode-count") == f"{visible} of {total} episodes"
+        return visible
+
+    assert shown() == total
+    assert shown(outcome="accomplished") == total  # the oracle accomplishes every episode
+    assert shown(outcome="accomplished", agent=f"openai {FAKE_MODEL}") == 3  # the partial trace played 3
+    assert shown(outcome="not", agent=f"openai {FAKE_MODEL}") == 0
+    assert shown(outcome="accomplished", agent="noop x2") == 0
+    assert shown(outcome="not") == total  # noop fails everywhere
+    assert shown(outcome="not", agent="oracle") == 0
+    assert shown(mode="premature_termination", agent="noop x2") == total
+    assert shown(mode="premature_termination", agent="oracle") == 0
+    assert shown(outcome="accomplished", mode="premature_termination") == 0  # no run both
+    assert shown() == total
+
+
+def fits_a_narrow_screen(page, reports: list[Path]) -> None:
+    """At 420 px nothing makes the page scroll sideways (long ids wrap, wide tables scroll in their own box), an opened
+    episode included."""
+    for report in reports:
+        page.goto(report.as_uri())
+        assert page.evaluate("document.documentElement.scrollWidth") <= 420, report
+        page.locator("details.episode").first.locator(":scope > summary").click()
+        assert page.evaluate("document.documentElement.scrollWidth") <= 420, report
 
 
 def test_report_refuses_what_it_cannot_show(real_artifacts, traces, tmp_path):
@@ -448,3 +508,111 @@ def test_report_and_transcript_take_hostile_traces(real_artifacts, traces, tmp_p
     assert result.exit_code == 1 and "add --corpus bts" in result.output
     result = make_report(real_artifacts, [noop], Path("/proc/report.html"))
     assert result.exit_code == 1 and "/proc/report.html: cannot write the report" in result.output
+
+
+FAKE_MODEL = "fake-model-1"
+
+
+@pytest.fixture(scope="module")
+def results_report(real_artifacts, traces, tmp_path_factory) -> Path:
+    """xai4heat with the full oracle, noop x2 and a partial trace of a fake model: the oracle's first 3 episodes under
+    an openai header whose settings name the model."""
+    folder = tmp_path_factory.mktemp("results")
+    part = folder / "part.jsonl"
+    args = ("run", "--corpus", "xai4heat", "--split", "test", "--agent", "oracle", "--limit", "3", "--out", str(part))
+    result = run_cli(real_artifacts, *args)
+    assert result.exit_code == 0, result.output
+    settings = json.loads(part.read_text(encoding="utf-8").split("\n", 1)[0])["settings"]
+    fake = rewrite(part, folder / "fake.jsonl", {"agent": "openai", "settings": settings | {"model": FAKE_MODEL}})
+    chosen = [t for t in traces if t.name in ("xai4heat-oracle.jsonl", "xai4heat-noop.jsonl")]
+    out = folder / "report.html"
+    result = make_report(real_artifacts, [*chosen, fake], out, "--corpus", "xai4heat")
+    assert result.exit_code == 0, result.output
+    return out
+
+
+def words(element) -> str:
+    return " ".join("".join(element.itertext()).split())
+
+
+def results_rows(page: Path) -> list[dict[str, str]]:
+    """The rows of the results table at the top of the page, by column heading."""
+    tree = html5lib.HTMLParser(namespaceHTMLElements=True).parse(page.read_bytes())
+    table = tree.find(".//h:section[@id='results-table']//h:table[@class='results-table']", NS)
+    heads = [words(th) for th in table.findall("h:thead/h:tr/h:th", NS)]
+    return [
+        dict(zip(heads, (words(td) for td in tr.findall("h:td", NS)), strict=True))
+        for tr in table.findall("h:tbody/h:tr", NS)
+    ]
+
+
+def test_results_table_names_each_identity_and_flags_partial_traces(results_report, real_artifacts):
+    """One row per identity, named by agent kind and the model its trace header's settings name; the partial trace is
+    flagged and unranked beside the full oracle; pass^k where runs repeat; the interval is the leaderboard's."""
+    in_split = len((real_artifacts / "xai4heat" / "release" / "test.jsonl").read_text().splitlines())
+    rows = {row["agent"].split(" #")[0]: row for row in results_rows(results_report)}
+    assert set(rows) == {"oracle", "noop", f"openai {FAKE_MODEL}"}
+    oracle, noop, fake = rows["oracle"], rows["noop"], rows[f"openai {FAKE_MODEL}"]
+    assert oracle["rank"] == "1" and oracle["episodes played / in split"] == f"{in_split} / {in_split}"
+    assert oracle["accomplished"] == "100.0%" and oracle["95% interval"] == "[100.0%, 100.0%]"
+    assert noop["rank"] == "2" and noop["pass^k"] == "pass^2 0.0%" and noop["runs"] == str(2 * in_split)
+    assert fake["rank"] == "partial" and fake["episodes played / in split"] == f"3 / {in_split}"
+    assert fake["accomplished"] == "100.0%" and fake["traces"] == "fake.jsonl"
+    tree = html5lib.HTMLParser(namespaceHTMLElements=True).parse(results_report.read_bytes())
+    traces = {
+        words(tr.find("h:td", NS)): [words(td) for td in tr.findall("h:td", NS)]
+        for tr in tree.findall(".//h:table[@class='trace-summary']/h:tbody/h:tr", NS)
+    }
+    assert traces[f"openai {FAKE_MODEL}"][3] == f"3 / {in_split} partial"  # flagged beside its rates
+    assert traces["oracle"][3] == f"{in_split} / {in_split}"
+    legend = words(tree.find(".//h:figure[@id='plot-xai4heat-part-scores']", NS))
+    assert f"openai {FAKE_MODEL} (partial)" in legend
+    agents = {c.get("data-agent") for c in tree.iterfind(".//h:div[@class='conversation']", NS)}
+    assert agents == {None, "oracle", "noop x2", f"openai {FAKE_MODEL}"}  # None: the gold path
+
+
+def test_sites_are_in_natural_order(tree):
+    """Site tables and the coverage heatmap list L4 before L12: numbers inside ids compare as numbers."""
+
+    def natural(site: str) -> list:
+        return [int(p) if p.isdigit() else p for p in re.split(r"(\d+)", site)]
+
+    tables = tree.find(".//h:section[@id='corpus-overview']", NS).findall(".//h:table[@class='sites']", NS)
+    assert len(tables) == len(CORPORA)
+    for corpus, table in zip(CORPORA, tables, strict=True):
+        sites = [words(tr.find("h:td", NS)) for tr in table.findall("h:tbody/h:tr", NS)]
+        assert sites == sorted(sites, key=natural), corpus
+        if corpus == "xai4heat":
+            assert sites == ["L4", "L8", "L12", "L17", "L22"]
+    heatmap = tree.find(".//h:figure[@id='plot-xai4heat-coverage']", NS)
+    ticks = [
+        t for t in ("".join(e.itertext()) for e in heatmap.iter("{http://www.w3.org/2000/svg}text")) if t[:1] == "L"
+    ]
+    assert ticks == ["L4", "L8", "L12", "L17", "L22"]
+
+
+def test_stop_token_is_hidden_from_user_messages(tree):
+    """The simulator's last reply ends with STOP for the agent (configs/episodes.toml); the page shows its words."""
+    stop_reply = tomllib.loads((REPO / "configs" / "episodes.toml").read_text(encoding="utf-8"))["stop_reply"]
+    assert stop_reply.endswith(" STOP")
+    users = [words(li) for li in tree.iterfind(".//h:li[@class='user']", NS)]
+    stops = [u for u in users if u.startswith("user · stop")]
+    assert stops and all(u == "user · stop" + stop_reply.removesuffix(" STOP") for u in stops)
+    assert not [u for u in users if "STOP" in u]
+
+
+def svg_texts(svg: str) -> list[str]:
+    return re.findall(r"<text[^>]*>([^<]*)</text>", svg)
+
+
+def test_empty_bars_are_labelled_zero():
+    """A bar of value 0 has no height to see: it is labelled "0", also when there are too many bars to label all."""
+    from pipeline.report import plots
+
+    few = svg_texts(plots.grouped("few", "Few", ["a", "b"], {"x": [0.0, 0.5], "y": [1.0, 0.0]}, "rate"))
+    assert few.count("0") == 2 and "0.50" in few and "1.00" in few and "0.00" not in few
+    many = plots.grouped("many", "Many", list("abcdefgh"), {"x": [0.0, 0.5] * 4, "y": [1.0, 0.25] * 4}, "rate")
+    texts = svg_texts(many)
+    assert texts.count("0") == 4 and "0.50" not in texts  # 16 bars: only the empty ones are labelled
+    counts = svg_texts(plots.barh("counts", "Counts", {"some": 5, "none": 0}, "episodes"))
+    assert "5" in counts and counts.count("0") >= 2  # the empty bar's label beside the axis's 0 tick

@@ -36,11 +36,15 @@ def build_leaderboard(
     """Score the traces and rank them; a trace that cannot be scored is listed under `refused` with its reason."""
     refused: list[tuple[Path, str]] = []
     summaries = score_traces(ws, paths, release, prices, refused)
-    rows = [_row(s, resamples, seed) for s in summaries]
-    ranked = _ranked(rows)
     return Leaderboard(
-        rows=ranked, refused=[RefusedTrace(trace=p.name, reason=r) for p, r in sorted(refused, key=lambda x: x[0].name)]
+        rows=leaderboard_rows(summaries, resamples, seed),
+        refused=[RefusedTrace(trace=p.name, reason=r) for p, r in sorted(refused, key=lambda x: x[0].name)],
     )
+
+
+def leaderboard_rows(summaries: list[dict], resamples: int = 1000, seed: int = 0) -> list[LeaderboardRow]:
+    """Score summaries (`score_traces`, `trace_summaries`) as ranked rows, each with its bootstrap interval."""
+    return _ranked([_row(s, resamples, seed) for s in summaries])
 
 
 def _row(summary: dict, resamples: int, seed: int) -> dict:

@@ -14,7 +14,7 @@ from pipeline.core.canonical import digest_file, loads_untrusted
 from pipeline.core.config import load_episodes_config
 from pipeline.core.errors import RunError, StageError
 from pipeline.core.workspace import Workspace
-from pipeline.runtime.identity import identity
+from pipeline.runtime.identity import display_name, identity
 from pipeline.runtime.scoring import score_episode, summarize
 from pipeline.runtime.simulator import slot_keywords
 
@@ -67,6 +67,11 @@ def trace_header(path: Path) -> TraceHeader:
     return _header(path, _trace_lines(path, first_only=True))
 
 
+def agent_name(header: TraceHeader) -> str:
+    """Who played the trace, as people call it: the agent kind and its model (`openai gpt-4o-mini`, `oracle`)."""
+    return display_name(header.agent, identity(header.agent, header.settings)["model"])
+
+
 def read_trace(path: Path) -> tuple[TraceHeader, dict, set[int]]:
     """The header, the turns by (episode, run) and player, and the runs; episode runs that ended in infra_error are
     in `turns.infra` (a set of (episode, run)), left out of the scores."""
@@ -117,18 +122,21 @@ class Played(NamedTuple):
 def played_episodes(ws: Workspace, path: Path, release: Release | None = None) -> tuple[TraceHeader, list[Played]]:
     """A saved trace scored against the episodes it was played on (the episode file's hash must match). A trace played
     on a release folder is scored on that folder (`release`), else on the project's built release."""
-    scored = _played(ws, path, release)
+    scored = scored_trace(ws, path, release)
     return scored.header, scored.played
 
 
-class _Scored(NamedTuple):
+class Scored(NamedTuple):
+    """One trace read and scored: its header, every scored episode run, its turns as recorded, the split's size."""
+
     header: TraceHeader
     played: list[Played]
     turns: _Turns
     in_split: int  # episodes in the split the trace was played on
 
 
-def _played(ws: Workspace, path: Path, release: Release | None) -> _Scored:
+def scored_trace(ws: Workspace, path: Path, release: Release | None = None) -> Scored:
+    """A saved trace read and scored once, for `played_episodes`, `score_traces` and `trace_summaries`."""
     header, turns, runs = read_trace(path)
     if header.episode_set == "release":
         from pipeline.release.playable import Release
@@ -154,7 +162,7 @@ def _played(ws: Workspace, path: Path, release: Release | None) -> _Scored:
                 scored = [(player, t, score_episode(episode, t, keywords, run)) for player, t in played.items()]
                 player, chosen, score = max(scored, key=lambda p: score_rank(p[2]))
                 out.append(Played(episode, run, player, chosen, score))
-    return _Scored(header, out, turns, len(episodes))
+    return Scored(header, out, turns, len(episodes))
 
 
 def score_traces(
@@ -169,22 +177,29 @@ def score_traces(
     and counted (`infra_errors`); runs without an end record are counted as `unfinished` (scored as played). A summary
     that covers fewer episodes than its split holds, in any run, is `partial` (never ranked). With `refused`, a trace
     that cannot be scored (another episode set, not a trace) is listed there with its reason instead of stopping."""
-    groups: dict[tuple[str, str, str], list[tuple[Path, _Scored]]] = defaultdict(list)
+    traces: list[tuple[Path, Scored]] = []
     for path in paths:
         try:
-            scored = _played(ws, path, release)  # each trace is read once
+            traces.append((path, scored_trace(ws, path, release)))  # each trace is read once
         except (RunError, StageError) as exc:
             if refused is None:
                 raise
             refused.append((path, str(exc)))
-            continue
+    return trace_summaries(traces, prices)
+
+
+def trace_summaries(traces: list[tuple[Path, Scored]], prices: dict | None = None) -> list[dict]:
+    """Traces already scored (`scored_trace`) as one summary per agent identity, corpus and split, ordered by corpus,
+    split and identity label."""
+    groups: dict[tuple[str, str, str], list[tuple[Path, Scored]]] = defaultdict(list)
+    for path, scored in traces:
         who = identity(scored.header.agent, scored.header.settings)
         groups[(scored.header.corpus, scored.header.split, who["digest"])].append((path, scored))
     summaries = [_summary(members, prices) for _, members in sorted(groups.items())]
     return sorted(summaries, key=lambda s: (s["corpus"], s["split"], s["identity"]["label"]))
 
 
-def _summary(members: list[tuple[Path, _Scored]], prices: dict | None) -> dict:
+def _summary(members: list[tuple[Path, Scored]], prices: dict | None) -> dict:
     header = members[0][1].header
     played = [p for _, scored in members for p in scored.played]
     by_run = Counter((i, p.run) for i, (_, scored) in enumerate(members) for p in scored.played)  # a trace's runs

@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import Any
 
 from contracts.episodes import Episode
+from contracts.leaderboard import LeaderboardRow
 from contracts.runtime import TraceHeader
 from pipeline.audit.gates import figures, gate_of
 from pipeline.core.config import load_episodes_config, load_mapping, select_corpora
@@ -17,8 +18,18 @@ from pipeline.core.errors import ReportError
 from pipeline.core.manifest import read_manifest
 from pipeline.core.workspace import Workspace
 from pipeline.harness.episodes import episodes_summary
+from pipeline.harness.leaderboard import leaderboard_rows
 from pipeline.harness.play import audit_summary
-from pipeline.harness.traces import Played, load_episodes, played_episodes, trace_header
+from pipeline.harness.traces import (
+    Played,
+    Scored,
+    agent_name,
+    load_episodes,
+    scored_trace,
+    trace_header,
+    trace_summaries,
+)
+from pipeline.ingest.paths import natural_key
 from pipeline.report.conversation import (
     Conversation,
     failure_modes_of,
@@ -26,7 +37,6 @@ from pipeline.report.conversation import (
     gold_records,
     played_conversation,
 )
-from pipeline.runtime.scoring import summarize
 from pipeline.runtime.simulator import Lexicon, slot_keywords
 from pipeline.store.inspect import store_summary
 from pipeline.store.reader import STORE_FILE, open_store
@@ -46,7 +56,8 @@ NEEDED_STAGES = (
 
 @dataclass
 class TraceResult:
-    """One trace scored: summary rates, issue and failure-mode counts, and run 0 of every episode as a conversation."""
+    """One trace scored: summary rates (its own, as `score` gives them: partial when it covers fewer episodes than its
+    split), issue and failure-mode counts, and every run of every episode as a conversation."""
 
     path: Path
     label: str
@@ -60,6 +71,11 @@ class TraceResult:
     @property
     def pass_k(self) -> float | None:
         return self.summary.get(f"pass^{self.k}")
+
+    @property
+    def series(self) -> str:
+        """The trace's name in the plots' legends, marked when partial (its rates are over fewer episodes)."""
+        return f"{self.label} (partial)" if self.summary["partial"] else self.label
 
 
 @dataclass
@@ -120,11 +136,12 @@ def corpus_overview(ws: Workspace, corpus: str) -> dict[str, Any]:
     summary = store_summary(ws, corpus)
     con = open_store(ws.stage_dir(corpus, "store") / STORE_FILE)
     try:
-        sites = con.execute(
+        rows = con.execute(
             "SELECT s.site_id, s.label, s.held_out, count(t.stream_id), coalesce(sum(t.n_obs), 0), min(t.first_ts), "
             "max(t.last_ts) "
-            "FROM sites s LEFT JOIN streams t USING (site_id) GROUP BY ALL ORDER BY s.site_id"
+            "FROM sites s LEFT JOIN streams t USING (site_id) GROUP BY ALL"
         ).fetchall()
+        sites = sorted(rows, key=lambda row: natural_key(row[0]))  # b2 before b10
         classes = con.execute(
             "SELECT coalesce(point_class, '(unclassified)'), count(*) FROM streams GROUP BY 1 ORDER BY 2 DESC, 1"
         ).fetchall()
@@ -218,8 +235,10 @@ def benchmark_overview(ws: Workspace, corpus: str) -> dict[str, Any]:
 
 
 def _label(header: TraceHeader, path: Path, taken: set[str]) -> str:
-    """A name for the trace's agent, unique within the report (the same agent twice is told apart by file)."""
-    base = header.agent if header.repeat == 1 else f"{header.agent} x{header.repeat}"
+    """A name for the trace's agent (its kind and model), unique within the report (the same agent twice is told apart
+    by file)."""
+    name = agent_name(header)
+    base = name if header.repeat == 1 else f"{name} x{header.repeat}"
     label, n = base, 1
     while label in taken:
         n += 1
@@ -228,17 +247,16 @@ def _label(header: TraceHeader, path: Path, taken: set[str]) -> str:
     return label
 
 
-def trace_result(
-    path: Path, label: str, header: TraceHeader, played: list[Played], store: ToolStore, keywords: Lexicon
-) -> TraceResult:
-    summary = summarize(p.score for p in played)
+def trace_result(path: Path, label: str, scored: Scored, store: ToolStore, keywords: Lexicon) -> TraceResult:
+    (summary,) = trace_summaries([(path, scored)])  # one trace: one identity
+    played = scored.played
     modes_of = {(p.episode.id, p.run): failure_modes_of(p.episode, p.turns, store, keywords) for p in played}
     modes = Counter(m for found in modes_of.values() for m in found)
     k = next((int(key.removeprefix("pass^")) for key in summary if key.startswith("pass^")), 0)
     return TraceResult(
         path=path,
         label=label,
-        header=header,
+        header=scored.header,
         summary=summary,
         failure_modes=dict(sorted(modes.items(), key=lambda kv: (-kv[1], kv[0]))),
         k=k,
@@ -247,10 +265,8 @@ def trace_result(
     )
 
 
-def read_traces(
-    ws: Workspace, paths: list[Path], corpora: list[str]
-) -> dict[str, list[tuple[Path, TraceHeader, list[Played]]]]:
-    """Traces grouped by corpus; a trace of a corpus not in the report is an error naming it (checked before
+def read_traces(ws: Workspace, paths: list[Path], corpora: list[str]) -> dict[str, list[tuple[Path, Scored]]]:
+    """Traces scored, grouped by corpus; a trace of a corpus not in the report is an error naming it (checked before
     scoring)."""
     for path in paths:
         corpus = trace_header(path).corpus
@@ -261,29 +277,48 @@ def read_traces(
             )
     grouped: dict[str, list] = defaultdict(list)
     for path in paths:
-        header, played = played_episodes(ws, path)
-        grouped[header.corpus].append((path, header, played))
+        scored = scored_trace(ws, path)
+        grouped[scored.header.corpus].append((path, scored))
     return grouped
 
 
-def corpus_report(ws: Workspace, corpus: str, traces: list[tuple[Path, TraceHeader, list[Played]]]) -> CorpusReport:
+def results_table(traces: list[tuple[Path, Scored]]) -> list[LeaderboardRow]:
+    """One row per agent identity, corpus and split, as the leaderboard ranks them (partial rows never ranked)."""
+    return leaderboard_rows(trace_summaries(traces))
+
+
+def _runs_by_episode(played: list[Played]) -> dict[str, list[Played]]:
+    """Every scored run of a trace per episode, in run order."""
+    runs: dict[str, list[Played]] = defaultdict(list)
+    for p in sorted(played, key=lambda p: p.run):
+        runs[p.episode.id].append(p)
+    return runs
+
+
+def corpus_report(ws: Workspace, corpus: str, traces: list[tuple[Path, Scored]]) -> CorpusReport:
     keywords = slot_keywords(load_episodes_config(ws))
     release_test = ws.stage_dir(corpus, "release") / "test.jsonl"
     store = ToolStore.for_corpus(ws, corpus)
     try:
         taken: set[str] = set()
         results = [
-            trace_result(path, _label(header, path, taken), header, played, store, keywords)
-            for path, header, played in traces
+            trace_result(path, _label(scored.header, path, taken), scored, store, keywords) for path, scored in traces
         ]
-        first_runs = [(r, {p.episode.id: p for p in r.played if p.run == 0}) for r in results]
+        runs_of = [(r, _runs_by_episode(r.played)) for r in results]
         entries = []
         for episode in load_episodes(release_test):
             gold = gold_records(episode, store, keywords)
             agents = [
-                played_conversation(result.label, p, gold, keywords, result.modes_of[(episode.id, 0)])
-                for result, run0 in first_runs
-                if (p := run0.get(episode.id)) is not None
+                played_conversation(
+                    result.label,
+                    p,
+                    gold,
+                    keywords,
+                    result.modes_of[(episode.id, p.run)],
+                    run=p.run if result.header.repeat > 1 else None,
+                )
+                for result, runs in runs_of
+                for p in runs.get(episode.id, [])
             ]
             entries.append(EpisodeEntry(episode, gold_conversation(episode, gold), agents))
     finally:

@@ -39,6 +39,9 @@ SHOWN = (
     "code",
 )
 FULL_RESULT_CHARS = 4000
+# The simulator's last reply (configs/episodes.toml stop_reply) ends with this token: a signal to the agent that the
+# episode is over, not words the user says, so it is not shown (the reply's event says `stop`).
+STOP_TOKEN = " STOP"
 
 
 @dataclass(frozen=True)
@@ -70,6 +73,7 @@ class Conversation:
     left_at: int | None = None  # index into turns of the first turn off the gold path (len(turns): stopped early)
     stopped_early: str | None = None  # when it stopped before the gold path ended: what the gold path does next
     note: str | None = None  # e.g. which controller policy played
+    run: int | None = None  # which run of a trace with repeated runs (None: the trace has one run per episode)
 
 
 def short_result(result: dict | None) -> str:
@@ -111,6 +115,11 @@ def describe(action: dict | None, raw: Any = None) -> tuple[str, str]:
     return "unreadable", json.dumps(action, ensure_ascii=False, default=str)[:300]
 
 
+def shown_reply(reply: str | None) -> str | None:
+    """The user's reply as displayed: without the simulator's STOP token."""
+    return reply.removesuffix(STOP_TOKEN) if reply is not None else None
+
+
 def turns_of(records: list[TurnRecord]) -> list[Turn]:
     out = []
     for record in records:
@@ -123,7 +132,7 @@ def turns_of(records: list[TurnRecord]) -> list[Turn]:
                 call_id=record.call_id,
                 result_short=short_result(record.tool_result) if kind == "call_tool" else None,
                 result_full=_full_result(record.tool_result) if kind == "call_tool" else None,
-                reply=record.reply,
+                reply=shown_reply(record.reply),
                 event=record.event,
                 issues=tuple(record.issues),
             )
@@ -253,6 +262,7 @@ def agent_conversation(
     issues: tuple[str, ...] = (),
     failure_modes: tuple[str, ...] = (),
     note: str | None = None,
+    run: int | None = None,
 ) -> Conversation:
     turns = turns_of(records)
     left = departure(episode, records, gold, keywords)
@@ -268,6 +278,7 @@ def agent_conversation(
         left_at=left.index if left else None,
         stopped_early=f"the gold path would {left.expected}" if left and left.index == len(turns) else None,
         note=note,
+        run=run,
     )
 
 
@@ -277,9 +288,15 @@ def failure_modes_of(episode: Episode, turns: list[TurnRecord], store: ToolStore
 
 
 def played_conversation(
-    who: str, played: Played, gold: list[TurnRecord], keywords: Lexicon, failure_modes: tuple[str, ...]
+    who: str,
+    played: Played,
+    gold: list[TurnRecord],
+    keywords: Lexicon,
+    failure_modes: tuple[str, ...],
+    run: int | None = None,
 ) -> Conversation:
-    """A scored run of a trace as a conversation (a controller run names the policy that played it)."""
+    """A scored run of a trace as a conversation (a controller run names the policy that played it; `run` numbers
+    one of repeated runs)."""
     return agent_conversation(
         played.episode,
         who,
@@ -290,4 +307,5 @@ def played_conversation(
         tuple(played.score.issues),
         failure_modes,
         note=f"policy {played.player}" if played.player else None,
+        run=run,
     )

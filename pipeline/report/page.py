@@ -14,14 +14,16 @@ from typing import Any
 from jinja2 import Environment, PackageLoader, StrictUndefined
 from markupsafe import Markup
 
+from contracts.leaderboard import LeaderboardRow
 from pipeline.core.canonical import atomic_write_bytes
 from pipeline.core.config import corpus_names
 from pipeline.core.errors import ReportError
 from pipeline.core.workspace import Workspace
 from pipeline.report import plots
-from pipeline.report.collect import PARTS, CorpusReport, built_corpora, corpus_report, read_traces
+from pipeline.report.collect import PARTS, CorpusReport, built_corpora, corpus_report, read_traces, results_table
+from pipeline.runtime.identity import display_name
 
-SECTIONS = ("corpus-overview", "benchmark-overview", "results", "episodes")
+SECTIONS = ("results-table", "corpus-overview", "benchmark-overview", "results", "episodes")
 BAND_ORDER = ["healthy", "marginal", "low_coverage", "long_gap"]
 OUTCOMES = ["answer", "abstain", "re_clarify"]
 TOP = 10
@@ -137,7 +139,7 @@ def corpus_plots(report: CorpusReport) -> dict[str, list[Plot]]:
                 plots.grouped,
                 "Accomplished per family",
                 families,
-                {t.label: [t.summary["per_family"].get(f, 0.0) for f in families] for t in scored},
+                {t.series: [t.summary["per_family"].get(f, 0.0) for f in families] for t in scored},
                 "accomplished rate",
             ),
             _plot(
@@ -146,7 +148,7 @@ def corpus_plots(report: CorpusReport) -> dict[str, list[Plot]]:
                 plots.grouped,
                 "Accomplished per split",
                 splits,
-                {t.label: [t.summary["per_split"].get(s, 0.0) for s in splits] for t in scored},
+                {t.series: [t.summary["per_split"].get(s, 0.0) for s in splits] for t in scored},
                 "accomplished rate",
             ),
             _plot(
@@ -155,7 +157,7 @@ def corpus_plots(report: CorpusReport) -> dict[str, list[Plot]]:
                 plots.grouped,
                 "Part scores",
                 list(PARTS),
-                {t.label: [t.summary[p] for p in PARTS] for t in scored},
+                {t.series: [t.summary[p] for p in PARTS] for t in scored},
                 "rate",
             ),
         ]
@@ -182,11 +184,13 @@ def _environment() -> Environment:
     )
     env.filters["num"] = lambda v: f"{v:,}" if isinstance(v, int) else (f"{v:.4g}" if isinstance(v, float) else v)
     env.filters["pct"] = lambda v: f"{100 * v:.1f}%"
+    env.globals["display_name"] = display_name
     return env
 
 
-def render(reports: list[CorpusReport], missing: list[str]) -> str:
+def render(reports: list[CorpusReport], missing: list[str], table: list[LeaderboardRow]) -> str:
     families = sorted({e.episode.family for r in reports for e in r.episodes})
+    agents = list(dict.fromkeys(t.label for r in reports for t in r.traces))  # in the order the traces were given
     env = _environment()
     script = env.loader.get_source(env, "browser.js")[0]
     return env.get_template("report.html.j2").render(
@@ -200,6 +204,9 @@ def render(reports: list[CorpusReport], missing: list[str]) -> str:
         issues={r.name: most_common([t.summary["issues"] for t in r.traces]) for r in reports},
         modes={r.name: most_common([t.failure_modes for t in r.traces]) for r in reports},
         families=families,
+        agents=agents,
+        failure_modes=sorted({m for r in reports for t in r.traces for m in t.failure_modes}),
+        table=table,
         missing=missing,
         version=metadata.version("telemetry-bench"),
         episode_count=sum(len(r.episodes) for r in reports),
@@ -212,7 +219,7 @@ def build_report(ws: Workspace, corpora: list[str], traces: list[Path], out: Pat
     missing = [] if corpora else [n for n in corpus_names(ws) if n not in names]
     grouped = read_traces(ws, traces, names)
     reports = [corpus_report(ws, name, grouped.get(name, [])) for name in names]
-    text = render(reports, missing)
+    text = render(reports, missing, results_table([t for name in names for t in grouped.get(name, [])]))
     data = text.encode("utf-8")
     try:
         atomic_write_bytes(out, data)

@@ -71,6 +71,14 @@ def _plain_numbers(axis: matplotlib.axis.Axis) -> None:
     axis.set_minor_formatter(NullFormatter())
 
 
+def value_label(value: float, whole: bool) -> str:
+    """A bar's value as printed at its end: "0" for an empty bar (which has no height to see), whole numbers with
+    thousands separators, other values with two decimals."""
+    if value == 0:
+        return "0"
+    return f"{value:,.0f}" if whole else f"{value:.2f}"
+
+
 def _figure(height: float) -> tuple[plt.Figure, plt.Axes]:
     with plt.rc_context(STYLE):
         fig, ax = plt.subplots(figsize=(WIDTH, height))
@@ -86,9 +94,7 @@ def barh(
         values = [counts[k] for k in labels]
         fig, ax = _figure(0.6 + 0.28 * max(1, len(labels)))
         bars = ax.barh(labels, values, color=color)
-        ax.bar_label(
-            bars, labels=[f"{v:,.0f}" if float(v).is_integer() else f"{v:.2f}" for v in values], padding=3, fontsize=8
-        )
+        ax.bar_label(bars, labels=[value_label(v, float(v).is_integer()) for v in values], padding=3, fontsize=8)
         positive = [v for v in values if v > 0]
         if log and positive and max(positive) > 100 * min(positive):  # log only where counts span orders of magnitude
             ax.set_xscale("log")
@@ -145,15 +151,14 @@ def grouped(
         n = max(1, len(series))
         width = 0.8 / n
         x = np.arange(len(groups))
+        counts = ymax is None and all(float(v).is_integer() for values in series.values() for v in values)
+        every = len(groups) * n <= 15  # room for every bar's value; else only the empty bars', which show nothing else
         for index, (name, values) in enumerate(series.items()):
             bars = ax.bar(
                 x - 0.4 + width * (index + 0.5), values, width, label=name, color=PALETTE[index % len(PALETTE)]
             )
-            if len(groups) * n <= 15:
-                counts = all(float(v).is_integer() for values_ in series.values() for v in values_) and ymax is None
-                ax.bar_label(
-                    bars, labels=[f"{v:,.0f}" if counts else f"{v:.2f}" for v in values], padding=2, fontsize=7
-                )
+            labels = [value_label(v, counts) if every or v == 0 else "" for v in values]
+            ax.bar_label(bars, labels=labels, padding=2, fontsize=7)
         ax.set_xticks(x, groups, rotation=30 if max((len(g) for g in groups), default=0) > 8 else 0, ha="right")
         if ymax is not None:
             ax.set_ylim(0, ymax * 1.12)

@@ -20,7 +20,7 @@ from pipeline.core.config import load_episodes_config
 from pipeline.core.errors import RunError
 from pipeline.core.workspace import Workspace
 from pipeline.harness.episodes import agent_views, find_episode
-from pipeline.harness.traces import played_episodes
+from pipeline.harness.traces import agent_name, played_episodes
 from pipeline.report.conversation import (
     Conversation,
     failure_modes_of,
@@ -58,7 +58,7 @@ def episode_conversations(
         conversations = [gold_conversation(episode, gold)]
         if played is not None:
             modes = failure_modes_of(episode, played.turns, store, keywords)
-            conversations.append(played_conversation(header.agent, played, gold, keywords, modes))
+            conversations.append(played_conversation(agent_name(header), played, gold, keywords, modes))
     finally:
         store.close()
     return episode, conversations

@@ -17,11 +17,16 @@ def behaviour(settings: dict[str, Any]) -> dict[str, Any]:
     return {k: v for k, v in settings.items() if k not in NOT_BEHAVIOUR}
 
 
+def display_name(agent: str, model: str | None) -> str:
+    """The agent kind and its model, as people call the agent: `openai gpt-4o-mini`, or `oracle` without a model."""
+    return f"{agent} {model}" if model else agent
+
+
 def identity(agent: str, settings: dict[str, Any]) -> dict[str, str | None]:
     """The agent kind, its model (None for a model-free agent), the digest of its behaviour settings (xxh3-128 of
     their canonical JSON) and a label to show: `openai gpt-4o-mini #1a2b3c4d`."""
     chosen = behaviour(settings)
     model = chosen.get("model")
     digest = digest_value({"agent": agent, "settings": chosen})
-    label = " ".join(part for part in (agent, str(model) if model else None, f"#{digest[:8]}") if part)
-    return {"agent": agent, "model": str(model) if model is not None else None, "digest": digest, "label": label}
+    name = str(model) if model is not None else None
+    return {"agent": agent, "model": name, "digest": digest, "label": f"{display_name(agent, name)} #{digest[:8]}"}
