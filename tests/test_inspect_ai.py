@@ -14,7 +14,7 @@ from inspect_ai import eval as inspect_eval
 from inspect_ai.model import ModelOutput, ModelUsage, get_model
 
 from pipeline.cli import main
-from pipeline.harness.inspect_task import episode_source_for, write_trace
+from pipeline.harness.inspect_task import _Conversation, episode_source_for, write_trace
 from pipeline.harness.traces import load_episodes
 from pipeline.release.playable import Release
 from pipeline.runtime.gold_path import gold_actions
@@ -175,3 +175,17 @@ def test_every_shipped_corpus_has_a_task():
     assert SHIPPED
     for corpus in [*SHIPPED, "release"]:
         assert registry_lookup("task", f"telemetry_bench/{corpus}") is not None, corpus
+
+
+def test_a_repeated_tool_call_id_is_renamed_where_the_model_sees_it():
+    """Some models number calls per reply: a second `call0` gets a fresh id in the conversation (the assistant message
+    and the action agree on it), so its tool reply answers the right call, as with the openai agent."""
+    conversation = _Conversation([])
+    ids = []
+    for _ in range(2):
+        output = ModelOutput.for_tool_call("mockllm/model", "list_sites", {}, tool_call_id="call0")
+        conversation.take(output)
+        (call,) = conversation.messages[-1].tool_calls
+        assert conversation.pending == [call.id]
+        ids.append(call.id)
+    assert ids[0] == "call0" and ids[1] != "call0"

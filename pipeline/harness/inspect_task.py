@@ -42,7 +42,7 @@ from pipeline.core.errors import RunError, TelemetryBenchError
 from pipeline.core.workspace import Workspace
 from pipeline.harness.play import episode_source
 from pipeline.harness.traces import load_episodes, usage_totals
-from pipeline.runtime.openai_agent import SYSTEM, call_action, function_specs, replies, reply_output
+from pipeline.runtime.openai_agent import SYSTEM, call_action, function_specs, replies, reply_output, unique_call_id
 from pipeline.runtime.runner import EpisodeSession
 from pipeline.runtime.scoring import score_episode
 from pipeline.runtime.simulator import Lexicon, UserSimulator
@@ -190,6 +190,9 @@ class _Conversation:
         self.messages = [ChatMessageSystem(content=SYSTEM), *messages]
         self.seen = 1  # the opening message is the sample's input
         self.pending: list[str] = []
+        self.ids: set[str] = (
+            set()
+        )  # the tool call ids given so far: a repeated one is renamed, as the openai agent does
 
     def absorb(self, observation: AgentObservation) -> None:
         new = observation.messages[self.seen :]
@@ -203,8 +206,10 @@ class _Conversation:
 
     def take(self, output: ModelOutput) -> Any:
         """The reply as the runner takes it (one action, several, or unparsed text), with its token usage."""
-        self.messages.append(output.message)
         calls = list(output.message.tool_calls or [])
+        for index, call in enumerate(calls):
+            call.id = unique_call_id(call.id, self.ids, len(self.messages), index)
+        self.messages.append(output.message)
         self.pending = [call.id for call in calls]
         actions = [
             {"unparsed": call.parse_error} if call.parse_error else call_action(call.function, call.arguments, call.id)

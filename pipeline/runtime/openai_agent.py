@@ -163,6 +163,16 @@ def _usage(response: Any) -> dict | None:
     return {k: v for k, v in counts.items() if isinstance(v, int)} or None
 
 
+def unique_call_id(given: str | None, seen: set[str], turn: int, index: int) -> str:
+    """A tool call's id unique in the conversation: the model's own, or, when it gave none or one given before (some
+    servers number per reply), a fresh one that is said back in the conversation. `seen` takes it."""
+    call_id = given if given and given not in seen else f"call_{turn}_{index}"
+    while call_id in seen:
+        call_id += "_"
+    seen.add(call_id)
+    return call_id
+
+
 class OpenAIAgent:
     """The model behind an endpoint, as an agent of the documented protocol (docs/agents.md): it is given the agent
     view only."""
@@ -246,9 +256,7 @@ class OpenAIAgent:
         """The message's tool calls, each with an id unique in the conversation and its arguments as JSON text."""
         calls = list(message.tool_calls or [])
         for index, call in enumerate(calls):
-            if not getattr(call, "id", None) or call.id in self.ids:  # none, or one given before (some servers number
-                call.id = f"call_{self.turn}_{index}"  # per reply): a fresh one, said back in the conversation
-            self.ids.add(call.id)
+            call.id = unique_call_id(getattr(call, "id", None), self.ids, self.turn, index)
             if isinstance(call.function.arguments, dict):  # some give an object: taken, and said back as JSON text
                 call.function.arguments = json.dumps(call.function.arguments)
         return calls
