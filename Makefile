@@ -6,7 +6,7 @@ BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed-stamp
 TB := $(BIN)/telemetry-bench
 
-.PHONY: build test fuzz test-fast lint bench bench-scale verify clean venv report traces system-deps
+.PHONY: build test fuzz test-fast lint bench bench-scale verify clean venv report traces system-deps shell
 
 venv: $(STAMP)
 
@@ -91,3 +91,8 @@ bench: $(STAMP)
 
 clean:
 	rm -rf $(VENV) artifacts/*/ingest artifacts/*/store artifacts/*/tasks artifacts/*/episodes artifacts/*/audit
+
+# A shell with .venv/bin on PATH: `telemetry-bench` (and `inspect` with the [inspect] extra) as plain commands.
+shell: $(STAMP)
+	@echo "telemetry-bench is on PATH in this shell; exit to leave it"
+	@exec env PATH="$(abspath $(BIN)):$$PATH" VIRTUAL_ENV="$(abspath $(VENV))" $${SHELL:-bash}

@@ -206,10 +206,24 @@ def test_build_says_when_a_gate_has_too_few_rows(tmp_path):
     ws = tiny_workspace(tmp_path / "project")
     audit = ws.root / "configs" / "audit.toml"
     audit.write_text(audit.read_text().replace("min_rows = 60", "min_rows = 100000"))
-    result = CliRunner().invoke(main, ["--root", str(ws.root), "build", "--corpus", "xai4heat"])
+    result = CliRunner().invoke(main, ["--root", str(ws.root), "build", "--corpus", "xai4heat", "--verbose"])
     assert result.exit_code == 0, result.output
     assert "xai4heat     audit      note: artifact_probe: insufficient_rows (" in result.output
     assert "released commitments, fewer than 100000): not gated" in result.output
     assert "note: week_memory: insufficient_rows" in result.output
     release = json.loads((ws.artifacts_dir / "xai4heat" / "release" / "release.json").read_text())
     assert release["gates"]["surface_guesser"]["status"] == "insufficient_rows"
+    # without --verbose: one short line of information per stage, and the summary says which gates decided nothing
+    quiet = CliRunner().invoke(main, ["--root", str(ws.root), "build", "--corpus", "xai4heat"])
+    assert quiet.exit_code == 0, quiet.output
+    assert "note:" not in quiet.output
+    assert (
+        "xai4heat     audit      info: 4 notes (artifact_probe; commitment_mix; surface_guesser; week_memory): "
+        "telemetry-bench audit --corpus xai4heat, or build --verbose" in quiet.output
+    )
+    counts = release["counts"]["split"]
+    assert (
+        f"  xai4heat     released {sum(counts.values()):>4} rows: {counts['train']} train / {counts['dev']} dev / "
+        f"{counts['test']} test; gates pass (4 of " in quiet.output
+    )
+    assert "next:\n  telemetry-bench run --corpus xai4heat --split test --agent oracle" in quiet.output

@@ -145,9 +145,11 @@ def test_headerless_tab_separated_file_per_sensor_from_a_draft(tmp_path):
     points.write_text("\n".join(filled) + "\n")
     result = cli(root, "build", "--corpus", "plant")
     assert result.exit_code == 0, result.output
+    assert "plant        tasks      info: " in result.output and "streams in no family" in result.output
+    verbose = cli(root, "build", "--corpus", "plant", "--verbose")  # cached: the notes again, whole
     assert (
         "streams in no family: plant__t_ret_prim, plant__t_ret_sec, plant__t_sup_prim, plant__t_sup_sec"
-        in result.output
+        in verbose.output
     )
     check_built(root, "plant", tmp_path, raw)
     report = json.loads((root / "artifacts" / "plant" / "ingest" / "report.json").read_text())

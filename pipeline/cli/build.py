@@ -67,6 +67,9 @@ from pipeline.cli import common as cli
     help="Raw folder for corpora kept outside the project (e.g. bts).",
 )
 @click.option("--json", "as_json", is_flag=True, help="Print [{corpus, stage, status, seconds}] as JSON.")
+@click.option(
+    "--verbose", is_flag=True, help="Print each stage's notes in full (by default, one short line of information)."
+)
 @click.pass_context
 @cli.handle_errors
 def build(
@@ -83,6 +86,7 @@ def build(
     force: bool,
     raw: str | None,
     as_json: bool,
+    verbose: bool,
 ) -> None:
     """Run every stage in order for every corpus; a stage whose identity is unchanged is "cached".
 
@@ -110,8 +114,9 @@ def build(
     def show(outcome) -> None:
         if not as_json:
             click.echo(f"{outcome.corpus:<12} {outcome.stage:<10} {outcome.status:<7} {outcome.seconds:7.2f}s")
-        for note in outcome.manifest.details.get("notes", []):  # e.g. a gate without enough rows to decide
-            click.echo(f"{outcome.corpus:<12} {outcome.stage:<10} note: {note}", err=True)
+        notes = outcome.manifest.details.get("notes", [])  # e.g. a gate without enough rows to decide
+        for line in [f"note: {n}" for n in notes] if verbose else [short_notes(notes, outcome)] if notes else []:
+            click.echo(f"{outcome.corpus:<12} {outcome.stage:<10} {line}", err=True)
 
     outcomes = run_build(
         cli.workspace(ctx),
@@ -121,8 +126,10 @@ def build(
         force=force,
         on_done=show,
         raw=raw,
-        on_skip=lambda note: click.echo(note, err=True),
+        on_skip=lambda note: click.echo(f"info: {note}", err=True),
     )
+    if not as_json:
+        click.echo("\n".join(summary(outcomes)))
     if as_json:
         cli.echo_json(
             [
@@ -130,6 +137,69 @@ def build(
                 for o in outcomes
             ]
         )
+
+
+INSPECTED = ("ingest", "store", "tasks", "episodes")  # stages `inspect` shows; the audit has a command of its own
+
+
+def short_notes(notes: list[str], outcome) -> str:
+    """A stage's notes as one line of information: what each is about (the words before its first colon), and where
+    the detail is."""
+    heads = list(dict.fromkeys(note.split(":", 1)[0] for note in notes))
+    shown = f"inspect {outcome.stage}" if outcome.stage in INSPECTED else outcome.stage
+    where = f"{command_name()} {shown} --corpus {outcome.corpus}, or build --verbose"
+    return f"info: {len(notes)} note{'s' * (len(notes) > 1)} ({'; '.join(heads)}): {where}"
+
+
+def command_name() -> str:
+    """How to call this program again from here: `telemetry-bench` when that is on PATH, else the path it ran by
+    (`.venv/bin/telemetry-bench` after `make build`)."""
+    import os
+    import shutil
+    import sys
+
+    found, ran = shutil.which("telemetry-bench"), sys.argv[0]
+    if found and os.path.exists(ran) and os.path.samefile(found, ran):
+        return "telemetry-bench"
+    if os.path.basename(ran) == "telemetry-bench" and os.path.exists(ran):
+        relative = os.path.relpath(ran)
+        return relative if relative.startswith(".") or os.sep not in relative else f"./{relative}"
+    return "telemetry-bench"
+
+
+def summary(outcomes: list) -> list[str]:
+    """The build's last lines: what each corpus released (rows per split, its gates), then the next commands."""
+    by_corpus: dict[str, dict] = {}
+    for o in outcomes:
+        by_corpus.setdefault(o.corpus, {})[o.stage] = o
+    if not by_corpus:
+        return ["nothing built: no corpus selected"]
+    seconds = sum(o.seconds for o in outcomes)
+    built = sum(o.status == "built" for o in outcomes)
+    lines = [f"done: {len(by_corpus)} corpora, {built} stages built, {len(outcomes) - built} cached, {seconds:.1f}s"]
+    released = []
+    for corpus, stages in by_corpus.items():
+        release = stages.get("release")
+        if release is None:
+            lines.append(f"  {corpus:<12} built up to {list(stages)[-1]} (no release: --until)")
+            continue
+        rows = release.manifest.row_counts
+        statuses = list(stages["audit"].manifest.details.get("gates", {}).values()) if "audit" in stages else []
+        ungated = sum(s in ("insufficient_rows", "unproven") for s in statuses)
+        gates = f"gates pass ({ungated} of {len(statuses)} not gated: too few rows)" if ungated else "gates pass"
+        split = " / ".join(f"{rows.get(s, 0)} {s}" for s in ("train", "dev", "test"))
+        lines.append(f"  {corpus:<12} released {sum(rows.values()):>4} rows: {split}; {gates}")
+        released.append((corpus, rows.get("test", 0)))
+    tested = [c for c, n in released if n] or [c for c, _ in released]
+    if tested:
+        tb = command_name()
+        lines += [
+            "next:",
+            f"  {tb} run --corpus {tested[0]} --split test --agent oracle --out /tmp/oracle.jsonl",
+            f"  {tb} score /tmp/oracle.jsonl          (your model: --agent openai --model M, docs/runtime.md)",
+            "  make report                  (artifacts/report.html)   make verify   (replay: byte-identical rebuilds)",
+        ]
+    return lines
 
 
 @click.command()
