@@ -1,20 +1,41 @@
 # telemetry-bench: `make build` regenerates the benchmark from data/raw, `make test` runs the suite.
-# Both create the virtual environment in .venv/ first (nothing but Python 3.11 needed).
+# Both create the virtual environment in .venv/ first (nothing but Python 3.11 needed): `make build` (and `make venv`)
+# installs the base install, what building, playing, scoring, serving and the report need; `make test` (and lint, fuzz,
+# verify) installs the dev extra on top, every optional feature and the test tools (pyproject.toml's extras).
+# pip shows its progress on a terminal and is quiet elsewhere (CI). `make shell` opens a shell with .venv/bin on PATH.
 PYTHON ?= $(shell command -v python3.11 2>/dev/null || command -v python3)
 VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed-stamp
+DEV_STAMP := $(VENV)/.installed-dev-stamp
 TB := $(BIN)/telemetry-bench
 
-.PHONY: build test fuzz test-fast lint bench bench-scale verify clean venv report traces system-deps shell
+.PHONY: build test fuzz test-fast lint bench bench-scale verify clean venv dev report traces system-deps shell
 
 venv: $(STAMP)
+dev: $(DEV_STAMP)
 
-$(STAMP): pyproject.toml constraints.txt
+$(BIN)/python:
 	@$(PYTHON) -c 'import sys; sys.exit(0 if sys.version_info[:2] == (3, 11) else "telemetry-bench needs Python 3.11; set PYTHON=/path/to/python3.11")'
 	$(PYTHON) -m venv $(VENV)
-	$(BIN)/python -m pip install --quiet --disable-pip-version-check -c constraints.txt -e '.[dev]'
+
+# pip install at the pinned versions, with progress only when stdout is a terminal; $(1) is what to install.
+PIP_INSTALL = if [ -t 1 ]; then quiet=; else quiet=--quiet; fi; \
+	$(BIN)/python -m pip install $$quiet --disable-pip-version-check -c constraints.txt -e '$(1)'
+
+$(STAMP): pyproject.toml constraints.txt | $(BIN)/python
+	$(call PIP_INSTALL,.)
 	@touch $(STAMP)
+
+# The dev extra holds the base install, so it renews the base stamp too.
+$(DEV_STAMP): pyproject.toml constraints.txt | $(BIN)/python
+	$(call PIP_INSTALL,.[dev])
+	@touch $(STAMP) $(DEV_STAMP)
+
+# A shell whose PATH starts with .venv/bin (telemetry-bench, python, pytest); `exit` leaves it.
+shell: $(STAMP)
+	@echo "PATH starts with $(abspath $(BIN)); exit leaves this shell"
+	@exec env PATH="$(abspath $(BIN)):$$PATH" VIRTUAL_ENV="$(abspath $(VENV))" $${SHELL:-bash}
 
 build: $(STAMP)
 	$(TB) build
@@ -46,20 +67,20 @@ XDIST := $(if $(filter 0,$(TEST_WORKERS)),-p no:xdist,-n $(TEST_WORKERS) --maxpr
 # PYTHONDONTWRITEBYTECODE: every worker and every CLI process a test starts would compile the project again.
 PYCACHE := env -u PYTHONDONTWRITEBYTECODE PYTHONPYCACHEPREFIX=$(abspath $(VENV))/pycache
 
-test: $(STAMP) system-deps
+test: $(DEV_STAMP) system-deps
 	$(PYCACHE) $(BIN)/python -m pytest -q $(XDIST) $(PYTEST_ARGS)
 
 # The fuzz tests alone, with their large example counts (make test runs them with small ones).
-fuzz: $(STAMP)
+fuzz: $(DEV_STAMP)
 	TELEMETRY_BENCH_FUZZ=1 $(BIN)/python -m pytest -q -m fuzz -p no:randomly $(PYTEST_ARGS)
 
-test-fast: $(STAMP)
+test-fast: $(DEV_STAMP)
 	$(PYCACHE) $(BIN)/python -m pytest -q -m "not slow" $(PYTEST_ARGS)
 
 bench-scale: $(STAMP)
 	$(BIN)/python -m pipeline.bench.scale
 
-verify: $(STAMP)
+verify: $(DEV_STAMP)
 	$(TB) verify
 
 # The reference agents (oracle, the audit's shortcut controller, noop) on the test split of every built corpus
@@ -83,7 +104,7 @@ report: | $(STAMP)
 	@$(MAKE) --no-print-directory traces
 	$(TB) report $$(for trace in artifacts/traces/*.jsonl; do [ -e "$$trace" ] && printf -- '--trace %s ' "$$trace"; done) --out artifacts/report.html
 
-lint: $(STAMP)
+lint: $(DEV_STAMP)
 	$(BIN)/ruff check . && $(BIN)/ruff format --check .
 
 bench: $(STAMP)
@@ -91,8 +112,3 @@ bench: $(STAMP)
 
 clean:
 	rm -rf $(VENV) artifacts/*/ingest artifacts/*/store artifacts/*/tasks artifacts/*/episodes artifacts/*/audit
-
-# A shell with .venv/bin on PATH: `telemetry-bench` (and `inspect` with the [inspect] extra) as plain commands.
-shell: $(STAMP)
-	@echo "telemetry-bench is on PATH in this shell; exit to leave it"
-	@exec env PATH="$(abspath $(BIN)):$$PATH" VIRTUAL_ENV="$(abspath $(VENV))" $${SHELL:-bash}

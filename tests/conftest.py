@@ -84,6 +84,7 @@ ON_ONE_WORKER = {
     "test_cli_examples",
     "test_tools_errors",
     "test_tools_mcp",
+    "test_install",
 }
 
 

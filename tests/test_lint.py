@@ -17,6 +17,6 @@ RUFF = Path(sys.executable).with_name("ruff")
 @pytest.mark.parametrize("command", [["check"], ["format", "--check"]], ids=["check", "format"])
 def test_ruff(command):
     if not RUFF.is_file():
-        pytest.fail(f"{RUFF}: ruff is not installed; `make venv` installs the dev extras")
+        pytest.fail(f"{RUFF}: ruff is not installed; `make lint` and `make test` install the dev extra")
     result = subprocess.run([str(RUFF), *command, "--no-cache", "."], cwd=REPO, capture_output=True, text=True)
     assert result.returncode == 0, result.stdout + result.stderr

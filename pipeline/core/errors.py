@@ -55,6 +55,11 @@ class ReleaseError(TelemetryBenchError):
     """A release folder cannot be played (missing files, digests that do not match, an unwritable cache)."""
 
 
+class MissingExtra(TelemetryBenchError, ImportError):
+    """An optional feature whose library is not installed: the message names the extra that installs it (an
+    ImportError too, for callers that try an import)."""
+
+
 # Signals raised and caught inside one layer: they never reach the CLI's handler (each is turned into a typed result,
 # an agent_error turn, a rejected row or one of the errors above where it is caught).
 

@@ -25,6 +25,7 @@ from typing import TypeVar
 from pipeline.core.allocator import WORKER_THREADS, tune_allocator, worker_environment
 from pipeline.core.errors import ConfigError, StageError
 from pipeline.core.executor import Resources, polars_threads
+from pipeline.core.extras import optional
 from pipeline.core.progress import track
 
 T = TypeVar("T")
@@ -40,13 +41,7 @@ _lock = threading.Lock()
 
 
 def _ray():
-    try:
-        import ray
-    except ImportError as exc:
-        raise ConfigError(
-            "executor ray needs Ray: pip install 'telemetry-bench[ray]' (or run with --executor local)"
-        ) from exc
-    return ray
+    return optional("ray", "--executor ray", otherwise="or run with --executor local")
 
 
 def session(resources: Resources):

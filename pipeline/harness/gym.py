@@ -28,6 +28,7 @@ from contracts.agent_view import AgentObservation
 from contracts.runtime import EpisodeEnd, EpisodeScore, TurnRecord
 from pipeline.core.config import load_episodes_config, select_corpora
 from pipeline.core.errors import GymError
+from pipeline.core.extras import optional
 from pipeline.core.workspace import Workspace
 from pipeline.harness.traces import episode_file, load_episodes
 from pipeline.runtime.plugins import as_action, episode_start
@@ -154,8 +155,7 @@ class TelemetryEnv(_Base):  # type: ignore[misc, valid-type]
 
 def register() -> str:
     """Register the env with Gymnasium (the `gym` extra); returns its id for gymnasium.make(id, corpus=..., ...)."""
-    if gymnasium is None:
-        raise GymError("Gymnasium is not installed: pip install 'telemetry-bench[gym]'")
+    gymnasium = optional("gymnasium", "register()")
     if ENV_ID not in gymnasium.registry:
         gymnasium.register(id=ENV_ID, entry_point=TelemetryEnv, disable_env_checker=True)
     return ENV_ID

@@ -17,20 +17,26 @@ from importlib import metadata
 from pathlib import Path
 from typing import Any
 
-from inspect_ai import Task
-from inspect_ai._util.error import PrerequisiteError
-from inspect_ai.dataset import MemoryDataset, Sample
-from inspect_ai.model import (
-    ChatMessage,
-    ChatMessageSystem,
-    ChatMessageTool,
-    ChatMessageUser,
-    ModelOutput,
-    get_model,
-)
-from inspect_ai.scorer import Score, Target, mean, scorer, stderr
-from inspect_ai.solver import Generate, TaskState, solver
-from inspect_ai.tool import ToolInfo, ToolParams
+try:
+    from inspect_ai import Task
+    from inspect_ai._util.error import PrerequisiteError
+    from inspect_ai.dataset import MemoryDataset, Sample
+    from inspect_ai.model import (
+        ChatMessage,
+        ChatMessageSystem,
+        ChatMessageTool,
+        ChatMessageUser,
+        ModelOutput,
+        get_model,
+    )
+    from inspect_ai.scorer import Score, Target, mean, scorer, stderr
+    from inspect_ai.solver import Generate, TaskState, solver
+    from inspect_ai.tool import ToolInfo, ToolParams
+except ImportError:  # without the extra: one line naming it, not inspect's module path
+    from pipeline.core.extras import optional
+
+    optional("inspect_ai", "pipeline.harness.inspect_task (inspect eval telemetry_bench/...)")
+    raise
 
 from contracts.agent_view import AgentObservation
 from contracts.episodes import Episode
