@@ -15,7 +15,7 @@ from contracts.episodes import AuditConfig, EpisodesConfig, FamilyLift
 from contracts.lexicon import PointLexicon
 from contracts.runtime import PriceTable
 from contracts.tasks import WINDOW_SLOT, FamiliesConfig, Family
-from pipeline.core.errors import ConfigError
+from pipeline.core.errors import ConfigError, UnknownCorpusError
 from pipeline.core.workspace import Workspace
 
 M = TypeVar("M", bound=BaseModel)
@@ -61,10 +61,7 @@ def select_corpora(ws: Workspace, requested: tuple[str, ...] | list[str]) -> lis
         return known
     unknown = [name for name in requested if name not in known]
     if unknown:
-        raise ConfigError(
-            f"unknown corpus {', '.join(unknown)}: known are {', '.join(known) or 'none'} "
-            f"(a corpus needs {ws.corpora_config_dir}/<name>.toml)"
-        )
+        raise UnknownCorpusError(unknown, known, ws.corpora_config_dir)
     return list(dict.fromkeys(requested))
 
 
