@@ -12,6 +12,7 @@ from contracts.answers import AnswersConfig
 from contracts.build import BuildConfig
 from contracts.corpus import CorpusMapping
 from contracts.episodes import AuditConfig, EpisodesConfig, FamilyLift
+from contracts.hub_licenses import HubLicenses
 from contracts.lexicon import PointLexicon
 from contracts.runtime import PriceTable
 from contracts.tasks import WINDOW_SLOT, FamiliesConfig, Family
@@ -91,6 +92,13 @@ def load_lexicon(ws: Workspace) -> PointLexicon:
     """configs/lexicon.toml: the point classes and units `corpus draft` proposes from the words of stream names."""
     return _load_model(
         ws.configs_dir / "lexicon.toml", PointLexicon, "`corpus draft` proposes point classes from it (docs/ingest.md)"
+    )
+
+
+def load_hub_licenses(ws: Workspace) -> HubLicenses:
+    """configs/hub_licenses.toml: the license ids the Hugging Face Hub lists, for the dataset card's `license:`."""
+    return _load_model(
+        ws.configs_dir / "hub_licenses.toml", HubLicenses, "the dataset card names its license by the Hub's ids"
     )
 
 

@@ -15,6 +15,7 @@ from contracts.answers import AnswerForm, AnswersConfig
 from contracts.build import BuildConfig
 from contracts.corpus import CorpusMapping
 from contracts.episodes import AuditConfig, Episode, EpisodesConfig
+from contracts.hub_licenses import HubLicenses
 from contracts.ingest import IngestReport
 from contracts.leaderboard import Leaderboard
 from contracts.lexicon import PointLexicon
@@ -48,6 +49,7 @@ MODELS = {
     "answer_form": AnswerForm,
     "agent_observation": AgentObservation,
     "point_lexicon": PointLexicon,
+    "hub_licenses": HubLicenses,
 }
 
 
