@@ -357,12 +357,14 @@ class CorpusMapping(Frozen):
     license_id: str = Field(
         "",
         pattern=r"^$|^[A-Za-z0-9][A-Za-z0-9.+-]*$",
-        description="SPDX identifier of the raw data's license, e.g. CC-BY-4.0 (the card's license_name).",
+        description="SPDX identifier of the raw data's license, e.g. CC-BY-4.0: the dataset card's `license` in lower "
+        "case when the Hugging Face Hub lists it (configs/hub_licenses.toml), else its license_name.",
     )
     license_url: str = Field(
         "",
         pattern=r"^$|^https?://\S+$",
-        description="Where the license text is, as an http(s) URL (the card's license_link, Croissant's license).",
+        description="Where the license text is, as an http(s) URL (the card's license_link when its license is not "
+        "on the Hub's list, Croissant's license).",
     )
 
     @model_validator(mode="after")

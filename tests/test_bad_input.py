@@ -6,7 +6,9 @@ import hashlib
 
 import polars as pl
 import pytest
+from click.testing import CliRunner
 
+from pipeline.cli import main
 from tests.helpers import fails, make_workspace, real_lines, xai_config
 from tests.helpers import run_in as run
 
@@ -127,6 +129,22 @@ def test_held_out_site_must_exist(tmp_path):
 
 def test_unknown_corpus(tmp_path):
     fails(run(workspace(tmp_path), "inspect", "ingest", "--corpus", "nope"), "unknown corpus nope", "xai4heat")
+
+
+@pytest.mark.parametrize(
+    ("command", "takes_release"),
+    [
+        (["serve", "--corpus", "xai4heat"], True),
+        (["tool", "inspect_quality", "--corpus", "xai4heat", "--args", "{}"], True),
+        (["run", "--corpus", "xai4heat", "--split", "test", "--agent", "oracle", "--out", "t.jsonl"], True),
+        (["inspect", "store", "--corpus", "xai4heat"], False),
+        (["ingest", "--corpus", "xai4heat"], False),
+    ],
+)
+def test_unknown_corpus_outside_a_project_points_the_way(tmp_path, command, takes_release):
+    message = fails(CliRunner().invoke(main, ["--root", str(tmp_path), *command]), "unknown corpus xai4heat", "--root")
+    assert ("--release DIR" in message) is takes_release, message
+    assert "known are" not in message
 
 
 def test_inspect_before_ingest(tmp_path):

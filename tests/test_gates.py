@@ -186,7 +186,7 @@ def test_release_refuses_a_failed_gate(tmp_path):
         "audit": {"details": {"gates": {"artifact_probe": "fail", "week_memory": "pass", "grid_rules": "fail"}}}
     }
     with pytest.raises(StageError) as failed:
-        build_release(mapping, tmp_path, tmp_path, upstream, tmp_path, "v", {}, {}, categories={})
+        build_release(mapping, tmp_path, tmp_path, upstream, tmp_path, "v", {}, {}, categories={}, card_license={})
     message = str(failed.value)
     assert (
         "\n" not in message

@@ -10,7 +10,7 @@ from typing import Any
 
 import click
 
-from pipeline.core.errors import TelemetryBenchError
+from pipeline.core.errors import TelemetryBenchError, UnknownCorpusError
 from pipeline.core.workspace import Workspace
 
 
@@ -25,7 +25,8 @@ def handle_errors(func: Callable[..., Any]) -> Callable[..., Any]:
         except TelemetryBenchError as exc:
             if ctx.find_root().params.get("debug"):
                 raise
-            click.echo(f"error: {exc}", err=True)
+            message = exc.for_command("release" in ctx.params) if isinstance(exc, UnknownCorpusError) else exc
+            click.echo(f"error: {message}", err=True)
             sys.exit(1)
 
     return wrapper

@@ -98,11 +98,12 @@ def evaluate(
     if as_json:
         cli.echo_json(report)
         return
+    width = max((len(row["episode_id"]) for row in report["rows"]), default=7)
+    click.echo(f"{'final':<8}{'outcome':<9}{'process':<9}{'planning':<10}{'episode':<{width}}  failure modes")
     for row in report["rows"]:
-        modes = ",".join(row["failure_modes"]) or "-"
         click.echo(
-            f"{row['final']:.4f}  outcome {row['outcome']['score']:.4f}  process {row['process']['score']:.4f}  "
-            f"planning {row['planning']['score']:.4f}  {row['episode_id']}  {modes}"
+            f"{row['final']:<8.4f}{row['outcome']['score']:<9.4f}{row['process']['score']:<9.4f}"
+            f"{row['planning']['score']:<10.4f}{row['episode_id']:<{width}}  {','.join(row['failure_modes']) or '-'}"
         )
     click.echo(
         f"mean final {report['mean_final']:.4f}; per family: "

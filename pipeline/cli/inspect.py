@@ -35,6 +35,13 @@ def _ingest_text(summary: dict) -> None:
 def _store_text(summary: dict) -> None:
     _counts(summary)
     click.echo("tables: " + ", ".join(f"{k} {v:,}" for k, v in summary["tables"].items()))
+    if left_out := summary["rejects_not_in_store"]:
+        click.echo(
+            f"rejects table {summary['tables']['rejects']:,} = rejects {summary['rejects']:,} - "
+            f"{sum(left_out.values()):,} without a stream or a time ("
+            + ", ".join(f"{k} {v:,}" for k, v in left_out.items())
+            + "; kept in ingest/rejects.parquet)"
+        )
     for level, bands in summary["quality"].items():
         click.echo(f"quality of {level}: " + ", ".join(f"{k} {v:,}" for k, v in bands.items()))
     click.echo("thresholds: " + ", ".join(f"{k} {v}" for k, v in summary["thresholds"].items()))

@@ -12,10 +12,11 @@ from contracts.answers import AnswersConfig
 from contracts.build import BuildConfig
 from contracts.corpus import CorpusMapping
 from contracts.episodes import AuditConfig, EpisodesConfig, FamilyLift
+from contracts.hub_licenses import HubLicenses
 from contracts.lexicon import PointLexicon
 from contracts.runtime import PriceTable
 from contracts.tasks import WINDOW_SLOT, FamiliesConfig, Family
-from pipeline.core.errors import ConfigError
+from pipeline.core.errors import ConfigError, UnknownCorpusError
 from pipeline.core.workspace import Workspace
 
 M = TypeVar("M", bound=BaseModel)
@@ -61,10 +62,7 @@ def select_corpora(ws: Workspace, requested: tuple[str, ...] | list[str]) -> lis
         return known
     unknown = [name for name in requested if name not in known]
     if unknown:
-        raise ConfigError(
-            f"unknown corpus {', '.join(unknown)}: known are {', '.join(known) or 'none'} "
-            f"(a corpus needs {ws.corpora_config_dir}/<name>.toml)"
-        )
+        raise UnknownCorpusError(unknown, known, ws.corpora_config_dir)
     return list(dict.fromkeys(requested))
 
 
@@ -94,6 +92,13 @@ def load_lexicon(ws: Workspace) -> PointLexicon:
     """configs/lexicon.toml: the point classes and units `corpus draft` proposes from the words of stream names."""
     return _load_model(
         ws.configs_dir / "lexicon.toml", PointLexicon, "`corpus draft` proposes point classes from it (docs/ingest.md)"
+    )
+
+
+def load_hub_licenses(ws: Workspace) -> HubLicenses:
+    """configs/hub_licenses.toml: the license ids the Hugging Face Hub lists, for the dataset card's `license:`."""
+    return _load_model(
+        ws.configs_dir / "hub_licenses.toml", HubLicenses, "the dataset card names its license by the Hub's ids"
     )
 
 

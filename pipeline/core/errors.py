@@ -1,6 +1,7 @@
 """The project's exceptions: one root, one subclass per stage. Messages say what, where and how to fix."""
 
 import pickle
+from pathlib import Path
 
 
 class TelemetryBenchError(Exception):
@@ -9,6 +10,25 @@ class TelemetryBenchError(Exception):
 
 class ConfigError(TelemetryBenchError):
     """A configuration file is missing, unreadable or invalid."""
+
+
+class UnknownCorpusError(ConfigError):
+    """A corpus name without a mapping. The message lists the known corpora, or, outside a project, says how to
+    point at one; `for_command` adds `--release DIR` for commands that take it (the CLI's handler knows)."""
+
+    def __init__(self, unknown: list[str], known: list[str], mappings_dir: Path) -> None:
+        self.unknown, self.known, self.mappings_dir = unknown, known, mappings_dir
+        super().__init__(self.for_command(takes_release=False))
+
+    def for_command(self, takes_release: bool) -> str:
+        names = ", ".join(self.unknown)
+        if self.known:
+            known = ", ".join(self.known)
+            return f"unknown corpus {names}: known are {known} (a corpus needs {self.mappings_dir}/<name>.toml)"
+        where = "--root PROJECT (a telemetry-bench checkout, or TELEMETRY_BENCH_ROOT)"
+        if takes_release:
+            where += " or --release DIR (a release folder)"
+        return f"unknown corpus {names}: no corpus known here (no {self.mappings_dir}/*.toml); give {where}"
 
 
 class ChecksumError(TelemetryBenchError):

@@ -24,6 +24,7 @@ from pipeline.core.config import (
     load_build_config,
     load_episodes_config,
     load_families,
+    load_hub_licenses,
     load_mapping,
     select_corpora,
     weekly_commitments,
@@ -198,7 +199,9 @@ def _release_identity(ctx: Context) -> tuple[dict, dict[str, str]]:
         stage: data_identity(require_manifest(ctx.stage_dir(stage), stage).model_dump(mode="json"))
         for stage in RELEASE_UPSTREAM
     }
-    return {"mapping": ctx.mapping.model_dump(mode="json"), "categories": _categories(ctx)}, {
+    config = {"mapping": ctx.mapping.model_dump(mode="json"), "categories": _categories(ctx)}
+    config["card_license"] = _card_license(ctx)  # what the Hub's list decides for this corpus, not the whole list
+    return config, {
         **_upstream_outputs(ctx, "audit"),
         **_upstream_outputs(ctx, "episodes"),
         **_upstream_outputs(ctx, "store"),
@@ -210,6 +213,12 @@ def _release_identity(ctx: Context) -> tuple[dict, dict[str, str]]:
 def _categories(ctx: Context) -> dict[str, str]:
     """Family -> ground-truth category (configs/families.toml): the release's trajectories carry it."""
     return {name: family.category for name, family in sorted(load_families(ctx.ws).families.items())}
+
+
+def _card_license(ctx: Context) -> dict[str, str]:
+    from pipeline.release.card import card_license
+
+    return card_license(ctx.mapping, load_hub_licenses(ctx.ws).ids)
 
 
 def _release_run(ctx: Context, out: Path) -> StageResult:
@@ -236,6 +245,7 @@ def _release_run(ctx: Context, out: Path) -> StageResult:
         slots,
         report.get("metadata_sha256", {}),
         categories=_categories(ctx),
+        card_license=_card_license(ctx),
     )
 
 

@@ -15,6 +15,7 @@ from contracts.answers import AnswerForm, AnswersConfig
 from contracts.build import BuildConfig
 from contracts.corpus import CorpusMapping
 from contracts.episodes import AuditConfig, Episode, EpisodesConfig
+from contracts.hub_licenses import HubLicenses
 from contracts.ingest import IngestReport
 from contracts.leaderboard import Leaderboard
 from contracts.lexicon import PointLexicon
@@ -23,6 +24,7 @@ from contracts.protocol import Action, Answer, AskUser, CallTool, Plan
 from contracts.runtime import EpisodeScore, TraceHeader, TurnRecord
 from contracts.tasks import FamiliesConfig, Task
 from pipeline.core.canonical import pretty_json
+from pipeline.harness.tool_docs import TOOLS_BEGIN, TOOLS_DOC, TOOLS_END, tools_reference
 from pipeline.tools import registry
 
 MODELS = {
@@ -47,6 +49,7 @@ MODELS = {
     "answer_form": AnswerForm,
     "agent_observation": AgentObservation,
     "point_lexicon": PointLexicon,
+    "hub_licenses": HubLicenses,
 }
 
 
@@ -65,11 +68,12 @@ def expected_files() -> dict[str, str]:
 
 
 def _generated(folder: Path) -> dict[Path, str]:
-    """Every generated file (the schemas under `folder`, docs/ingest.md beside it) -> its text."""
+    """Every generated file (the schemas under `folder`, the generated blocks of docs/ beside it) -> its text."""
     files = {folder / rel: text for rel, text in sorted(expected_files().items())}
-    doc = folder.parents[1] / INGEST_DOC
-    if doc.is_file():
-        files[doc] = doc_with_reference(doc.read_text(encoding="utf-8"))
+    for name in GENERATED_DOCS:
+        doc = folder.parents[1] / name
+        if doc.is_file():
+            files[doc] = doc_with_reference(doc.read_text(encoding="utf-8"), name)
     return files
 
 
@@ -184,9 +188,17 @@ def mapping_reference() -> str:
     return "\n".join([*lines, REFERENCE_END])
 
 
-def doc_with_reference(text: str) -> str:
-    """docs/ingest.md with its generated key reference replaced (between the markers)."""
-    if REFERENCE_BEGIN not in text or REFERENCE_END not in text:
-        raise ValueError(f"{INGEST_DOC}: the markers of the generated key reference are missing")
-    head, rest = text.split(REFERENCE_BEGIN, 1)
-    return head + mapping_reference() + rest.split(REFERENCE_END, 1)[1]
+# Each doc with a generated block: its markers and the function that writes the block (markers included).
+GENERATED_DOCS = {
+    INGEST_DOC: (REFERENCE_BEGIN, REFERENCE_END, mapping_reference),
+    TOOLS_DOC: (TOOLS_BEGIN, TOOLS_END, tools_reference),
+}
+
+
+def doc_with_reference(text: str, doc: str = INGEST_DOC) -> str:
+    """A doc of GENERATED_DOCS with its generated block replaced (between the markers)."""
+    begin, end, generate = GENERATED_DOCS[doc]
+    if begin not in text or end not in text:
+        raise ValueError(f"{doc}: the markers of the generated block are missing; restore {begin} ... {end}")
+    head, rest = text.split(begin, 1)
+    return head + generate() + rest.split(end, 1)[1]

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Collection
+
 from huggingface_hub import DatasetCard, DatasetCardData
 
 from contracts.corpus import CorpusMapping
@@ -28,15 +30,23 @@ def size_category(rows: int) -> str:
     return next((name for bound, name in SIZE_CATEGORIES if rows < bound), "n>100M")
 
 
-def license_name(mapping: CorpusMapping) -> str:
-    """The card's license_name: the raw data's SPDX id in lower case, or a name for the corpus's own terms."""
-    return mapping.license_id.lower() if mapping.license_id else f"{mapping.name}-data-license"
+def card_license(mapping: CorpusMapping, hub_ids: Collection[str]) -> dict[str, str]:
+    """The card's license keys for the raw data's license (the episodes are derived data and carry its terms): the
+    Hub's id when the Hub lists it (configs/hub_licenses.toml), else `other` with a license_name and license_link,
+    which the Hub reserves for licenses not on its list."""
+    spdx = mapping.license_id.lower()
+    if spdx in hub_ids:
+        return {"license": spdx}
+    return {
+        "license": "other",
+        "license_name": spdx or f"{mapping.name}-data-license",
+        "license_link": mapping.license_url or "README.md",
+    }
 
 
-def card_data(mapping: CorpusMapping, manifest: dict) -> DatasetCardData:
-    """The card's YAML header, in the keys the Hugging Face Hub reads: `license: other` with the raw data's license by
-    name and link (the episodes are derived data and carry its terms), one config per file kind with a file per
-    split."""
+def card_data(mapping: CorpusMapping, manifest: dict, license: dict[str, str]) -> DatasetCardData:
+    """The card's YAML header, in the keys the Hugging Face Hub reads: the license keys of `card_license`, one config
+    per file kind with a file per split."""
     configs = [
         {
             "config_name": name,
@@ -48,9 +58,7 @@ def card_data(mapping: CorpusMapping, manifest: dict) -> DatasetCardData:
     return DatasetCardData(
         pretty_name=f"telemetry-bench {mapping.name}",
         language=["en"],
-        license="other",
-        license_name=license_name(mapping),
-        license_link=mapping.license_url or "README.md",
+        **license,
         size_categories=[size_category(sum(manifest["splits"].values()))],
         task_categories=["question-answering"],
         tags=["agents", "tool-use", "telemetry", "time-series", "multi-turn"],
@@ -93,7 +101,7 @@ def _gate_lines(gates: dict) -> list[str]:
     ]
 
 
-def dataset_card(mapping: CorpusMapping, manifest: dict) -> str:
+def dataset_card(mapping: CorpusMapping, manifest: dict, license: dict[str, str]) -> str:
     counts = manifest["counts"]
     lines = [
         f"# telemetry-bench: {mapping.name}",
@@ -155,5 +163,5 @@ def dataset_card(mapping: CorpusMapping, manifest: dict) -> str:
         "corpus quantiles, not engineering limits. Windows are UTC calendar windows.",
         "",
     ]
-    card = DatasetCard(f"---\n{card_data(mapping, manifest).to_yaml()}\n---\n\n" + "\n".join(lines))
+    card = DatasetCard(f"---\n{card_data(mapping, manifest, license).to_yaml()}\n---\n\n" + "\n".join(lines))
     return str(card)

@@ -81,9 +81,10 @@ def build_release(
     metadata_sha256: dict[str, str] | None = None,
     *,
     categories: dict[str, str],
+    card_license: dict[str, str],
 ) -> StageResult:
     """Copy the audited episodes into the release with their exports; `categories` (family -> ground-truth category,
-    configs/families.toml) labels the trajectories."""
+    configs/families.toml) labels the trajectories; `card_license` (pipeline/release/card.py) heads the dataset card."""
     audit = upstream["audit"]["details"]
     failed = [name for name, status in audit.get("gates", {}).items() if status == "fail"]
     if failed:
@@ -157,7 +158,7 @@ def build_release(
         "libraries": libraries,
     }
     manifest["release_version"] = digest_value([files[n]["xxh3"] for n in sorted(files)])[:16]
-    (out / "README.md").write_text(dataset_card(mapping, manifest), encoding="utf-8")
+    (out / "README.md").write_text(dataset_card(mapping, manifest, card_license), encoding="utf-8")
     (out / "croissant.json").write_text(
         pretty_json(croissant(mapping, manifest, sorted({k for e in episodes for k in e.difficulty}))), encoding="utf-8"
     )

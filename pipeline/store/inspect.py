@@ -25,6 +25,7 @@ def store_summary(ws: Workspace, corpus: str) -> dict:
                     "SELECT quality_band, count(*) FROM aggregates WHERE period = ? GROUP BY 1 ORDER BY 1", [period]
                 ).fetchall()
             )
+        in_store = dict(con.execute("SELECT reason, count(*) FROM rejects GROUP BY 1").fetchall())
         coverage = con.execute(
             "SELECT quantile_cont(coverage, [0.1, 0.5, 0.9]) FROM aggregates WHERE period = 'week'"
         ).fetchone()[0]
@@ -33,6 +34,12 @@ def store_summary(ws: Workspace, corpus: str) -> dict:
     summary.update(
         tables=manifest.row_counts,
         quality=quality,
+        # The rejects table keeps only cells with a stream and a time (docs/store.md); name the ones ingest keeps alone.
+        rejects_not_in_store={
+            reason: n - in_store.get(reason, 0)
+            for reason, n in summary["rejects_by_reason"].items()
+            if n > in_store.get(reason, 0)
+        },
         weekly_coverage_p10_p50_p90=[round(v, 4) for v in coverage],
         thresholds=manifest.details.get("thresholds", {}),
         logical_digests=manifest.logical_digests,
