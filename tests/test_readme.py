@@ -1,6 +1,7 @@
-"""The README's first screen runs as written: every `.venv/bin/telemetry-bench` line of its "First hour" section, in
-order, in one folder (a line ending in `# needs a model endpoint` is checked for its options only), and every `make`
-target it names exists in the Makefile.
+"""The README runs as written: every `.venv/bin/telemetry-bench` line of its "First hour" section, in order, in one
+folder (a line ending in `# needs a model endpoint` is checked for its options only); every such line of its later
+sections on the shipped project; and every `make` target it names exists in the Makefile. (The command table's
+lines have placeholders; each command's own examples run in tests/test_cli_examples.py.)
 
 `/tmp/...` paths are mapped into the test's folder; `artifacts/...` reads the session's freshly built artifacts; a
 command that writes into the project (`corpus draft`) writes into a project of the test's own, whose data/raw holds
@@ -85,3 +86,15 @@ def test_the_readme_links_only_files_in_the_clone():
     for path in re.findall(r"\b((?:docs|contracts|configs|examples)/[\w./-]+\.(?:md|json|toml))", README):
         assert (REPO / path).exists(), path
     assert "../shared" not in README
+
+
+def test_the_commands_after_the_first_screen_run_as_written(real_artifacts):
+    """The README's later examples run on the shipped project and the session's artifacts (a build there is cached)."""
+    rest = README.split("## What works today", 1)[1]
+    lines = command_lines(rest)
+    assert lines
+    for line in lines:
+        result = CliRunner().invoke(
+            main, ["--root", str(REPO), "--artifacts", str(real_artifacts), *localized(line, REPO)]
+        )
+        assert result.exit_code == 0, (line, result.output)
