@@ -130,7 +130,7 @@ def test_week_caps_follow_the_shares_only_on_a_corpus_of_few_weeks():
 
 def test_eight_days_of_45_rooms_release_in_every_split_and_play(tmp_path):
     root = _project(tmp_path / "p", "office", rooms=45, days=8)
-    built = cli(root, "build", "--corpus", "office")
+    built = cli(root, "build", "--corpus", "office", "--verbose")
     assert built.exit_code == 0, built.output
     assert "family window_rank left out: its month window" in built.output
     drafted = (root / "draft.txt").read_text(encoding="utf-8")
