@@ -26,15 +26,14 @@ from typing import Any
 from contracts.agent_io import EpisodeStart
 from contracts.agent_view import AgentObservation
 from contracts.runtime import EpisodeEnd, EpisodeScore, TurnRecord
-from pipeline.core.config import load_episodes_config, select_corpora
 from pipeline.core.errors import GymError
 from pipeline.core.extras import optional
 from pipeline.core.workspace import Workspace
-from pipeline.harness.traces import episode_file, load_episodes
+from pipeline.harness.play import episode_source
+from pipeline.harness.traces import load_episodes
 from pipeline.runtime.plugins import as_action, episode_start
 from pipeline.runtime.runner import EpisodeSession
 from pipeline.runtime.scoring import score_episode
-from pipeline.runtime.simulator import slot_keywords
 from pipeline.tools.access import ToolStore
 
 try:  # Gymnasium is optional: with it, the env is a gymnasium.Env and can be registered
@@ -69,14 +68,14 @@ class TelemetryEnv(_Base):  # type: ignore[misc, valid-type]
             played = Release(Path(release), Path(cache_dir) if cache_dir else None)
             if corpus is not None and corpus != played.corpus:
                 raise GymError(f"{release}: a release of {played.corpus}, not {corpus}; drop corpus= or fix it")
-            path, self.keywords, self.store = played.episodes_path(split), played.keywords(), played.store()
+            ws, self.store = None, played.store()
         elif corpus is None:
             raise GymError("give corpus= (a built project) or release= (a release folder)")
         else:
-            ws = Workspace.from_root(root, artifacts)
-            select_corpora(ws, [corpus])
-            _, path = episode_file(ws, corpus, split)
-            self.keywords, self.store = slot_keywords(load_episodes_config(ws)), ToolStore.for_corpus(ws, corpus)
+            ws, played = Workspace.from_root(root, artifacts), None
+        _, _, path, self.keywords = episode_source(ws, corpus, split, "gym", played)  # what `run` would play
+        if played is None:
+            self.store = ToolStore.for_corpus(ws, corpus)
         self.episodes = {e.id: e for e in load_episodes(path)}
         self.session: EpisodeSession | None = None
         self.records: list[TurnRecord] = []
