@@ -199,12 +199,13 @@ class EpisodesConfig(Frozen):
         14, ge=0, description="The commitment's week (or reading) lies within this many days of what was discussed."
     )
     outcome_shares: dict[Outcome, float]
-    min_outcome_share: float = Field(
-        0.15,
-        ge=0,
-        lt=0.34,
-        description="Every commitment outcome is at least this share of a "
-        "corpus's episodes: over-quota rows fill places only while it holds, and the audit checks it.",
+    mix_tolerance: float = Field(
+        0.05,
+        gt=0,
+        lt=0.3,
+        description="Every commitment outcome is within this of its declared share, in every split and in the corpus "
+        "(within one row where one row is more than this of the rows): over-quota rows fill places only while it "
+        "holds, the audit trims each split to it (fewer rows rather than a skewed mix) and its gate checks it.",
     )
     commit_week_cap: int = Field(
         2,
@@ -237,16 +238,27 @@ class EpisodesConfig(Frozen):
     families: dict[str, FamilyLift]
 
 
-PolicyKind = Literal["shortcut", "canned_clarification", "surface_guess", "week_memory", "grid_rules"]
+PolicyKind = Literal[
+    "shortcut",
+    "canned_clarification",
+    "surface_guess",
+    "week_memory",
+    "grid_rules",
+    "quality_blind",
+    "majority_commitment",
+]
 # How each kind of policy is gated (design/VALIDITY.md section 4): a deterministic shortcut wins no released row (rows
 # it wins that claim what it lacks are excluded); a guesser is no better than the majority share + margin over the
-# released commitments; grid rules win at most a share of the released rows that need a nearest lookup.
-GATES: dict[str, Literal["exclude", "accuracy", "share"]] = {
+# released commitments; grid rules win at most a share of the released rows that need a nearest lookup; a policy that
+# commits the train majority wins at most that outcome's declared share + majority_margin of the released rows.
+GATES: dict[str, Literal["exclude", "accuracy", "share", "majority"]] = {
     "shortcut": "exclude",
     "canned_clarification": "exclude",
     "surface_guess": "accuracy",
     "week_memory": "accuracy",
     "grid_rules": "share",
+    "quality_blind": "majority",
+    "majority_commitment": "majority",
 }
 
 
@@ -260,7 +272,9 @@ class Policy(Frozen):
         description="shortcut: the template solver without `lacks`; canned_clarification: "
         "asks one question naming every slot kind; surface_guess / week_memory: commit by the majority "
         "outcome of rows with the same surface / week in the other splits, without looking quality up; "
-        "grid_rules: nearest readings by exact lookups on the rounded grid.",
+        "grid_rules: nearest readings by exact lookups on the rounded grid; quality_blind: does all the work, calls "
+        "the quality tools as told, never reads them and commits the train majority outcome; majority_commitment: "
+        "solves the phases, calls no quality tool at the commitment and commits the train majority outcome.",
     )
     description: str
 
@@ -315,6 +329,14 @@ class Gates(Frozen):
         ge=0,
         le=1,
         description="Grid rules win at most this share of the released rows that need a nearest lookup.",
+    )
+    majority_margin: float = Field(
+        0.05,
+        ge=0,
+        le=1,
+        description="A policy committing the train majority outcome without reading quality (quality_blind, "
+        "majority_commitment) wins at most that outcome's declared share + this of the released rows (one row "
+        "more where one row is more than this).",
     )
 
 

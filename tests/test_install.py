@@ -66,16 +66,16 @@ def test_the_base_install_has_no_optional_library(base, tmp_path):
 
 
 def test_the_base_install_builds_a_shipped_corpus_to_its_committed_release_and_reports_on_it(base, tmp_path):
-    root = _project(tmp_path / "project", "pvanalytics")
-    built = _run([base / "telemetry-bench", "--root", root, "build", "--corpus", "pvanalytics"], tmp_path)
+    root = _project(tmp_path / "project", "pvdaq")
+    built = _run([base / "telemetry-bench", "--root", root, "build", "--corpus", "pvdaq"], tmp_path)
     assert built.returncode == 0, built.stdout + built.stderr
-    ours, committed = root / "artifacts" / "pvanalytics" / "release", REPO / "artifacts" / "pvanalytics" / "release"
+    ours, committed = root / "artifacts" / "pvdaq" / "release", REPO / "artifacts" / "pvdaq" / "release"
     names = sorted(str(p.relative_to(committed)) for p in committed.rglob("*") if p.is_file())
     assert sorted(str(p.relative_to(ours)) for p in ours.rglob("*") if p.is_file()) == names
     match, mismatch, errors = filecmp.cmpfiles(committed, ours, names, shallow=False)
     assert (mismatch, errors) == ([], [])
     trace, report = tmp_path / "oracle.jsonl", tmp_path / "report.html"  # the report needs no extra either
-    played = _run([base / "telemetry-bench", "--root", root, "run", "--corpus", "pvanalytics", "--split", "test",
+    played = _run([base / "telemetry-bench", "--root", root, "run", "--corpus", "pvdaq", "--split", "test",
                    "--agent", "oracle", "--out", trace], tmp_path)  # fmt: skip
     assert played.returncode == 0, played.stdout + played.stderr
     made = _run([base / "telemetry-bench", "--root", root, "report", "--trace", trace, "--out", report], tmp_path)
@@ -97,8 +97,8 @@ def test_the_base_install_plays_and_scores_a_release_copy(base, tmp_path):
 
 
 def test_the_ray_executor_without_its_extra_is_one_line_naming_it(base, tmp_path):
-    root = _project(tmp_path / "project", "pvanalytics")
-    built = _run([base / "telemetry-bench", "--root", root, "build", "--corpus", "pvanalytics", "--executor", "ray"],
+    root = _project(tmp_path / "project", "pvdaq")
+    built = _run([base / "telemetry-bench", "--root", root, "build", "--corpus", "pvdaq", "--executor", "ray"],
                  tmp_path)  # fmt: skip
     assert built.returncode == 1
     assert "Traceback" not in built.stdout + built.stderr

@@ -26,6 +26,7 @@ from tests.helpers import REPO, copy_shared_configs
 from tests.shapes import METERS, OFFICE_POINTS, write_estate, write_office, write_office_in_one_file
 
 WEDNESDAY = 1_677_628_800_000_000  # 2023-03-01 00:00 UTC
+LIFTS = load_episodes_config(Workspace.from_root(REPO))
 
 
 def _drafted(root: Path, name: str, classes: dict[str, str]) -> Path:
@@ -176,55 +177,99 @@ def test_a_release_whose_commitments_test_no_quality_gate_is_refused(tmp_path):
     built = cli(root, "build", "--corpus", "clean")
     assert built.exit_code == 1
     error = next(line for line in built.output.splitlines() if line.startswith("error:"))
-    assert "commitment_mix" in error and "re_clarify 0.0" in error and "each at least 0.15" in error
+    assert "commitment_mix" in error and "has no re_clarify row" in error and "re_clarify 0.0" in error
+    assert error.count("\n") == 0 and "refused" in error
     assert not (root / "artifacts" / "clean" / "release" / "train.jsonl").exists()
 
 
-def test_a_skewed_mix_is_trimmed_to_the_least_share_and_an_absent_outcome_is_left_to_the_gate():
+def _rows(outcome: str, n: int, split: str = "train", site: str = "s1") -> list:
     from types import SimpleNamespace
 
+    return [
+        SimpleNamespace(id=f"{split}-{site}-{outcome}-{i}", commitment_outcome=outcome, site_ids=[site], split=split)
+        for i in range(n)
+    ]
+
+
+def _counts(rows: list, split: str | None = None) -> dict[str, int]:
+    return {
+        o: sum(e.commitment_outcome == o and split in (None, e.split) for e in rows)
+        for o in ("answer", "abstain", "re_clarify")
+    }
+
+
+def test_a_skewed_mix_is_trimmed_to_the_declared_shares_in_every_split_and_the_corpus():
     from pipeline.audit.stage import trim_to_mix
+    from pipeline.episodes.rules import off_mix
 
-    def rows(outcome: str, n: int) -> list:
-        return [SimpleNamespace(id=f"{outcome}-{i}", commitment_outcome=outcome, site_ids=["s1"]) for i in range(n)]
-
-    skewed = rows("answer", 80) + rows("abstain", 6) + rows("re_clarify", 14)
-    kept, dropped = trim_to_mix(skewed, 0.15)
-    counts = {o: sum(e.commitment_outcome == o for e in kept) for o in ("answer", "abstain", "re_clarify")}
-    assert counts == {"answer": 20, "abstain": 6, "re_clarify": 14} and dropped == {"answer": 60}
+    shares = LIFTS.outcome_shares
+    skewed = _rows("answer", 80) + _rows("abstain", 16) + _rows("re_clarify", 24)
+    skewed += _rows("answer", 30, "test") + _rows("abstain", 12, "test") + _rows("re_clarify", 7, "test")
+    kept, dropped = trim_to_mix(skewed, shares, 0.05)
+    for split in ("train", "test", None):
+        counts = _counts(kept, split)
+        assert not off_mix(counts, shares, 0.05), (split, counts)
+        rows = sum(counts.values())
+        assert all(abs(counts[o] / rows - shares[o]) <= 0.05 + 1e-9 for o in shares), (split, counts)
+    # the scarce outcome of each split is kept whole: only rows over their share leave
+    assert _counts(kept, "train")["abstain"] == 16 and _counts(kept, "test")["re_clarify"] == 7
+    assert set(dropped) == {"train", "test"} and sum(map(sum, (d.values() for d in dropped.values()))) == len(
+        skewed
+    ) - len(kept)
     assert [e.id for e in kept] == [e.id for e in skewed if e in kept]  # the release keeps its order
-    assert trim_to_mix(skewed, 0.15) == (kept, dropped)  # the same rows every time
-    lone = rows("answer", 70) + rows("abstain", 30)
-    assert trim_to_mix(lone, 0.15) == (lone, {})  # no re_clarify row to mend with: the gate decides
+    assert trim_to_mix(skewed, shares, 0.05) == (kept, dropped)  # the same rows every time
+    balanced = _rows("answer", 40) + _rows("abstain", 30) + _rows("re_clarify", 30)
+    assert trim_to_mix(balanced, shares, 0.05) == (balanced, {})
+
+
+def test_a_split_without_an_outcome_shrinks_to_a_few_rows_and_the_gate_refuses_it():
+    from pipeline.audit.stage import _mix_gate, trim_to_mix
+
+    lone = _rows("answer", 70) + _rows("abstain", 30) + _rows("answer", 4, "dev") + _rows("abstain", 2, "dev")
+    lone += _rows("re_clarify", 3, "dev")
+    kept, _ = trim_to_mix(lone, LIFTS.outcome_shares, 0.05)
+    assert len([e for e in kept if e.split == "train"]) <= 3  # one row of slack cannot hold 0.3 of re_clarify
+    gate = _mix_gate(lone, kept, LIFTS)
+    assert gate["status"] == "fail" and gate["why"].startswith("split train has no re_clarify row")
+    assert "answer 0.7, abstain 0.3, re_clarify 0.0 over 100 audited rows" in gate["why"]
+    # a small split (one row is more than the tolerance) may miss an outcome: only one row of slack applies
+    small = _rows("answer", 40) + _rows("abstain", 30) + _rows("re_clarify", 30) + _rows("answer", 2, "dev")
+    small += _rows("abstain", 1, "dev")
+    kept, _ = trim_to_mix(small, LIFTS.outcome_shares, 0.05)
+    # 2 answer and 1 abstain of 3 rows: each within one row of 0.4 / 0.3 / 0.3 of 3 rows, so nothing is left out
+    assert _mix_gate(small, kept, LIFTS)["status"] == "pass" and _counts(kept, "dev") == {
+        "answer": 2,
+        "abstain": 1,
+        "re_clarify": 0,
+    }
 
 
 def test_the_mix_trim_leaves_out_rows_where_the_outcome_crowds_a_site():
     """A building with outages keeps its answers: the trim takes answers from the sites that are mostly answers, so
     that no site's remaining rows tell the outcome (the artifact probe reads the site from the text)."""
-    from types import SimpleNamespace
-
     from pipeline.audit.stage import trim_to_mix
 
-    def rows(site: str, outcome: str, n: int) -> list:
-        return [
-            SimpleNamespace(id=f"{site}-{outcome}-{i}", commitment_outcome=outcome, site_ids=[site]) for i in range(n)
-        ]
-
+    shares = LIFTS.outcome_shares
     release = (
-        rows("clean", "answer", 60)
-        + rows("outages", "answer", 10)
-        + rows("outages", "abstain", 10)
-        + rows("outages", "re_clarify", 10)
+        _rows("answer", 60, site="clean")
+        + _rows("answer", 10, site="outages")
+        + _rows("abstain", 10, site="outages")
+        + _rows("re_clarify", 10, site="outages")
     )
-    kept, dropped = trim_to_mix(release, 0.15)
+    kept, dropped = trim_to_mix(release, shares, 0.05)
     at = Counter((e.site_ids[0], e.commitment_outcome) for e in kept)
-    assert dropped == {"answer": 24}  # 10 of 66 rows is at least 0.15
-    assert at[("outages", "answer")] == 10 and at[("clean", "answer")] == 36
-    skewed = rows("a", "answer", 40) + rows("b", "answer", 40) + rows("b", "abstain", 10) + rows("b", "re_clarify", 10)
-    kept, dropped = trim_to_mix(skewed, 0.15)
+    assert at[("outages", "answer")] == 10 and at[("clean", "answer")] < 60 and set(dropped) == {"train"}
+    assert set(dropped["train"]) == {"answer"}  # only the outcome over its share leaves
+    skewed = (
+        _rows("answer", 40, site="a")
+        + _rows("answer", 40, site="b")
+        + _rows("abstain", 30, site="b")
+        + _rows("re_clarify", 30, site="b")
+    )
+    kept, dropped = trim_to_mix(skewed, shares, 0.05)
     at = Counter((e.site_ids[0], e.commitment_outcome) for e in kept)
-    # answers leave site a, all answers, while its share of answers is above b's (40 of 60)
-    assert dropped == {"answer": 34} and at[("a", "answer")] == 6 and at[("b", "answer")] == 40
+    # answers leave site a, all answers, while its share of answers is above b's (40 of 100)
+    assert at[("b", "answer")] == 40 and at[("a", "answer")] < 40
 
 
 def _released(root: Path, name: str) -> dict[str, list[dict]]:

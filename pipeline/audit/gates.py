@@ -18,7 +18,9 @@ def figures(gate: dict) -> str:
         return f"not gated: {gate.get('note', 'too few rows')}"
     if "mix" in gate:
         shares = ", ".join(f"{outcome} {share}" for outcome, share in gate["mix"].items())
-        return f"{shares} over {gate['rows']} rows, each at least {gate['min_share']}"
+        declared = "/".join(f"{share:g}" for share in gate["shares"].values())
+        said = f"{shares} over {gate['rows']} rows, each within {gate['tolerance']} of {declared} in every split"
+        return f"{gate['why']}: refused" if gate.get("why") else said
     if "accuracy" in gate:
         return (
             f"accuracy {gate['accuracy']} vs majority share {gate['majority']} + {gate['margin']} over "

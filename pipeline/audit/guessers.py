@@ -72,18 +72,30 @@ class Memory:
         return _majority(self.overall) if self.overall else None
 
 
+# Guessers that commit the train split's majority outcome, whatever the row (what a user sees of the train release).
+TRAIN_MAJORITY = ("quality_blind", "majority_commitment")
+GUESSER_KINDS = ("surface_guess", "week_memory", *TRAIN_MAJORITY)
+
+
 class Guesser:
-    """One guesser (surface_guess or week_memory), with a memory per split learned from the other splits' rows."""
+    """One guesser (surface_guess, week_memory, or a train-majority kind), with a memory per split learned from the
+    other splits' rows (the train split's rows for a train-majority kind)."""
 
     def __init__(self, kind: str, rows: list[Episode], lifts: EpisodesConfig, cfg: Guessers) -> None:
         self.kind, self.cfg = kind, cfg
-        self.memory = {split: Memory([r for r in rows if r.split != split], lifts) for split in SPLITS}
+        if kind in TRAIN_MAJORITY:
+            train = Memory([r for r in rows if r.split == "train"], lifts)
+            self.memory = {split: train for split in SPLITS}
+        else:
+            self.memory = {split: Memory([r for r in rows if r.split != split], lifts) for split in SPLITS}
 
     def guess(self, split: str, family: str | None, features: dict[str, str], at: int | None) -> tuple[str, str]:
         """(decision, reason) for a commitment of a row of `split`, from what is remembered of the other splits."""
         memory = self.memory[split]
         if self.kind == "week_memory":
             decision = memory.by_week(at, self.cfg.reach_weeks)
+        elif self.kind in TRAIN_MAJORITY:
+            decision = _majority(memory.overall) if memory.overall else None
         else:
             decision = memory.by_surface(features, self.cfg.min_support)
         decision = decision or "answer"

@@ -375,6 +375,9 @@ class ShortcutPolicy(Agent):
             yield from self._answer({})
             return
         stream, prefix = streams[0], f"s{self.steps_done}_"
+        if self.kind == "majority_commitment":  # no quality tool: at most the reading the question names
+            yield from self._commit_unread(slots, stream, prefix, text)
+            return
         if "week_start" in slots:
             start, end = week_window(slots["week_start"])
             out = yield from self._call(
@@ -422,9 +425,31 @@ class ShortcutPolicy(Agent):
             if self.lacks == "abstain":
                 decision, reason = "answer", "exact_timestamp" if offset == 0 else "nearest_but_acceptable"
         if self.guesser is not None:  # looks up as told, then ignores what quality says: the outcome remembered alike
-            at = week_window(slots["week_start"])[0] if "week_start" in slots else instant(slots.get("probe_iso"))
-            features = surface_features(self.family or "", self.opening, text, at, self.lifts)
-            decision, reason = self.guesser.guess(self.split, self.family, features, at)
+            decision, reason = self._guess(slots, text)
+        self.used.add(stream)
+        self.reason, self.decision = reason, decision
+        yield from self._answer({"decision": decision, "reason": reason})
+
+    def _guess(self, slots: dict, text: str) -> tuple[str, str]:
+        at = week_window(slots["week_start"])[0] if "week_start" in slots else instant(slots.get("probe_iso"))
+        features = surface_features(self.family or "", self.opening, text, at, self.lifts)
+        return self.guesser.guess(self.split, self.family, features, at)
+
+    def _commit_unread(self, slots: dict, stream: str, prefix: str, text: str) -> Step:
+        """The commitment of a policy that calls no quality tool: the nearest reading at the instant asked about, if
+        one is (the reading, not its quality), then the guesser's outcome."""
+        if "probe_iso" in slots:
+            yield from self._call(
+                [
+                    {
+                        "id": "l",
+                        "tool": "lookup_observation",
+                        "arguments": {"stream_id": stream, "timestamp": slots["probe_iso"], "mode": "nearest"},
+                    }
+                ],
+                prefix,
+            )
+        decision, reason = self._guess(slots, text)
         self.used.add(stream)
         self.reason, self.decision = reason, decision
         yield from self._answer({"decision": decision, "reason": reason})

@@ -12,11 +12,13 @@ from contracts.runtime import EpisodeScore, TurnRecord
 from contracts.tasks import SPLITS, FamiliesConfig
 from pipeline.audit.fixtures import both_withheld
 from pipeline.audit.gates import gate_of
-from pipeline.audit.guessers import Guesser
+from pipeline.audit.guessers import GUESSER_KINDS, Guesser
 from pipeline.audit.policies import ShortcutPolicy
 from pipeline.audit.probe import accuracy_gate, allowed_margin, artifact_probe, majority_share
 from pipeline.core.canonical import digest
 from pipeline.core.manifest import StageResult, write_splits
+from pipeline.episodes.lift import commitment_instant, week_index
+from pipeline.episodes.rules import mix_excess, mix_slack, off_mix
 from pipeline.episodes.stage import read_episodes
 from pipeline.runtime.agents import Agent, OracleAgent
 from pipeline.runtime.preflight import preflight
@@ -51,7 +53,7 @@ def policies(
     """The configured policies; guessers remember `rows` (the candidates), each row's own split left out."""
     guessers = {
         kind: Guesser(kind, rows or [], lifts, cfg.guessers)
-        for kind in ("surface_guess", "week_memory")
+        for kind in GUESSER_KINDS
         if any(p.kind == kind for p in cfg.policies)
     }
     players = []
@@ -101,6 +103,7 @@ def _gate(
     needed: dict[str, set[str]],
     gates: Gates,
     by_rule: dict[str, set[str]],
+    shares: dict[str, float],
 ) -> dict:
     """The gate of one policy over the released rows, with its figures and status (pass, fail, insufficient_rows)."""
     if policy.gate == "exclude":
@@ -136,6 +139,8 @@ def _gate(
             if gate["status"] == "insufficient_rows"
             else gate
         )
+    if policy.gate == "majority":
+        return _majority_gate(released, won, decisions, shares, gates)
     rows = [e for e in released if policy.lacks in needed[e.id]]
     found = set().union(*by_rule.values()) if by_rule else set()
     wins = sum(e.id in found for e in rows)
@@ -158,6 +163,29 @@ def _gate(
         "status": status,
     }
     return {**gate, "note": f"no released row needs a {policy.lacks} lookup"} if status == "insufficient_rows" else gate
+
+
+def _majority_gate(
+    released: list[Episode], won: set[str], decisions: dict[str, str | None], shares: dict[str, float], gates: Gates
+) -> dict:
+    """A policy committing one outcome whatever the row (the train majority) wins at most that outcome's declared share
+    + majority_margin of the released rows (one row more where one row is more than the margin)."""
+    committed = Counter(d for d in decisions.values() if d in shares)
+    outcome = max(sorted(committed), key=lambda o: committed[o]) if committed else "answer"
+    wins = sum(e.id in won for e in released)
+    allowed = shares.get(outcome, 0.0) * len(released) + mix_slack(len(released), gates.majority_margin)
+    share = round(wins / len(released), 4) if released else None
+    return {
+        "rule": f"wins at most the declared share of the outcome it commits + {gates.majority_margin} of the released "
+        "rows",
+        "rows": len(released),
+        "commits": outcome,
+        "won": wins,
+        "share": share,
+        "max_share": round(shares.get(outcome, 0.0) + gates.majority_margin, 4),
+        "allowed_share": round(allowed / len(released), 4) if released else None,
+        "status": "pass" if wins <= allowed + 1e-9 else "fail",
+    }
 
 
 def grid_allowance(max_share: float, rows: int, gates: Gates) -> float:
@@ -243,7 +271,8 @@ def run_audit(
                     excluded = True
             if not excluded:
                 released.append(episode)
-        released, trimmed = trim_to_mix(released, lifts.min_outcome_share)
+        audited = released
+        released, trimmed = trim_to_mix(audited, lifts.outcome_shares, lifts.mix_tolerance)
         controls = _positive_controls(cfg, by_name, candidates, needed, won, store, families, lifts, keywords)
         oracle = OracleAgent()
         oracle_ok = sum(accomplishes(oracle, e, store, keywords) for e in released)
@@ -252,9 +281,8 @@ def run_audit(
         store.close()
     counts = write_splits(out, released)
     probe = artifact_probe(released, lifts, cfg.artifact_probe, cfg.gates)
-    outcomes = Counter(e.commitment_outcome for e in released)
-    mix = {o: round(outcomes.get(o, 0) / max(1, len(released)), 4) for o in ("answer", "abstain", "re_clarify")}
-    mix_gate = _mix_gate(mix, len(released), lifts.min_outcome_share, cfg.gates)
+    mix = _mix_of(released, lifts.outcome_shares)
+    mix_gate = _mix_gate(audited, released, lifts)
     report = {}
     for spec in cfg.policies:
         report[spec.name] = {
@@ -273,6 +301,7 @@ def run_audit(
                 needed,
                 cfg.gates,
                 by_rule if spec.kind == "grid_rules" else {},
+                lifts.outcome_shares,
             ),
         }
     gates = {
@@ -299,7 +328,7 @@ def run_audit(
             "oracle_accomplished_released": oracle_ok,
             "oracle_all_released": oracle_ok == len(released),
             "preflight_issue_count": checks["issue_count"],
-            "commitment_mix_ok": all(v >= lifts.min_outcome_share for v in mix.values()),
+            "commitment_mix_ok": mix_gate["status"] == "pass",
             "artifact_probe_ok": probe["status"] != "fail",
         },
         "artifact_probe": probe,
@@ -311,55 +340,95 @@ def run_audit(
     return StageResult(outputs=[f"{s}.jsonl" for s in SPLITS], row_counts=counts, details=details)
 
 
-def trim_to_mix(released: list[Episode], least: float) -> tuple[list[Episode], dict[str, int]]:
-    """Fewer rows rather than a skewed mix: while an outcome present in the release is under `least` of it, leave out
-    one row of the most frequent outcome. The row is taken where that outcome is the largest share of a site's rows
-    (the sites a row names, as one key), so that the trim does not leave sites whose remaining rows tell the outcome
-    (a building whose answers were trimmed away keeps only its outages); among equals, the last by the xxh3 of its
-    id, an order free of the gold. An outcome with no row cannot be mended so; the commitment-mix gate then fails."""
-    by_outcome: dict[str, list[Episode]] = {}
-    at_site: Counter = Counter()
-    for episode in sorted(released, key=lambda e: digest(f"trim|{e.id}")):
-        by_outcome.setdefault(episode.commitment_outcome, []).append(episode)
-        at_site[_site_key(episode)] += 1
-        at_site[(_site_key(episode), episode.commitment_outcome)] += 1
-    dropped: Counter = Counter()
-    while len(by_outcome) > 1:
-        size = sum(len(rows) for rows in by_outcome.values())
-        if min(len(rows) for rows in by_outcome.values()) >= least * size:
+def trim_to_mix(
+    released: list[Episode], shares: dict[str, float], tolerance: float
+) -> tuple[list[Episode], dict[str, dict[str, int]]]:
+    """Fewer rows rather than a skewed mix: while a split's commitment mix, or the corpus's, is further from the
+    declared shares than the tolerance allows (rules.off_mix), leave out one row of its outcome most over its share.
+    The row is taken where that outcome is the largest share of its site's rows (the sites a row names, as one key)
+    plus its commitment week's rows, so that the trim leaves no site and no week whose remaining rows tell the outcome
+    (a building or a week whose answers were trimmed away keeps only its outages); among equals, the last by the
+    xxh3 of its id, an order free of the gold. A split
+    with no row of some outcome cannot be mended so: it shrinks to the few rows one row of slack allows, and the
+    commitment-mix gate refuses the release. Returns the kept rows and the rows left out per split and outcome."""
+    rows = sorted(released, key=lambda e: digest(f"trim|{e.id}"))
+    at: Counter = Counter()  # rows per group (a site key, a week) and per (group, outcome)
+    for episode in rows:
+        for group in _groups(episode):
+            at[group] += 1
+            at[(group, episode.commitment_outcome)] += 1
+    dropped: dict[str, Counter] = {}
+
+    def off(scope: list[Episode]) -> bool:
+        return bool(off_mix(Counter(e.commitment_outcome for e in scope), shares, tolerance))
+
+    while True:
+        scopes = (*([e for e in rows if e.split == split] for split in SPLITS), rows)
+        scope = next((s for s in scopes if off(s)), None)
+        if scope is None:
             break
-        largest = max(sorted(by_outcome), key=lambda o: len(by_outcome[o]))
-        rows = by_outcome[largest]
-        share = [at_site[(_site_key(e), largest)] / at_site[_site_key(e)] for e in rows]
-        leave = max(range(len(rows)), key=lambda i: (share[i], i))
-        episode = rows.pop(leave)
-        at_site[_site_key(episode)] -= 1
-        at_site[(_site_key(episode), largest)] -= 1
-        dropped[largest] += 1
-    kept = {e.id for rows in by_outcome.values() for e in rows}
-    return [e for e in released if e.id in kept], dict(sorted(dropped.items()))
+        excess = mix_excess(Counter(e.commitment_outcome for e in scope), shares)
+        largest = max(sorted(excess), key=lambda o: excess[o])
+        pool = [e for e in scope if e.commitment_outcome == largest]
+        crowd = [sum(at[(g, largest)] / at[g] for g in _groups(e)) for e in pool]
+        episode = pool[max(range(len(pool)), key=lambda i: (round(crowd[i], 9), i))]
+        rows.remove(episode)
+        for group in _groups(episode):
+            at[group] -= 1
+            at[(group, largest)] -= 1
+        dropped.setdefault(episode.split, Counter())[largest] += 1
+
+    kept = {e.id for e in rows}
+    trimmed = {split: dict(sorted(dropped[split].items())) for split in SPLITS if split in dropped}
+    return [e for e in released if e.id in kept], trimmed
 
 
-def _site_key(episode: Episode) -> tuple[str, ...]:
-    return tuple(sorted(set(episode.site_ids)))
+def _groups(episode: Episode) -> tuple[tuple, ...]:
+    """The groups whose remaining rows must not tell a row's outcome: the sites it names (one key), the week of its
+    commitment and its family."""
+    phases = getattr(episode, "phases", None)
+    at = commitment_instant([c.model_dump() for c in phases[-1].canonical_calls]) if phases else None
+    week = int(week_index(at)) if at is not None else None
+    return ("site", *sorted(set(episode.site_ids))), ("week", week), ("family", getattr(episode, "family", None))
 
 
-def _mix_gate(mix: dict[str, float], rows: int, least: float, gates: Gates) -> dict:
-    """Every commitment outcome at least `least` of the released rows (a release whose commitments are all one
-    outcome tests no quality gate); below `min_rows` released rows it is a note, like the probe."""
-    status = "insufficient_rows" if rows < gates.min_rows else "pass" if min(mix.values()) >= least else "fail"
+def _mix_of(rows: list[Episode], shares: dict[str, float]) -> dict[str, float]:
+    counts = Counter(e.commitment_outcome for e in rows)
+    return {o: round(counts.get(o, 0) / max(1, len(rows)), 4) for o in shares}
+
+
+def _mix_gate(audited: list[Episode], released: list[Episode], lifts: EpisodesConfig) -> dict:
+    """The released commitment mix follows the declared shares within the tolerance in every split and the corpus
+    (the trim sees to it); the release is refused when the trim could not mend it: a split of at least 1/tolerance
+    audited rows (where one row is within the tolerance) without a row of some outcome, or a corpus without one
+    (a release whose commitments are all one outcome tests no quality gate)."""
+    shares, tolerance = lifts.outcome_shares, lifts.mix_tolerance
+    enough = math.ceil(round(1 / tolerance, 9))
+    why = None
+    for split in (*SPLITS, None):
+        rows = [e for e in audited if split is None or e.split == split]
+        missing = [o for o in shares if not any(e.commitment_outcome == o for e in rows)]
+        if rows and missing and (split is None or len(rows) >= enough):
+            where = f"split {split}" if split else "the corpus"
+            mix = ", ".join(f"{o} {v}" for o, v in _mix_of(rows, shares).items())
+            why = f"{where} has no {' or '.join(missing)} row ({mix} over {len(rows)} audited rows)"
+            break
+    if not released and why is None:
+        why = "no row is left"
+    per_split = {split: _mix_of([e for e in released if e.split == split], shares) for split in SPLITS}
     gate = {
-        "rule": f"every commitment outcome is at least {least} of the released rows",
-        "rows": rows,
-        "mix": mix,
-        "min_share": least,
-        "status": status,
+        "rule": "every commitment outcome within "
+        f"{tolerance} of its declared share ({', '.join(f'{o} {v}' for o, v in shares.items())}) in every split and "
+        "the corpus (within one row where one row is more)",
+        "rows": len(released),
+        "mix": _mix_of(released, shares),
+        "per_split": per_split,
+        "split_rows": {split: sum(e.split == split for e in released) for split in SPLITS},
+        "shares": dict(shares),
+        "tolerance": tolerance,
+        "status": "fail" if why else "pass",
     }
-    return (
-        {**gate, "note": f"{rows} released rows, fewer than {gates.min_rows}"}
-        if status == "insufficient_rows"
-        else gate
-    )
+    return {**gate, "why": why} if why else gate
 
 
 def _rule_name(rule: tuple[int, str]) -> str:

@@ -94,6 +94,23 @@ def _episodes_text(summary: dict) -> None:
     for mode, n in summary["interaction_modes"].items():
         click.echo(f"  {n:>5}  {mode}")
     click.echo("examples: " + ", ".join(summary["examples"]))
+    released = summary.get("released")
+    if released is None:
+        click.echo("released: not audited yet (telemetry-bench build)")
+        return
+    click.echo(
+        "released after the audit: "
+        + ", ".join(f"{s} {n}" for s, n in released["splits"].items())
+        + "; mix "
+        + ", ".join(f"{k} {v}" for k, v in released["commitment_mix"].items())
+        + f" (gate {released['mix_gate']})"
+    )
+    for split, left in released["trimmed_for_mix"].items():
+        click.echo(
+            f"  {split}: left out {sum(left.values())} rows to keep the declared mix ("
+            + ", ".join(f"{k} {v}" for k, v in left.items())
+            + "): the other outcomes have too few rows for more"
+        )
 
 
 def _summary(stage: str) -> Callable:

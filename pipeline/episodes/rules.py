@@ -42,3 +42,21 @@ def preferred_window(first: list[dict], second: list[dict]) -> str:
 def quality_decision_answer(last_output: dict) -> dict:
     """A quality-decision phase asks for the band that its family's gold decides on: the last call's quality_band."""
     return {"quality_band": last_output.get("quality_band")}
+
+
+def mix_slack(rows: int, tolerance: float) -> float:
+    """How many rows an outcome may be off its declared share of `rows`: the tolerance's share of them, or one row
+    where one row is more than that (a split of a few rows cannot follow a share closer than one row)."""
+    return max(tolerance * rows, 1.0)
+
+
+def mix_excess(counts: dict[str, int], shares: dict[str, float]) -> dict[str, float]:
+    """Each outcome's rows over (positive) or under (negative) its declared share of all the rows counted."""
+    rows = sum(counts.values())
+    return {outcome: counts.get(outcome, 0) - share * rows for outcome, share in shares.items()}
+
+
+def off_mix(counts: dict[str, int], shares: dict[str, float], tolerance: float) -> list[str]:
+    """The outcomes further from their declared share than the tolerance allows (mix_slack), in declared order."""
+    slack = mix_slack(sum(counts.values()), tolerance)
+    return [o for o, excess in mix_excess(counts, shares).items() if abs(excess) > slack + 1e-9]

@@ -14,6 +14,7 @@ from pipeline.core.canonical import write_jsonl
 from pipeline.core.errors import LiftError
 from pipeline.core.manifest import StageResult, write_splits
 from pipeline.episodes.lift import WEEK, Lifter, commitment_instant, period_index
+from pipeline.episodes.rules import off_mix
 from pipeline.store.compute import DAY
 from pipeline.store.reader import STORE_FILE
 from pipeline.tasks import gold, render
@@ -65,7 +66,7 @@ def build_episodes(
             f: dict(sorted(Counter(e.commitment_outcome for e in episodes if e.family == f).items()))
             for f in sorted({e.family for e in episodes})
         },
-        "balance_ok": all(v >= cfg.min_outcome_share for v in shares.values()),
+        "balance_ok": not off_mix(outcomes, cfg.outcome_shares, cfg.mix_tolerance),
         "commit_period": period,
         "commit_week_caps" if period == "week" else "commit_day_caps": caps,
         "dropped": dict(sorted(dropped.items())),
@@ -104,7 +105,7 @@ def _keep(
     """Per family and split, the first `target` tasks (selection order) that lift, with at most ceil(target x share)
     of each commitment outcome while others are still to be had: the released mix follows the declared shares, not
     what is most common near the conversations. Tasks over their outcome's quota fill places left at the end while
-    every other outcome stays at min_outcome_share of the corpus.
+    their outcome stays within mix_tolerance of its share of the corpus.
 
     No more than the outcome's week cap (week_caps) of the corpus's commitments share a week and an outcome: the
     lifter is told which are full and looks elsewhere near the conversation. The families and splits take turns, one
@@ -169,7 +170,7 @@ class _Selection:
             self.dropped[f"{key[0]}: over its outcome quota"] += 1
             return
         if not self._balanced(fields["commitment_outcome"]):
-            self.dropped[f"{key[0]}: would push another outcome under min_outcome_share"] += 1
+            self.dropped[f"{key[0]}: would push its outcome over its share + mix_tolerance"] += 1
             return
         week = self._room(key, fields)
         if week is not None:
@@ -191,10 +192,10 @@ class _Selection:
             self.lifter.full_periods.add(week)
 
     def _balanced(self, outcome: str) -> bool:
-        """Whether one more row of this outcome keeps every other outcome at min_outcome_share of the corpus."""
+        """Whether one more row of this outcome keeps it within mix_tolerance over its share of the corpus."""
         total = Counter(fields["commitment_outcome"] for rows in self.kept.values() for fields, _ in rows)
         size = sum(total.values()) + 1
-        return all(total[o] / size >= self.cfg.min_outcome_share for o in self.cfg.outcome_shares if o != outcome)
+        return total[outcome] + 1 <= (self.cfg.outcome_shares[outcome] + self.cfg.mix_tolerance) * size + 1e-9
 
 
 def read_episodes(folder: Path) -> list[Episode]:

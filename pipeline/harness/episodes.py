@@ -42,9 +42,23 @@ def episodes_summary(ws: Workspace, corpus: str) -> dict:
         first = (folder / f"{split}.jsonl").read_text(encoding="utf-8").split("\n", 1)[0]
         if first:
             examples.append(Episode.model_validate_json(first).id)
+    audit_dir = ws.stage_dir(corpus, "audit")
+    audit = require_manifest(audit_dir, "audit") if (audit_dir / "manifest.json").is_file() else None
+    released = (
+        {
+            "splits": audit.row_counts,
+            "commitment_mix": audit.details["commitment_mix"],
+            "per_split_mix": audit.details["commitment_mix_gate"].get("per_split", {}),
+            "trimmed_for_mix": audit.details["trimmed_for_mix"],
+            "mix_gate": audit.details["commitment_mix_gate"]["status"],
+        }
+        if audit is not None
+        else None
+    )
     return {
         "corpus": corpus,
         "splits": manifest.row_counts,
+        "released": released,
         "per_family": manifest.details["per_family"],
         "interaction_modes": manifest.details["per_interaction_mode"],
         "commitment_shares": manifest.details["commitment_shares"],

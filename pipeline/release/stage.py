@@ -57,7 +57,11 @@ def _gate_summary(name: str, audit: dict) -> dict:
         "excluded",
         "positive_control",
         "mix",
-        "min_share",
+        "per_split",
+        "shares",
+        "tolerance",
+        "why",
+        "allowed_share",
         "note",
     )
     return {k: gate[k] for k in keep if k in gate}
