@@ -207,6 +207,15 @@ class EpisodesConfig(Frozen):
         "(within one row where one row is more than this of the rows): over-quota rows fill places only while it "
         "holds, the audit trims each split to it (fewer rows rather than a skewed mix) and its gate checks it.",
     )
+    balanced_answers: dict[str, str] = Field(
+        default_factory=dict,
+        description="Obligation -> its code field, for obligations whose answer is one of a few codes (the "
+        "preference's first/second, a quality band): no code is more than half + balance_tolerance of an obligation's "
+        "released golds in a corpus (the audit trims to it), so that always giving one code earns little.",
+    )
+    balance_tolerance: float = Field(
+        0.1, gt=0, lt=0.5, description="How far over half of an obligation's golds one code may be (balanced_answers)."
+    )
     commit_week_cap: int = Field(
         2,
         ge=1,

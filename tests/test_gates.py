@@ -236,3 +236,45 @@ def test_build_says_when_a_gate_has_too_few_rows(tmp_path):
         f"{counts['test']} test; gates pass (3 of " in quiet.output
     )
     assert "next:\n  telemetry-bench run --corpus xai4heat --split test --agent oracle" in quiet.output
+
+
+@pytest.mark.parametrize("corpus", ["xai4heat", "hhw", "ucam"])
+def test_answers_with_few_codes_are_balanced_and_counted_by_the_preflight(real_artifacts, corpus):
+    """No code is more than half + balance_tolerance of a balanced obligation's released golds (the preference was
+    "first" in 14 of 15 test rows), and the audit records the preflight's count of them."""
+    from pipeline.episodes.rules import over_half
+    from pipeline.runtime.preflight import balance_counts
+
+    rows = read_episodes(real_artifacts / corpus / "audit")
+    counts = balance_counts(rows, LIFTS)
+    assert set(counts) == set(LIFTS.balanced_answers) == {"prefer", "decide_quality"}
+    for obligation, codes in counts.items():
+        assert over_half(codes, LIFTS.balance_tolerance) is None, (obligation, codes)
+    audit = json.loads((real_artifacts / corpus / "audit" / "manifest.json").read_text())["details"]
+    assert audit["balanced_answers"] == counts
+    for row in rows:  # a preference is asked only where one window's data are better: never "first" by a tie
+        for phase in row.phases:
+            if phase.type == "preference":
+                assert phase.gold["preferred"] in ("first", "second")
+
+
+def test_one_code_over_half_is_trimmed_and_a_tie_prefers_nothing(real_artifacts):
+    from pipeline.audit.stage import trim_to_mix
+    from pipeline.episodes.rules import over_half, preferred_window
+
+    assert over_half({"first": 14, "second": 1}, 0.1) == "first"
+    assert over_half({"first": 6, "second": 4}, 0.1) is None  # 0.6: within 0.1 of even
+    assert over_half({"first": 2}, 0.1) is None  # one row of slack where one row is more than 0.1
+    healthy = {"coverage": 1.0, "gap_ratio": 1.0}
+    assert preferred_window([healthy], [dict(healthy)]) is None
+    assert preferred_window([healthy], [{"coverage": 0.5, "gap_ratio": 1.0}]) == "first"
+    assert preferred_window([{"coverage": 0.9, "gap_ratio": 3.0}], [healthy]) == "second"
+
+    rows = read_episodes(real_artifacts / "hhw" / "audit")
+    prefer = [e for e in rows if any(p.type == "preference" for p in e.phases)]
+    firsts = [e for e in prefer if any(p.gold.get("preferred") == "first" for p in e.phases)]
+    # a release whose preferences are all "first": the trim leaves out "first" rows until it is within 0.1 of half
+    skewed = [e for e in rows if e not in prefer or e in firsts]
+    kept, _, balanced = trim_to_mix(skewed, LIFTS.outcome_shares, LIFTS.mix_tolerance, {"prefer": "preferred"}, 0.1)
+    left = [e for e in kept if any(p.type == "preference" for p in e.phases)]
+    assert len(left) <= 2 and balanced == {"prefer": {"first": len(firsts) - len(left)}}

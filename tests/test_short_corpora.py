@@ -205,7 +205,7 @@ def test_a_skewed_mix_is_trimmed_to_the_declared_shares_in_every_split_and_the_c
     shares = LIFTS.outcome_shares
     skewed = _rows("answer", 80) + _rows("abstain", 16) + _rows("re_clarify", 24)
     skewed += _rows("answer", 30, "test") + _rows("abstain", 12, "test") + _rows("re_clarify", 7, "test")
-    kept, dropped = trim_to_mix(skewed, shares, 0.05)
+    kept, dropped, _ = trim_to_mix(skewed, shares, 0.05)
     for split in ("train", "test", None):
         counts = _counts(kept, split)
         assert not off_mix(counts, shares, 0.05), (split, counts)
@@ -217,9 +217,9 @@ def test_a_skewed_mix_is_trimmed_to_the_declared_shares_in_every_split_and_the_c
         skewed
     ) - len(kept)
     assert [e.id for e in kept] == [e.id for e in skewed if e in kept]  # the release keeps its order
-    assert trim_to_mix(skewed, shares, 0.05) == (kept, dropped)  # the same rows every time
+    assert trim_to_mix(skewed, shares, 0.05) == (kept, dropped, {})  # the same rows every time
     balanced = _rows("answer", 40) + _rows("abstain", 30) + _rows("re_clarify", 30)
-    assert trim_to_mix(balanced, shares, 0.05) == (balanced, {})
+    assert trim_to_mix(balanced, shares, 0.05) == (balanced, {}, {})
 
 
 def test_a_split_without_an_outcome_shrinks_to_a_few_rows_and_the_gate_refuses_it():
@@ -227,7 +227,7 @@ def test_a_split_without_an_outcome_shrinks_to_a_few_rows_and_the_gate_refuses_i
 
     lone = _rows("answer", 70) + _rows("abstain", 30) + _rows("answer", 4, "dev") + _rows("abstain", 2, "dev")
     lone += _rows("re_clarify", 3, "dev")
-    kept, _ = trim_to_mix(lone, LIFTS.outcome_shares, 0.05)
+    kept, _, _ = trim_to_mix(lone, LIFTS.outcome_shares, 0.05)
     assert len([e for e in kept if e.split == "train"]) <= 3  # one row of slack cannot hold 0.3 of re_clarify
     gate = _mix_gate(lone, kept, LIFTS)
     assert gate["status"] == "fail" and gate["why"].startswith("split train has no re_clarify row")
@@ -235,7 +235,7 @@ def test_a_split_without_an_outcome_shrinks_to_a_few_rows_and_the_gate_refuses_i
     # a small split (one row is more than the tolerance) may miss an outcome: only one row of slack applies
     small = _rows("answer", 40) + _rows("abstain", 30) + _rows("re_clarify", 30) + _rows("answer", 2, "dev")
     small += _rows("abstain", 1, "dev")
-    kept, _ = trim_to_mix(small, LIFTS.outcome_shares, 0.05)
+    kept, _, _ = trim_to_mix(small, LIFTS.outcome_shares, 0.05)
     # 2 answer and 1 abstain of 3 rows: each within one row of 0.4 / 0.3 / 0.3 of 3 rows, so nothing is left out
     assert _mix_gate(small, kept, LIFTS)["status"] == "pass" and _counts(kept, "dev") == {
         "answer": 2,
@@ -256,7 +256,7 @@ def test_the_mix_trim_leaves_out_rows_where_the_outcome_crowds_a_site():
         + _rows("abstain", 10, site="outages")
         + _rows("re_clarify", 10, site="outages")
     )
-    kept, dropped = trim_to_mix(release, shares, 0.05)
+    kept, dropped, _ = trim_to_mix(release, shares, 0.05)
     at = Counter((e.site_ids[0], e.commitment_outcome) for e in kept)
     assert at[("outages", "answer")] == 10 and at[("clean", "answer")] < 60 and set(dropped) == {"train"}
     assert set(dropped["train"]) == {"answer"}  # only the outcome over its share leaves
@@ -266,7 +266,7 @@ def test_the_mix_trim_leaves_out_rows_where_the_outcome_crowds_a_site():
         + _rows("abstain", 30, site="b")
         + _rows("re_clarify", 30, site="b")
     )
-    kept, dropped = trim_to_mix(skewed, shares, 0.05)
+    kept, dropped, _ = trim_to_mix(skewed, shares, 0.05)
     at = Counter((e.site_ids[0], e.commitment_outcome) for e in kept)
     # answers leave site a, all answers, while its share of answers is above b's (40 of 100)
     assert at[("b", "answer")] == 40 and at[("a", "answer")] < 40

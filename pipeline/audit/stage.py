@@ -18,10 +18,10 @@ from pipeline.audit.probe import accuracy_gate, allowed_margin, artifact_probe, 
 from pipeline.core.canonical import digest
 from pipeline.core.manifest import StageResult, write_splits
 from pipeline.episodes.lift import commitment_instant, week_index
-from pipeline.episodes.rules import mix_excess, mix_slack, off_mix
+from pipeline.episodes.rules import mix_excess, mix_slack, off_mix, over_half
 from pipeline.episodes.stage import read_episodes
 from pipeline.runtime.agents import Agent, OracleAgent
-from pipeline.runtime.preflight import preflight
+from pipeline.runtime.preflight import answer_code, preflight
 from pipeline.runtime.runner import run_episode
 from pipeline.runtime.scoring import score_episode
 from pipeline.runtime.simulator import slot_keywords
@@ -272,7 +272,9 @@ def run_audit(
             if not excluded:
                 released.append(episode)
         audited = released
-        released, trimmed = trim_to_mix(audited, lifts.outcome_shares, lifts.mix_tolerance)
+        released, trimmed, balanced = trim_to_mix(
+            audited, lifts.outcome_shares, lifts.mix_tolerance, lifts.balanced_answers, lifts.balance_tolerance
+        )
         controls = _positive_controls(cfg, by_name, candidates, needed, won, store, families, lifts, keywords)
         oracle = OracleAgent()
         oracle_ok = sum(accomplishes(oracle, e, store, keywords) for e in released)
@@ -323,6 +325,8 @@ def run_audit(
         "commitment_mix": mix,
         "commitment_mix_gate": mix_gate,
         "trimmed_for_mix": trimmed,
+        "trimmed_for_balance": balanced,
+        "balanced_answers": checks["balanced_answers"],
         "controls": {
             "every_policy_wins_some_candidate": all(c["ok"] for c in controls.values()),
             "oracle_accomplished_released": oracle_ok,
@@ -341,46 +345,77 @@ def run_audit(
 
 
 def trim_to_mix(
-    released: list[Episode], shares: dict[str, float], tolerance: float
-) -> tuple[list[Episode], dict[str, dict[str, int]]]:
+    released: list[Episode],
+    shares: dict[str, float],
+    tolerance: float,
+    balanced: dict[str, str] | None = None,
+    balance_tolerance: float = 0.1,
+) -> tuple[list[Episode], dict[str, dict[str, int]], dict[str, dict[str, int]]]:
     """Fewer rows rather than a skewed mix: while a split's commitment mix, or the corpus's, is further from the
     declared shares than the tolerance allows (rules.off_mix), leave out one row of its outcome most over its share.
-    The row is taken where that outcome is the largest share of its site's rows (the sites a row names, as one key)
-    plus its commitment week's rows, so that the trim leaves no site and no week whose remaining rows tell the outcome
-    (a building or a week whose answers were trimmed away keeps only its outages); among equals, the last by the
-    xxh3 of its id, an order free of the gold. A split
-    with no row of some outcome cannot be mended so: it shrinks to the few rows one row of slack allows, and the
-    commitment-mix gate refuses the release. Returns the kept rows and the rows left out per split and outcome."""
+    The row is taken where that outcome is the largest share of its site's, commitment week's and family's rows, so
+    that the trim leaves no site, week or family whose remaining rows tell the outcome (a building whose answers were
+    trimmed away keeps only its outages); among equals, the last by the xxh3 of its id, an order free of the gold. A
+    split with no row of some outcome cannot be mended so: it shrinks to the few rows one row of slack allows, and
+    the commitment-mix gate refuses the release.
+
+    `balanced` (obligation -> its code field, configs/episodes.toml) names the obligations whose answer is one of a
+    few codes: while one code is more than half + `balance_tolerance` of an obligation's golds in the corpus
+    (rules.over_half), a row giving that code is left out, the one whose commitment outcome is most over its share
+    in its split (so the mix loses least). Returns the kept rows, the rows left out for the mix per split and
+    outcome, and those left out for balance per obligation and code."""
     rows = sorted(released, key=lambda e: digest(f"trim|{e.id}"))
-    at: Counter = Counter()  # rows per group (a site key, a week) and per (group, outcome)
+    at: Counter = Counter()  # rows per group (a site key, a week, a family) and per (group, outcome)
     for episode in rows:
         for group in _groups(episode):
             at[group] += 1
             at[(group, episode.commitment_outcome)] += 1
-    dropped: dict[str, Counter] = {}
+    for_mix: dict[str, Counter] = {}
+    for_balance: dict[str, Counter] = {}
 
     def off(scope: list[Episode]) -> bool:
         return bool(off_mix(Counter(e.commitment_outcome for e in scope), shares, tolerance))
 
+    def unbalanced() -> tuple[str, str, list[Episode]] | None:
+        for obligation, name in sorted((balanced or {}).items()):
+            golds = [(e, answer_code(e, obligation, name)) for e in rows]
+            golds = [(e, code) for e, code in golds if code is not None]
+            top = over_half(Counter(code for _, code in golds), balance_tolerance)
+            if top is not None:
+                return obligation, top, [e for e, code in golds if code == top]
+        return None
+
     while True:
         scopes = (*([e for e in rows if e.split == split] for split in SPLITS), rows)
         scope = next((s for s in scopes if off(s)), None)
-        if scope is None:
-            break
-        excess = mix_excess(Counter(e.commitment_outcome for e in scope), shares)
-        largest = max(sorted(excess), key=lambda o: excess[o])
-        pool = [e for e in scope if e.commitment_outcome == largest]
-        crowd = [sum(at[(g, largest)] / at[g] for g in _groups(e)) for e in pool]
-        episode = pool[max(range(len(pool)), key=lambda i: (round(crowd[i], 9), i))]
+        if scope is not None:
+            excess = mix_excess(Counter(e.commitment_outcome for e in scope), shares)
+            largest = max(sorted(excess), key=lambda o: excess[o])
+            pool = [e for e in scope if e.commitment_outcome == largest]
+            crowd = [sum(at[(g, largest)] / at[g] for g in _groups(e)) for e in pool]
+            episode = pool[max(range(len(pool)), key=lambda i: (round(crowd[i], 9), i))]
+            for_mix.setdefault(episode.split, Counter())[largest] += 1
+        else:
+            found = unbalanced()
+            if found is None:
+                break
+            obligation, code, pool = found
+            split_excess = {
+                split: mix_excess(Counter(e.commitment_outcome for e in rows if e.split == split), shares)
+                for split in SPLITS
+            }
+            over = [split_excess[e.split][e.commitment_outcome] for e in pool]
+            episode = pool[max(range(len(pool)), key=lambda i: (round(over[i], 9), i))]
+            for_balance.setdefault(obligation, Counter())[code] += 1
         rows.remove(episode)
         for group in _groups(episode):
             at[group] -= 1
-            at[(group, largest)] -= 1
-        dropped.setdefault(episode.split, Counter())[largest] += 1
+            at[(group, episode.commitment_outcome)] -= 1
 
     kept = {e.id for e in rows}
-    trimmed = {split: dict(sorted(dropped[split].items())) for split in SPLITS if split in dropped}
-    return [e for e in released if e.id in kept], trimmed
+    trimmed = {split: dict(sorted(for_mix[split].items())) for split in SPLITS if split in for_mix}
+    balance = {obligation: dict(sorted(codes.items())) for obligation, codes in sorted(for_balance.items())}
+    return [e for e in released if e.id in kept], trimmed, balance
 
 
 def _groups(episode: Episode) -> tuple[tuple, ...]:

@@ -111,6 +111,10 @@ def _episodes_text(summary: dict) -> None:
             + ", ".join(f"{k} {v}" for k, v in left.items())
             + "): the other outcomes have too few rows for more"
         )
+    for obligation, codes in released["balanced_answers"].items():
+        left = released["trimmed_for_balance"].get(obligation, {})
+        said = f"; left out {', '.join(f'{k} {v}' for k, v in left.items())} to balance them" if left else ""
+        click.echo(f"  {obligation} golds: " + (", ".join(f"{k} {v}" for k, v in codes.items()) or "none") + said)
 
 
 def _summary(stage: str) -> Callable:

@@ -317,8 +317,8 @@ class Lifter:
         ), new
 
     def _prefer(self, lift, family: Family, first: Any, second: Any, outputs, windows: list[dict]):
-        """Which of the two compared windows (of the family's period) has data to trust more
-        (rules.preferred_window)."""
+        """Which of the two compared windows (of the family's period) has data to trust more (rules.preferred_window);
+        None when they tie."""
         resolves = [c.id for c in first.canonical_calls if c.tool == "resolve_point"]  # left, right (a pair family)
         calls = []
         for w_index, window in enumerate(windows, start=1):
@@ -336,8 +336,10 @@ class Lifter:
                     }
                 )
         merged = run(self.store, calls, outputs)
-        outputs.update(merged)
         preferred = preferred_window(*([merged[f"p3_q{w}{s}"] for s in range(1, len(resolves) + 1)] for w in (1, 2)))
+        if preferred is None:  # the windows' data are alike: nothing to prefer, so nothing is asked
+            return None
+        outputs.update(merged)
         return PreferencePhase(
             obligation="prefer",
             prompt=lift.prefer_prompt,
@@ -552,7 +554,8 @@ class Lifter:
         if phase is None:  # no revision declared, or none found inside the split's time block
             return [], slots
         if lift.prefer and phase.obligation == "revise_window":
-            return [phase, self._prefer(lift, family, first, phase, outputs, [first_slots, slots])], slots
+            preference = self._prefer(lift, family, first, phase, outputs, [first_slots, slots])
+            return [phase, *([preference] if preference is not None else [])], slots
         return [phase], slots
 
     def _commitment(

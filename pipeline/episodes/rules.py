@@ -28,15 +28,19 @@ def timestamp_commitment(
     return "abstain", "long_gap"
 
 
-def preferred_window(first: list[dict], second: list[dict]) -> str:
+def preferred_window(first: list[dict], second: list[dict]) -> str | None:
     """Which of two compared windows has data to trust more, from the inspect_quality_window results of the streams
-    compared in each: the higher worst coverage, then the lower worst gap ratio (none counts as the worst); a tie
-    goes to the first. A missing result (a failed call) counts as no coverage."""
+    compared in each: the higher worst coverage, then the lower worst gap ratio (none counts as the worst). None when
+    they tie: neither is to be preferred, and no preference is asked (a tie once went to the first, and "first" was
+    then the gold of 14 of 15 test rows: an agent that never looked scored 0.98). A missing result (a failed call)
+    counts as no coverage."""
 
     def score(sides: list[dict]) -> tuple[float, float]:
         return min(q.get("coverage", 0) for q in sides), -max(q.get("gap_ratio") or 1e9 for q in sides)
 
-    return "first" if score(first) >= score(second) else "second"
+    if score(first) == score(second):
+        return None
+    return "first" if score(first) > score(second) else "second"
 
 
 def quality_decision_answer(last_output: dict) -> dict:
@@ -60,3 +64,14 @@ def off_mix(counts: dict[str, int], shares: dict[str, float], tolerance: float) 
     """The outcomes further from their declared share than the tolerance allows (mix_slack), in declared order."""
     slack = mix_slack(sum(counts.values()), tolerance)
     return [o for o, excess in mix_excess(counts, shares).items() if abs(excess) > slack + 1e-9]
+
+
+def over_half(counts: dict[str, int], tolerance: float) -> str | None:
+    """The code given by more than half + tolerance of the golds counted (within one row where one row is more than
+    the tolerance), or None: always giving one code then earns at most half + tolerance of the obligation (two codes
+    within the tolerance of even)."""
+    rows = sum(counts.values())
+    top = max(sorted(counts), key=lambda c: counts[c]) if counts else None
+    if top is None or counts[top] <= rows / 2 + mix_slack(rows, tolerance) + 1e-9:
+        return None
+    return top

@@ -50,6 +50,8 @@ def episodes_summary(ws: Workspace, corpus: str) -> dict:
             "commitment_mix": audit.details["commitment_mix"],
             "per_split_mix": audit.details["commitment_mix_gate"].get("per_split", {}),
             "trimmed_for_mix": audit.details["trimmed_for_mix"],
+            "trimmed_for_balance": audit.details.get("trimmed_for_balance", {}),
+            "balanced_answers": audit.details.get("balanced_answers", {}),
             "mix_gate": audit.details["commitment_mix_gate"]["status"],
         }
         if audit is not None

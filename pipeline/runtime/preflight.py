@@ -11,6 +11,7 @@ from pipeline.episodes.calls import phase_gold
 from pipeline.episodes.rules import (
     BAND_OUTCOME,
     NEAREST_FIELDS,
+    over_half,
     preferred_window,
     quality_decision_answer,
     timestamp_commitment,
@@ -36,6 +37,7 @@ CHECKS = (
     "withheld_slot_not_in_first_message",
     *contract.CHECKS,
     "same_question_different_gold",
+    "answers_balanced",
 )
 
 
@@ -161,11 +163,33 @@ def preflight(episodes: list[Episode], store: ToolStore, cfg: EpisodesConfig, fa
             by_family[episode.family] += len(failed)
             by_split[episode.split] += len(failed)
             by_check.update(failed)
+    balance = balance_counts(episodes, cfg)
+    unbalanced = [o for o, codes in balance.items() if over_half(codes, cfg.balance_tolerance) is not None]
+    by_check["answers_balanced"] += len(unbalanced)  # one issue per obligation whose golds one code dominates
     return {
         "episodes": len(episodes),
         "issue_count": sum(by_check.values()),
+        "balanced_answers": balance,
+        "unbalanced_obligations": unbalanced,
         "by_check": {check: by_check.get(check, 0) for check in CHECKS},
         "by_family": dict(sorted(by_family.items())),
         "by_split": dict(sorted(by_split.items())),
         "failing_episodes": dict(sorted(rows.items())[:50]),
     }
+
+
+def answer_code(episode: Episode, obligation: str, name: str) -> str | None:
+    """The code a row's phase of this obligation answers with, or None when the row has no such phase."""
+    for phase in episode.phases:
+        if phase.obligation == obligation and isinstance(phase.gold.get(name), str):
+            return phase.gold[name]
+    return None
+
+
+def balance_counts(episodes: list[Episode], cfg: EpisodesConfig) -> dict[str, dict[str, int]]:
+    """The golds of each balanced obligation (configs/episodes.toml balanced_answers), per code."""
+    counts = {}
+    for obligation, name in sorted(cfg.balanced_answers.items()):
+        codes = Counter(code for e in episodes if (code := answer_code(e, obligation, name)) is not None)
+        counts[obligation] = dict(sorted(codes.items()))
+    return counts
