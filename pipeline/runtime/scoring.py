@@ -167,7 +167,8 @@ PARTS = ("final", "evidence", "phase", "temporal", "task", "protocol", "accompli
 
 
 def summarize(scores: Iterable[EpisodeScore]) -> dict:
-    """Rates overall and per family, split and interaction mode; pass^k and flip rate across repeated runs."""
+    """Rates overall and per family, split and interaction mode; commitment accuracy per gold outcome and balanced;
+    pass^k and flip rate across repeated runs."""
     scores = list(scores)
     summary = {part: _rate(scores, part) for part in PARTS}
     summary["accomplished_rate"] = summary.pop("accomplished")
@@ -185,13 +186,13 @@ def summarize(scores: Iterable[EpisodeScore]) -> dict:
     if by_episode:
         summary[f"pass^{k}"] = round(sum(all(v) for v in by_episode.values()) / len(by_episode), 4)
         summary["flip_rate"] = round(sum(len(set(v)) > 1 for v in by_episode.values()) / len(by_episode), 4)
-    summary.update(commitment_accuracy(scores))
+    summary.update(_commitment_figures(scores))
     summary["issues"] = dict(sorted(Counter(i for s in scores for i in s.issues).items()))
     summary["rejections"] = dict(sorted(Counter(r.reason for s in scores for r in s.rejections).items()))
     return summary
 
 
-def commitment_accuracy(scores: Iterable[EpisodeScore]) -> dict:
+def _commitment_figures(scores: list[EpisodeScore]) -> dict:
     """The commitment figures of scored runs: per gold outcome (in OUTCOMES order, only those present) the runs
     (`commitment_runs`) and the share whose commitment decision graded right (`commitment_accuracy`), and their mean,
     `balanced_commitment_accuracy` (None when no run has a commitment). An agent that always answers gets 1.0 for
