@@ -25,6 +25,7 @@ Obligation = Literal[
 ]
 OBLIGATIONS = get_args(Obligation)  # in this order
 Outcome = Literal["answer", "abstain", "re_clarify"]
+OUTCOMES = get_args(Outcome)  # in this order
 Reason = Literal[
     "healthy_quality",
     "low_coverage",

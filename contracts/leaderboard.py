@@ -49,6 +49,19 @@ class LeaderboardRow(Frozen):
     runs: int
     accomplished_rate: float
     interval: Interval
+    balanced_commitment_accuracy: float | None = Field(
+        None,
+        description="The mean of commitment_accuracy over the gold outcomes it holds: an agent that always answers "
+        "gets 1/3 when all three outcomes occur, whatever their mix. None when no scored episode has a commitment.",
+    )
+    commitment_accuracy: dict[str, float] = Field(
+        default={},
+        description="Per gold commitment outcome present (answer, abstain, re_clarify): the share of its runs whose "
+        "commitment decision graded right.",
+    )
+    commitment_runs: dict[str, int] = Field(
+        default={}, description="Per gold commitment outcome present: its scored runs."
+    )
     pass_k: dict[str, float] = Field(description="pass^k over the repeated runs, when k > 1 (e.g. {'pass^3': 0.8}).")
     parts: dict[str, float] = Field(description="final, evidence, phase, temporal, task and protocol rates.")
     per_family: dict[str, float]

@@ -8,6 +8,7 @@ from pydantic import Field
 
 from contracts.answers import Rejection
 from contracts.base import Frozen
+from contracts.episodes import Outcome
 
 ProtocolIssue = Literal[
     "premature_tool",
@@ -95,6 +96,16 @@ class EpisodeScore(Frozen):
     phase_results: list[bool]
     issues: list[ProtocolIssue]
     rejections: list[Rejection] = Field(default=[], description="Every rejected field of every answer given, with why.")
+    commitment_outcome: Outcome | None = Field(
+        None,
+        description="The episode's gold commitment decision (answer, abstain or re_clarify); None for an episode "
+        "without a commitment phase (and in scores saved before it was recorded).",
+    )
+    commitment_correct: bool | None = Field(
+        None,
+        description="Whether the `decision` field of the agent's commitment-phase answer graded right (an "
+        "unanswered commitment is wrong); None when commitment_outcome is.",
+    )
 
 
 class ModelPrice(Frozen):

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 from collections.abc import Iterable
@@ -40,6 +41,18 @@ def fuzz_settings(default: int, fuzz: int):
 def run_cli(artifacts: Path, *args: str) -> Result:
     """The CLI on the repository's configs and raw data, writing into the given artifacts folder."""
     return CliRunner().invoke(main, ["--root", str(REPO), "--artifacts", str(artifacts), *args])
+
+
+def always_answer(trace: Path, out: Path, agent: str = "always-answer") -> Path:
+    """A quality-blind agent's trace: `trace` (the oracle's) with every commitment decision made "answer" (only the
+    commitment's answer form has a `decision` field), under another agent name (another identity)."""
+    lines = [json.loads(line) for line in trace.read_text(encoding="utf-8").splitlines()]
+    for record in lines[1:]:
+        fields = (record.get("action") or {}).get("fields") or {}
+        if "decision" in fields:
+            fields["decision"] = "answer"
+    out.write_text("".join(json.dumps(r) + "\n" for r in [{**lines[0], "agent": agent}, *lines[1:]]), encoding="utf-8")
+    return out
 
 
 def verify_cli(folder: Path) -> Result:

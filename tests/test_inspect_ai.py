@@ -22,7 +22,19 @@ from pipeline.runtime.simulator import UserSimulator
 
 LIMIT = 3  # episodes of the test split played per run: enough for several families and interaction modes
 USAGE = ModelUsage(input_tokens=100, output_tokens=7, total_tokens=107)  # set, so mockllm counts no tokens itself
-PARTS = ("final", "evidence", "phase", "temporal", "task", "protocol", "accomplished", "phase_results", "issues")
+PARTS = (
+    "final",
+    "evidence",
+    "phase",
+    "temporal",
+    "task",
+    "protocol",
+    "accomplished",
+    "phase_results",
+    "issues",
+    "commitment_outcome",
+    "commitment_correct",
+)
 
 
 @pytest.fixture
@@ -100,6 +112,7 @@ def test_the_gold_path_scores_one_and_agrees_with_telemetry_bench_score(isolated
     by_episode = scores(log)
     assert len(by_episode) == LIMIT
     assert {s.value for s in by_episode.values()} == {1.0}
+    assert {s.metadata["score"]["commitment_correct"] for s in by_episode.values()} == {True}
     assert log.results.scores[0].metrics["mean"].value == 1.0
     first = next(iter(by_episode.values())).metadata
     assert first["usage"]["tokens_in"] > 0 and first["usage"]["tokens_out"] > 0  # inspect's token counts
@@ -125,6 +138,7 @@ def test_a_silent_model_scores_zero_and_agrees_with_telemetry_bench_score(isolat
     by_episode = scores(log)
     assert {s.value for s in by_episode.values()} == {0.0}
     assert all("parse_error" in s.metadata["score"]["issues"] for s in by_episode.values())
+    assert {s.metadata["score"]["commitment_correct"] for s in by_episode.values()} == {False}
     trace = write_trace(log, isolated / "silent.jsonl")
     result = CliRunner().invoke(main, ["score", str(trace), "--release", str(copy), "--json"])
     assert result.exit_code == 0, result.output

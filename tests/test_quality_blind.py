@@ -1,7 +1,7 @@
 """A quality-blind agent and an always-answer agent, each in its own process speaking the JSON-lines protocol
 (docs/agents.md), on every shipped corpus's test split (issue 43): each does all the work right, as the oracle's
 trace does, but commits without reading a quality result. With the released mix at 0.4 / 0.3 / 0.3 they score at most
-the answer share + 0.05."""
+the answer share + 0.05, and `score --json` shows their balanced commitment accuracy at most 0.40."""
 
 from __future__ import annotations
 
@@ -77,5 +77,7 @@ def test_quality_blind_and_always_answer_agents_score_at_most_the_answer_share(r
         # one row of slack where one row is more than the margin (a test split of a few rows)
         allowed = bound + max(0.0, 1 / len(rows) - AUDIT.gates.majority_margin)
         assert summary["accomplished_rate"] <= allowed, (corpus, mode, summary["accomplished_rate"], answers)
+        # the balanced commitment accuracy shows it at a glance: right on one outcome, wrong on the others
+        assert summary["balanced_commitment_accuracy"] <= 0.40, (corpus, mode, summary["commitment_accuracy"])
         if mode == "always_answer":  # it wins exactly the answer rows: the work is right, only quality is unread
             assert summary["accomplished_rate"] == pytest.approx(answers, abs=1e-4), (corpus, summary)

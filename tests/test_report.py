@@ -8,13 +8,14 @@ import shutil
 import subprocess
 import sys
 import tomllib
+from collections import Counter
 from datetime import UTC, datetime
 from pathlib import Path
 
 import html5lib
 import pytest
 
-from tests.helpers import REPO, SHIPPED, run_cli
+from tests.helpers import REPO, SHIPPED, always_answer, run_cli
 
 CORPORA = SHIPPED  # every shipped corpus: the report lists each one built
 AGENTS = ("oracle", "controller", "noop")
@@ -120,9 +121,11 @@ def test_report_results_side_by_side(tree):
     assert [c[0] for c in cells] == ["oracle", "controller", "noop x2"] * len(CORPORA)
     for row in cells:
         if row[0] == "oracle":
-            assert row[5] == "100.0%"  # accomplished
+            assert row[5] == row[6] == "100.0%"  # accomplished, balanced commitment
         else:
             assert row[5] == "0.0%"
+        if row[0] == "noop x2":
+            assert row[6] == "0.0%"
     assert any(row[0] == "noop x2" and "k=2" in row[-2] for row in cells)
     issues = "".join(results.find(".//h:table[@class='issues']", NS).itertext())
     assert "missing_clarification" in issues
@@ -263,6 +266,11 @@ def results_first(page, report: Path, results_report: Path, real_artifacts: Path
     assert fake.count() == 1 and fake.locator(".tag.partial").is_visible()
     assert fake.locator(".tag.partial").inner_text() == "partial"
     assert not page.locator("#results-table tbody tr", has_text="oracle").locator(".tag.partial").count()
+    heads = page.locator("#results-table thead th").all_inner_texts()
+    balanced = heads.index("balanced commitment")
+    assert heads.index("accomplished") < balanced  # the balanced commitment accuracy beside the accomplished rate
+    blind = page.locator("#results-table tbody tr", has_text="always-answer").locator("td")
+    assert blind.nth(balanced).is_visible() and blind.nth(balanced).inner_text() == "33.3%"
 
 
 def filters_by_run(page, results_report: Path, real_artifacts: Path) -> None:
@@ -515,8 +523,9 @@ FAKE_MODEL = "fake-model-1"
 
 @pytest.fixture(scope="module")
 def results_report(real_artifacts, traces, tmp_path_factory) -> Path:
-    """xai4heat with the full oracle, noop x2 and a partial trace of a fake model: the oracle's first 3 episodes under
-    an openai header whose settings name the model."""
+    """xai4heat with the full oracle, noop x2, an agent that always answers (the oracle's trace with every commitment
+    decision "answer") and a partial trace of a fake model: the oracle's first 3 episodes under an openai header whose
+    settings name the model."""
     folder = tmp_path_factory.mktemp("results")
     part = folder / "part.jsonl"
     args = ("run", "--corpus", "xai4heat", "--split", "test", "--agent", "oracle", "--limit", "3", "--out", str(part))
@@ -525,8 +534,9 @@ def results_report(real_artifacts, traces, tmp_path_factory) -> Path:
     settings = json.loads(part.read_text(encoding="utf-8").split("\n", 1)[0])["settings"]
     fake = rewrite(part, folder / "fake.jsonl", {"agent": "openai", "settings": settings | {"model": FAKE_MODEL}})
     chosen = [t for t in traces if t.name in ("xai4heat-oracle.jsonl", "xai4heat-noop.jsonl")]
+    blind = always_answer(chosen[0], folder / "blind.jsonl")
     out = folder / "report.html"
-    result = make_report(real_artifacts, [*chosen, fake], out, "--corpus", "xai4heat")
+    result = make_report(real_artifacts, [*chosen, blind, fake], out, "--corpus", "xai4heat")
     assert result.exit_code == 0, result.output
     return out
 
@@ -548,14 +558,25 @@ def results_rows(page: Path) -> list[dict[str, str]]:
 
 def test_results_table_names_each_identity_and_flags_partial_traces(results_report, real_artifacts):
     """One row per identity, named by agent kind and the model its trace header's settings name; the partial trace is
-    flagged and unranked beside the full oracle; pass^k where runs repeat; the interval is the leaderboard's."""
-    in_split = len((real_artifacts / "xai4heat" / "release" / "test.jsonl").read_text().splitlines())
+    flagged and unranked beside the full oracle; pass^k where runs repeat; the interval is the leaderboard's; the
+    balanced commitment accuracy and its per-outcome figures beside the accomplished rate."""
+    episodes = (real_artifacts / "xai4heat" / "release" / "test.jsonl").read_text().splitlines()
+    in_split = len(episodes)
+    gold = Counter(json.loads(line)["commitment_outcome"] for line in episodes)
     rows = {row["agent"].split(" #")[0]: row for row in results_rows(results_report)}
-    assert set(rows) == {"oracle", "noop", f"openai {FAKE_MODEL}"}
+    assert set(rows) == {"oracle", "noop", "always-answer", f"openai {FAKE_MODEL}"}
     oracle, noop, fake = rows["oracle"], rows["noop"], rows[f"openai {FAKE_MODEL}"]
     assert oracle["rank"] == "1" and oracle["episodes played / in split"] == f"{in_split} / {in_split}"
     assert oracle["accomplished"] == "100.0%" and oracle["95% interval"] == "[100.0%, 100.0%]"
-    assert noop["rank"] == "2" and noop["pass^k"] == "pass^2 0.0%" and noop["runs"] == str(2 * in_split)
+    assert oracle["balanced commitment"] == "100.0%"
+    blind = rows["always-answer"]
+    assert blind["rank"] == "2" and blind["accomplished"] == f"{100 * gold['answer'] / in_split:.1f}%"
+    assert blind["balanced commitment"] == "33.3%"
+    assert blind["commitment by gold outcome"] == (
+        f"answer 100.0% ({gold['answer']}), abstain 0.0% ({gold['abstain']}), re_clarify 0.0% ({gold['re_clarify']})"
+    )
+    assert noop["rank"] == "3" and noop["pass^k"] == "pass^2 0.0%" and noop["runs"] == str(2 * in_split)
+    assert noop["balanced commitment"] == "0.0%"
     assert fake["rank"] == "partial" and fake["episodes played / in split"] == f"3 / {in_split}"
     assert fake["accomplished"] == "100.0%" and fake["traces"] == "fake.jsonl"
     tree = html5lib.HTMLParser(namespaceHTMLElements=True).parse(results_report.read_bytes())
@@ -568,7 +589,8 @@ def test_results_table_names_each_identity_and_flags_partial_traces(results_repo
     legend = words(tree.find(".//h:figure[@id='plot-xai4heat-part-scores']", NS))
     assert f"openai {FAKE_MODEL} (partial)" in legend
     agents = {c.get("data-agent") for c in tree.iterfind(".//h:div[@class='conversation']", NS)}
-    assert agents == {None, "oracle", "noop x2", f"openai {FAKE_MODEL}"}  # None: the gold path
+    assert traces["always-answer"][6] == "33.3%"  # balanced commitment, beside accomplished
+    assert agents == {None, "oracle", "noop x2", "always-answer", f"openai {FAKE_MODEL}"}  # None: the gold path
 
 
 def test_sites_are_in_natural_order(tree):

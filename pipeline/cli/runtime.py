@@ -29,6 +29,7 @@ def _rates(summary: dict) -> None:
         f"  accomplished {summary['accomplished_rate']:.4f} over {summary['runs']} runs of {summary['episodes']} "
         "episodes"
     )
+    click.echo("  " + _commitment_line(summary))
     if summary.get("infra_errors") or summary.get("unfinished"):
         click.echo(
             f"  not scored: {summary.get('infra_errors', 0)} infra_error runs; unfinished (no end record): "
@@ -50,6 +51,16 @@ def _rates(summary: dict) -> None:
         f"  per episode: {per['turns']} turns, {per['tool_calls']} tool calls; tokens in {usage['tokens_in']}, "
         f"out {usage['tokens_out']}{cost}"
     )
+
+
+def _commitment_line(summary: dict) -> str:
+    """The commitment figures of a score summary in words: balanced accuracy, then per gold outcome."""
+    balanced = summary.get("balanced_commitment_accuracy")
+    if balanced is None:
+        return "balanced commitment accuracy: none (no scored episode has a commitment phase)"
+    runs = summary["commitment_runs"]
+    per = ", ".join(f"{o} {v:.4f} of {runs[o]} runs" for o, v in summary["commitment_accuracy"].items())
+    return f"balanced commitment accuracy {balanced:.4f} (per gold outcome: {per})"
 
 
 def _option_value(text: str) -> object:
@@ -369,8 +380,8 @@ def _play_and_report(
     "--json",
     "as_json",
     is_flag=True,
-    help="Print JSON: {summaries: [...]}, one per agent identity, corpus and split (rates, part scores, per-family "
-    "rates, usage, latency, rows).",
+    help="Print JSON: {summaries: [...]}, one per agent identity, corpus and split (rates, commitment accuracy per "
+    "gold outcome and balanced, part scores, per-family rates, usage, latency, rows).",
 )
 @SCORED_RELEASE
 @click.option(

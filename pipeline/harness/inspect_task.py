@@ -257,7 +257,9 @@ def play_episode(source: EpisodeSource):
 @scorer(metrics=[mean(), stderr()])
 def episode_score(source: EpisodeSource):
     """The project's scorer: 1.0 when the episode is accomplished, else 0.0; the metadata holds the EpisodeScore
-    (part scores, phase results, protocol issues, rejected answer fields) and the token usage."""
+    (part scores, phase results, protocol issues, rejected answer fields, the gold commitment outcome and whether the
+    commitment decision was right: `telemetry-bench score` of the written trace gives their per-outcome and balanced
+    accuracy) and the token usage."""
 
     async def score(state: TaskState, target: Target) -> Score:
         episode = source.episodes[str(state.sample_id)]

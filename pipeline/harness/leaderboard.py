@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
+from contracts.episodes import OUTCOMES
 from contracts.leaderboard import Leaderboard, LeaderboardRow, RefusedTrace
 from pipeline.core.canonical import atomic_write_bytes, write_json
 from pipeline.core.errors import RunError
@@ -65,6 +66,9 @@ def _row(summary: dict, resamples: int, seed: int) -> dict:
         "runs": summary["runs"],
         "accomplished_rate": summary["accomplished_rate"],
         "interval": bootstrap_interval(values, resamples, seed),
+        "balanced_commitment_accuracy": summary["balanced_commitment_accuracy"],
+        "commitment_accuracy": summary["commitment_accuracy"],
+        "commitment_runs": summary["commitment_runs"],
         "pass_k": {k: v for k, v in summary.items() if k.startswith("pass^") and k != "pass^1"},
         "parts": {p: summary[p] for p in PARTS},
         "per_family": summary["per_family"],
@@ -137,6 +141,8 @@ CSV_COLUMNS = (
     "accomplished_rate",
     "ci_low",
     "ci_high",
+    "balanced_commitment_accuracy",
+    *(f"commitment_accuracy_{o}" for o in OUTCOMES),
     *PARTS,
     "tokens_in",
     "tokens_out",
@@ -162,6 +168,8 @@ def _flat(row: LeaderboardRow) -> dict:
         "accomplished_rate": row.accomplished_rate,
         "ci_low": row.interval.low,
         "ci_high": row.interval.high,
+        "balanced_commitment_accuracy": _blank(row.balanced_commitment_accuracy),
+        **{f"commitment_accuracy_{o}": _blank(row.commitment_accuracy.get(o)) for o in OUTCOMES},
         **row.parts,
         "tokens_in": row.usage.tokens_in,
         "tokens_out": row.usage.tokens_out,
@@ -170,6 +178,11 @@ def _flat(row: LeaderboardRow) -> dict:
         "tool_calls_per_episode": row.per_episode["tool_calls"],
         "episodes_digest": row.episodes_digest,
     }
+
+
+def _blank(value: float | None) -> float | str:
+    """A figure as a CSV cell: empty when there is none."""
+    return "" if value is None else value
 
 
 def _csv(board: Leaderboard) -> str:
@@ -189,9 +202,9 @@ def _markdown(board: Leaderboard) -> str:
         lines += [
             f"## {corpus} {split} (episodes {digest[:8]})",
             "",
-            "| rank | agent | accomplished | 95% interval | episodes | runs | tokens in / out | cost (USD) "
-            "| failure modes |",
-            "|---:|---|---:|---|---:|---:|---|---:|---|",
+            "| rank | agent | accomplished | 95% interval | balanced commitment | commitment by gold outcome "
+            "| episodes | runs | tokens in / out | cost (USD) | failure modes |",
+            "|---:|---|---:|---|---:|---|---:|---:|---|---:|---|",
         ]
         for row in rows:
             rank = (
@@ -199,9 +212,12 @@ def _markdown(board: Leaderboard) -> str:
             )
             modes = ", ".join(f"{k} {v}" for k, v in sorted(row.failure_modes.items(), key=lambda kv: -kv[1])[:3])
             cost = "" if row.usage.cost_usd is None else f"{row.usage.cost_usd:.4f}"
+            balanced = "-" if row.balanced_commitment_accuracy is None else f"{row.balanced_commitment_accuracy:.4f}"
+            per_outcome = ", ".join(f"{o} {v:.4f}" for o, v in row.commitment_accuracy.items())
             lines.append(
                 f"| {rank} | {row.identity.label} | {row.accomplished_rate:.4f} | "
-                f"[{row.interval.low:.4f}, {row.interval.high:.4f}] | {row.episodes} | {row.runs} | "
+                f"[{row.interval.low:.4f}, {row.interval.high:.4f}] | {balanced} | {per_outcome or '-'} | "
+                f"{row.episodes} | {row.runs} | "
                 f"{row.usage.tokens_in} / {row.usage.tokens_out} | {cost} | {modes or '-'} |"
             )
         lines.append("")

@@ -14,6 +14,7 @@ from typing import Any
 from jinja2 import Environment, PackageLoader, StrictUndefined
 from markupsafe import Markup
 
+from contracts.episodes import OUTCOMES
 from contracts.leaderboard import LeaderboardRow
 from pipeline.core.canonical import atomic_write_bytes
 from pipeline.core.config import corpus_names
@@ -25,7 +26,6 @@ from pipeline.runtime.identity import display_name
 
 SECTIONS = ("results-table", "corpus-overview", "benchmark-overview", "results", "episodes")
 BAND_ORDER = ["healthy", "marginal", "low_coverage", "long_gap"]
-OUTCOMES = ["answer", "abstain", "re_clarify"]
 TOP = 10
 
 
@@ -109,7 +109,7 @@ def corpus_plots(report: CorpusReport) -> dict[str, list[Plot]]:
             plots.stacked,
             "Commitment mix",
             {"candidates": b["commitment_outcomes"], "released": b["commitment_released"]},
-            OUTCOMES,
+            list(OUTCOMES),
             "share",
             share=True,
         ),
@@ -183,7 +183,7 @@ def _environment() -> Environment:
         keep_trailing_newline=True,
     )
     env.filters["num"] = lambda v: f"{v:,}" if isinstance(v, int) else (f"{v:.4g}" if isinstance(v, float) else v)
-    env.filters["pct"] = lambda v: f"{100 * v:.1f}%"
+    env.filters["pct"] = lambda v: "–" if v is None else f"{100 * v:.1f}%"  # None: nothing to measure
     env.globals["display_name"] = display_name
     return env
 

@@ -6,7 +6,8 @@ from collections import Counter, defaultdict
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 
-from contracts.episodes import Episode
+from contracts.answers import Rejection
+from contracts.episodes import OUTCOMES, Episode, Outcome
 from contracts.runtime import EpisodeScore, TurnRecord
 from pipeline.runtime.simulator import Lexicon, asked_slots
 from pipeline.tasks.grading import grade, instant
@@ -44,6 +45,7 @@ def score_episode(episode: Episode, turns: list[TurnRecord], keywords: Lexicon, 
     temporal = _temporal(episode, played.calls)
     task = final and evidence and phase_ok and temporal
     protocol = not issues
+    outcome, decided = _commitment(episode, rejections, len(played.answers))
     return EpisodeScore(
         episode_id=episode.id,
         run=run,
@@ -60,6 +62,8 @@ def score_episode(episode: Episode, turns: list[TurnRecord], keywords: Lexicon, 
         phase_results=phase_results,
         issues=sorted(set(issues)),
         rejections=rejections,
+        commitment_outcome=outcome,
+        commitment_correct=decided,
     )
 
 
@@ -137,6 +141,16 @@ def _graded(episode: Episode, answers: list[dict]) -> tuple[list, list[bool]]:
     return rejections, [i < len(answers) and i not in failed for i in range(len(steps))]
 
 
+def _commitment(episode: Episode, rejections: list[Rejection], answered: int) -> tuple[Outcome | None, bool | None]:
+    """The gold commitment decision and whether the agent's commitment answer has its `decision` field right (an
+    unanswered commitment is wrong); (None, None) for an episode without a commitment phase."""
+    step = next((i for i, phase in enumerate(episode.phases) if phase.type == "commitment"), None)
+    if step is None:
+        return None, None
+    wrong = any(r.step == step and r.field == "decision" for r in rejections)
+    return episode.commitment_outcome, step < answered and not wrong
+
+
 def _follow_up_results(episode: Episode, passed: list[bool]) -> dict[str, bool]:
     """Whether the evidence and rationale follow-ups passed (True for one the episode does not ask)."""
     follow_ok = {"evidence": True, "rationale": True}
@@ -153,7 +167,8 @@ PARTS = ("final", "evidence", "phase", "temporal", "task", "protocol", "accompli
 
 
 def summarize(scores: Iterable[EpisodeScore]) -> dict:
-    """Rates overall and per family, split and interaction mode; pass^k and flip rate across repeated runs."""
+    """Rates overall and per family, split and interaction mode; commitment accuracy per gold outcome and balanced;
+    pass^k and flip rate across repeated runs."""
     scores = list(scores)
     summary = {part: _rate(scores, part) for part in PARTS}
     summary["accomplished_rate"] = summary.pop("accomplished")
@@ -171,6 +186,25 @@ def summarize(scores: Iterable[EpisodeScore]) -> dict:
     if by_episode:
         summary[f"pass^{k}"] = round(sum(all(v) for v in by_episode.values()) / len(by_episode), 4)
         summary["flip_rate"] = round(sum(len(set(v)) > 1 for v in by_episode.values()) / len(by_episode), 4)
+    summary.update(_commitment_figures(scores))
     summary["issues"] = dict(sorted(Counter(i for s in scores for i in s.issues).items()))
     summary["rejections"] = dict(sorted(Counter(r.reason for s in scores for r in s.rejections).items()))
     return summary
+
+
+def _commitment_figures(scores: list[EpisodeScore]) -> dict:
+    """The commitment figures of scored runs: per gold outcome (in OUTCOMES order, only those present) the runs
+    (`commitment_runs`) and the share whose commitment decision graded right (`commitment_accuracy`), and their mean,
+    `balanced_commitment_accuracy` (None when no run has a commitment). An agent that always answers gets 1.0 for
+    answer and 0.0 for the others, whatever the mix: the balanced figure does not reward the majority outcome. Runs
+    of episodes without a commitment phase are left out."""
+    right: dict[str, list[bool]] = defaultdict(list)
+    for s in scores:
+        if s.commitment_outcome is not None:
+            right[s.commitment_outcome].append(bool(s.commitment_correct))
+    shares = {o: sum(right[o]) / len(right[o]) for o in OUTCOMES if right[o]}
+    return {
+        "commitment_accuracy": {o: round(v, 4) for o, v in shares.items()},
+        "commitment_runs": {o: len(right[o]) for o in shares},
+        "balanced_commitment_accuracy": round(sum(shares.values()) / len(shares), 4) if shares else None,
+    }
