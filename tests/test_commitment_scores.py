@@ -150,7 +150,7 @@ def release_traces(tmp_path_factory):
     )
     assert result.exit_code == 0, result.output
     gold = Counter(e.commitment_outcome for e in load_episodes(release / "test.jsonl"))
-    assert len(gold) == 3 and gold["answer"] > gold["abstain"] + gold["re_clarify"]  # skewed toward answer
+    assert len(gold) == 3 and gold["answer"] > max(gold["abstain"], gold["re_clarify"])  # answer the most common
     return folder, where, oracle, always_answer(oracle, folder / "blind.jsonl"), gold
 
 
