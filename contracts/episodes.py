@@ -232,6 +232,13 @@ class EpisodesConfig(Frozen):
         "of per week: in a short corpus one building-wide outage would otherwise give most of its non-answer rows, "
         "and their outcome is read off the weekday and hour (design/VALIDITY.md section 3).",
     )
+    complete_share: float = Field(
+        ge=0,
+        lt=1,
+        description="The share of the episodes of a family that withholds a slot in which the user says the slot up "
+        "front (the withheld variant's opening followed by the reply the simulator would give) and nothing is "
+        "withheld: drawn per episode by hash, so that neither the family nor the answer form tells whether to ask.",
+    )
     commit_options: str
     commit_window_prompts: list[str] = Field(
         min_length=4, description="Commitment on a week: {phrase}, {week_start}, ending with {options}."

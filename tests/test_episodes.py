@@ -11,6 +11,7 @@ import pytest
 from contracts.episodes import OBLIGATIONS, EpisodesConfig
 from contracts.protocol import Answer
 from contracts.tasks import FamiliesConfig
+from pipeline.episodes.lift import reply_template
 from pipeline.episodes.stage import read_episodes
 from pipeline.runtime.gold_path import gold_actions
 from pipeline.runtime.preflight import rederive
@@ -220,15 +221,19 @@ def test_wording_varies_and_no_template_dominates(real_artifacts, corpus):
         assert len(lift.initial) >= 6
         if len(rows) < 10:
             continue
-        for templates, text_of in (
-            (lift.initial, lambda e: e.initial_message),
-            (commits, lambda e: e.phases[-1].prompt.replace(CFG.commit_options, "{options}")),
+        reply = reply_template(CFG, lift)  # a complete opening is its template followed by the reply
+        told = [f"{t} {reply}" for t in lift.initial] if reply else []
+        for templates, count, text_of in (
+            ([*told, *lift.initial], len(lift.initial), lambda e: e.initial_message),
+            (commits, len(commits), lambda e: e.phases[-1].prompt.replace(CFG.commit_options, "{options}")),
         ):
-            used = Counter(next(i for i, t in enumerate(templates) if pattern(t).match(text_of(e))) for e in rows)
+            used = Counter(
+                next(i for i, t in enumerate(templates) if pattern(t).match(text_of(e))) % count for e in rows
+            )
             # drawn by hash, then subsampled by the audit's mix trim: at most 0.40, or three standard errors of a
             # fair draw over this family's rows when that is more (28 rows of 4 templates: 0.41)
-            offered = templates if templates is lift.initial else commit_prompts(lift)
-            fair = 1 / len(offered)
+            offered = len(lift.initial) if templates is not commits else len(commit_prompts(lift))
+            fair = 1 / offered
             bound = max(0.40, fair + 3 * math.sqrt(fair * (1 - fair) / len(rows)))
             assert max(used.values()) / len(rows) <= bound, (family, used)
         styles.update(
@@ -276,7 +281,7 @@ def test_local_phrase_drops_the_site_however_the_label_joins_it(phrase, site, lo
 def test_site_withholding_family_releases_on_labels_joined_with_of(real_artifacts):
     """ucam's labels say 'electricity use of building bN': quality_gate (which withholds the site) used to lose every
     candidate to 'the withheld slot shows in the initial message'."""
-    rows = [r for r in read_episodes(real_artifacts / "ucam" / "episodes") if r.family == "quality_gate"]
+    rows = [r for r in read_episodes(real_artifacts / "ucam" / "episodes") if r.family == "quality_gate" and r.withheld]
     assert rows
     for row in rows:
         assert not any(site.lower() in row.initial_message.lower() for site in row.site_ids), row.id

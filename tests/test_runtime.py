@@ -30,7 +30,9 @@ def play(agent, episode, xai_store):
 
 
 def pick(episodes, family):
-    return next(e for e in episodes if e.family == family)
+    """The family's first episode that withholds a slot (the first one when the family withholds nothing)."""
+    rows = [e for e in episodes if e.family == family]
+    return next((e for e in rows if e.withheld), rows[0])
 
 
 @pytest.mark.parametrize("corpus", ["xai4heat", "hhw"])
@@ -123,6 +125,9 @@ def test_redundant_and_unnecessary_clarification(episodes, xai_store):
     nearest = pick(episodes, "timestamp_nearest_lookup")
     score = score_with(lambda a: [{"kind": "ask_user", "text": "Which site?"}, *a], nearest, xai_store)
     assert "unnecessary_clarification" in score.issues
+    told = next(e for e in episodes if e.family == "day_mean_lookup" and not e.withheld)  # the day said up front
+    score = score_with(lambda a: [{"kind": "ask_user", "text": "Which day do you mean?"}, *a], told, xai_store)
+    assert "unnecessary_clarification" in score.issues and not score.protocol
 
 
 def _edit_first_answer(actions, fields):

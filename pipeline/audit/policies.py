@@ -15,7 +15,15 @@ from contracts.episodes import Episode, EpisodesConfig
 from contracts.tasks import FamiliesConfig
 from pipeline.audit.guessers import Guesser
 from pipeline.audit.probe import surface_features
-from pipeline.audit.reading import Catalog, day_window, month_window, read, split_list, week_window
+from pipeline.audit.reading import (
+    Catalog,
+    day_window,
+    month_window,
+    read,
+    read_opening,
+    split_list,
+    week_window,
+)
 from pipeline.episodes.calls import _rename
 from pipeline.episodes.rules import (
     BAND_OUTCOME,
@@ -166,10 +174,11 @@ class ShortcutPolicy(Agent):
         return read([template], text) if template else None
 
     def _first(self, text: str) -> Step:
-        matches = ((name, read(lift.initial, text)) for name, lift in sorted(self.lifts.families.items()))
-        family, slots = next(((n, found) for n, found in matches if found is not None), (None, None))
+        family, slots, missing = read_opening(self.lifts, text)
+        if slots is not None and "site_label" in slots:  # a complete opening ends with the site
+            slots["site_id"] = self.catalog.site(slots.pop("site_label"))
         self.opening = text
-        if self.kind == "canned_clarification":  # one question naming every kind of slot, whatever is missing
+        if self.kind == "canned_clarification" and missing:  # one question naming every kind of slot, when one is
             reply = yield {"kind": "ask_user", "text": " ".join(QUESTIONS[k] for k in sorted(QUESTIONS))}
             for line in (reply or "").splitlines():
                 site = self._site_of(line)
@@ -181,10 +190,9 @@ class ShortcutPolicy(Agent):
             yield from self._answer({})
             return
         self.family, self.slots = family, slots
-        lift = self.lifts.families[family]
-        if lift.withhold != "none" and self.lacks != "clarify" and self.kind != "canned_clarification":
-            reply = yield {"kind": "ask_user", "text": QUESTIONS[lift.withhold]}
-            if lift.withhold == "site":
+        if missing and self.lacks != "clarify" and self.kind != "canned_clarification":
+            reply = yield {"kind": "ask_user", "text": QUESTIONS[missing]}
+            if missing == "site":
                 self.slots["site_id"] = self._site_of(reply or "")
             else:
                 self.slots.update(self._time_of(family, reply or "") or {})

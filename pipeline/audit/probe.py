@@ -28,7 +28,7 @@ import numpy as np
 
 from contracts.episodes import ArtifactProbe, Episode, EpisodesConfig, Gates
 from pipeline.audit.reading import pattern
-from pipeline.episodes.lift import commitment_instant, week_index
+from pipeline.episodes.lift import commitment_instant, reply_template, week_index
 from pipeline.runtime.simulator import asking
 
 FEATURES = (
@@ -61,6 +61,14 @@ def _template(templates: list[str], text: str) -> str:
     )
 
 
+def _opening_template(lifts: EpisodesConfig, family: str, opening: str) -> str:
+    """Which opening template an opening follows, the same whether it says its family's slot up front or not."""
+    lift = lifts.families[family]
+    reply = reply_template(lifts, lift)
+    told = _template([f"{t} {reply}" for t in lift.initial], opening) if reply else "none"
+    return told if told != "none" else _template(lift.initial, opening)
+
+
 def _commit_instant(episode: Episode) -> int | None:
     return commitment_instant([c.model_dump() for c in episode.phases[-1].canonical_calls])
 
@@ -72,7 +80,7 @@ def surface_features(family: str, opening: str, prompt: str, at: int | None, lif
         "family": family,
         "format": ("iso" if ISO_DATE.search(prompt) else "words") + ("_offset" if OFFSET.search(prompt) else ""),
         "precision": "seconds" if SECONDS.search(prompt) else "minutes_or_days",
-        "opening_template": f"{family}:{_template(lifts.families[family].initial, opening)}"
+        "opening_template": f"{family}:{_opening_template(lifts, family, opening)}"
         if family in lifts.families
         else "none",
         "commit_template": _template(

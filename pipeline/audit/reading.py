@@ -9,6 +9,8 @@ from functools import lru_cache
 
 import numpy as np
 
+from contracts.episodes import EpisodesConfig
+from pipeline.episodes.lift import reply_template
 from pipeline.store.compute import DAY, window_bounds
 from pipeline.tasks import render
 from pipeline.tools.access import ToolStore
@@ -42,6 +44,23 @@ def read(templates: list[str], text: str) -> dict | None:
             if found is not None:
                 return found
     return None
+
+
+def read_opening(lifts: EpisodesConfig, text: str) -> tuple[str | None, dict | None, str | None]:
+    """The family and slots of an opening message, and the slot kind it leaves out (None when it says everything):
+    an opening that ends with the reply naming its family's slot (a complete one) says it. Complete openings are read
+    first: a plain template ending in a slot would take the reply into that slot."""
+    families = sorted(lifts.families.items())
+    for name, lift in families:
+        reply = reply_template(lifts, lift)
+        found = read([f"{t} {reply}" for t in lift.initial], text) if reply else None
+        if found is not None:
+            return name, found, None
+    for name, lift in families:
+        found = read(lift.initial, text)
+        if found is not None:
+            return name, found, None if lift.withhold == "none" else lift.withhold
+    return None, None, None
 
 
 @dataclass

@@ -7,6 +7,7 @@ import math
 from collections import Counter
 from pathlib import Path
 
+from contracts.answers import AnswersConfig
 from contracts.episodes import AuditConfig, Episode, EpisodesConfig, Gates, Policy
 from contracts.runtime import EpisodeScore, TurnRecord
 from contracts.tasks import SPLITS, FamiliesConfig
@@ -19,7 +20,7 @@ from pipeline.core.canonical import digest
 from pipeline.core.manifest import StageResult, write_splits
 from pipeline.episodes.lift import commitment_instant, week_index
 from pipeline.episodes.rules import mix_excess, mix_slack, off_mix, over_half
-from pipeline.episodes.stage import read_episodes
+from pipeline.episodes.stage import Variants, read_episodes
 from pipeline.runtime.agents import Agent, OracleAgent
 from pipeline.runtime.preflight import answer_code, preflight
 from pipeline.runtime.runner import run_episode
@@ -236,8 +237,18 @@ def _positive_controls(
 
 
 def run_audit(
-    store_dir: Path, episodes_dir: Path, cfg: AuditConfig, families: FamiliesConfig, lifts: EpisodesConfig, out: Path
+    store_dir: Path,
+    episodes_dir: Path,
+    cfg: AuditConfig,
+    families: FamiliesConfig,
+    lifts: EpisodesConfig,
+    out: Path,
+    tasks_dir: Path,
+    answers: AnswersConfig,
+    zone: str = "UTC",
 ) -> StageResult:
+    """Play the policies on the candidates and release the rows none wins that it should not; the preflight lifts each
+    released row's other variant from its static task (`tasks_dir`, as the episodes stage does)."""
     store = ToolStore(store_dir / STORE_FILE, remember_results=True)
     keywords = slot_keywords(lifts)
     try:
@@ -278,7 +289,8 @@ def run_audit(
         controls = _positive_controls(cfg, by_name, candidates, needed, won, store, families, lifts, keywords)
         oracle = OracleAgent()
         oracle_ok = sum(accomplishes(oracle, e, store, keywords) for e in released)
-        checks = preflight(released, store, lifts, families)
+        variants = Variants(store, tasks_dir, lifts, families, answers, zone)
+        checks = preflight(released, store, lifts, families, variants)
     finally:
         store.close()
     counts = write_splits(out, released)

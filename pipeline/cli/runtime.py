@@ -490,7 +490,7 @@ def preflight(ctx: click.Context, corpus: str, as_json: bool) -> None:
         return
     click.echo(f"{corpus}: {report['episodes']} episodes, {report['issue_count']} issues")
     for check, n in report["by_check"].items():
-        click.echo(f"  {check:<40}{n}")
+        click.echo(f"  {check:<40}{'not checked (no tasks stage output)' if check in report['unchecked'] else n}")
 
 
 @click.command()

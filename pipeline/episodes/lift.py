@@ -12,6 +12,7 @@ from contracts.episodes import (
     AggregatePhase,
     CommitmentPhase,
     ComparePhase,
+    Episode,
     EpisodesConfig,
     FamilyLift,
     FollowUp,
@@ -70,6 +71,22 @@ def commitment_instant(calls: list[dict]) -> int | None:
             if key in call["arguments"]:
                 return parse_us(call["arguments"][key])
     return None
+
+
+def reply_template(cfg: EpisodesConfig, lift: FamilyLift) -> str | None:
+    """The template of the user's reply naming the slot the family withholds (None when it withholds nothing): what
+    the simulator says when asked, and what a complete opening ends with."""
+    if lift.withhold == "site":
+        return cfg.slots["site"].reply
+    return lift.time_reply if lift.withhold == "time" else None
+
+
+def variant(episode: Episode, cfg: EpisodesConfig) -> str:
+    """Which variant an episode is: `withheld` (the user leaves the family's slot out), `complete` (the user says it up
+    front) or `none` (its family withholds nothing)."""
+    if cfg.families[episode.family].withhold == "none":
+        return "none"
+    return "withheld" if episode.withheld else "complete"
 
 
 class Chooser:
@@ -509,11 +526,14 @@ class Lifter:
         return slots
 
     def _withheld(self, task: Task, lift: FamilyLift, slots: dict, choose: Chooser) -> list[WithheldSlot]:
+        """The slot the family withholds, with the simulator's reply naming it (none for a family that withholds
+        nothing)."""
+        template = reply_template(self.cfg, lift)
         if lift.withhold == "site":
-            reply = render.query([self.cfg.slots["site"].reply], 0, slots)
+            reply = render.query([template], 0, slots)
             return [WithheldSlot(slot="site", value=slots["site_label"], reply=reply)]
         if lift.withhold == "time":
-            reply = self._say([lift.time_reply], "time_reply", slots, choose)
+            reply = self._say([template], "time_reply", slots, choose)
             period = self.families[task.family].period
             value = slots["timestamp_iso"] if "timestamp_iso" in slots else slots[WINDOW_SLOT[period]]
             return [WithheldSlot(slot="time", value=value, reply=reply)]
@@ -605,16 +625,24 @@ class Lifter:
             form=self._form(["stream_ids"]),
         )
 
-    def lift(self, task: Task) -> tuple[dict, dict]:
-        """(episode fields, provenance) for one task; raises LiftError or GoldError when it cannot be lifted."""
+    def lift(self, task: Task, complete: bool | None = None) -> tuple[dict, dict]:
+        """(episode fields, provenance) for one task; raises LiftError or GoldError when it cannot be lifted.
+
+        Of a family that withholds a slot, a `complete_share` of the episodes (drawn by hash, apart from the gold) are
+        complete: the opening is the withheld variant's followed by the very reply naming the slot, and nothing is
+        withheld; all else is the same. `complete` forces the variant (the preflight lifts a row's other one)."""
         lift, family = self.cfg.families[task.family], self.families[task.family]
         episode_id = f"{task.task_id}.ep"
         choose = Chooser(self.seed, episode_id)
         slots = self._slots(task)
         withheld = self._withheld(task, lift, slots, choose)
         initial = self._say(lift.initial, "initial", slots, choose)
-        if self._leaks(initial, withheld, task):
+        if self._leaks(initial, withheld, task):  # in either variant: which tasks lift never depends on it
             raise LiftError("the withheld slot shows in the initial message")
+        if complete is None:
+            complete = choose.fraction("complete_variant") < self.cfg.complete_share
+        if complete and withheld:  # the user says it up front, in the words of the reply
+            initial, withheld = " ".join([initial, *(w.reply for w in withheld)]), []
         outputs: dict = {}
         phases = [self._first_phase(task, lift, family, initial, outputs)]
         obligations = [f"clarify_{w.slot}" for w in withheld] + [phases[0].obligation]

@@ -11,9 +11,9 @@ from contracts.answers import AnswersConfig
 from contracts.episodes import Episode, EpisodesConfig
 from contracts.tasks import SPLITS, FamiliesConfig, Task
 from pipeline.core.canonical import write_jsonl
-from pipeline.core.errors import LiftError
+from pipeline.core.errors import LiftError, StageError
 from pipeline.core.manifest import StageResult, write_splits
-from pipeline.episodes.lift import WEEK, Lifter, commitment_instant, period_index
+from pipeline.episodes.lift import WEEK, Lifter, commitment_instant, period_index, variant
 from pipeline.episodes.rules import off_mix
 from pipeline.store.compute import DAY
 from pipeline.store.reader import STORE_FILE
@@ -32,17 +32,14 @@ def build_episodes(
 ) -> StageResult:
     """Lift the tasks; `zone` is the corpus's time zone, in which some episodes say their instants."""
     store = ToolStore(store_dir / STORE_FILE, remember_results=True)
-    lifter = Lifter(store, cfg, families, answers, zone)
     episodes, provenance, dropped = [], [], Counter()
     tasks: dict[tuple[str, str], list[Task]] = {}
-    for split in SPLITS:
-        for line in (tasks_dir / f"{split}.jsonl").read_text(encoding="utf-8").splitlines():  # in selection order
-            task = Task.model_validate_json(line)
-            tasks.setdefault((task.family, split), []).append(task)
+    for task in read_tasks(tasks_dir):  # in selection order
+        tasks.setdefault((task.family, task.split), []).append(task)
     try:
+        lifter = corpus_lifter(store, cfg, families, answers, zone)
         targets = {key: families.families[key[0]].target(families.targets, key[1]) for key in tasks}
         period, periods = commit_period(store, cfg)
-        lifter.period = WEEK if period == "week" else DAY
         caps = week_caps(cfg, sum(targets.values()), periods)
         for fields, origin in _keep(lifter, tasks, targets, cfg, dropped, caps):
             episodes.append(Episode.model_validate(fields))
@@ -66,6 +63,7 @@ def build_episodes(
             f: dict(sorted(Counter(e.commitment_outcome for e in episodes if e.family == f).items()))
             for f in sorted({e.family for e in episodes})
         },
+        "variants_by_family": variant_counts(episodes, cfg),
         "balance_ok": not off_mix(outcomes, cfg.outcome_shares, cfg.mix_tolerance),
         "commit_period": period,
         "commit_week_caps" if period == "week" else "commit_day_caps": caps,
@@ -74,6 +72,69 @@ def build_episodes(
     return StageResult(
         outputs=[*(f"{s}.jsonl" for s in SPLITS), "provenance.jsonl"], row_counts=counts, details=details
     )
+
+
+def read_tasks(tasks_dir: Path) -> list[Task]:
+    """The static tasks of every split, each split in selection order."""
+    return [
+        Task.model_validate_json(line)
+        for split in SPLITS
+        for line in (tasks_dir / f"{split}.jsonl").read_text(encoding="utf-8").splitlines()
+    ]
+
+
+def corpus_lifter(
+    store: ToolStore, cfg: EpisodesConfig, families: FamiliesConfig, answers: AnswersConfig, zone: str
+) -> Lifter:
+    """The lifter of a corpus, its commitments capped per the corpus's calendar period (commit_period)."""
+    lifter = Lifter(store, cfg, families, answers, zone)
+    lifter.period = WEEK if commit_period(store, cfg)[0] == "week" else DAY
+    return lifter
+
+
+def variant_counts(episodes: list[Episode], cfg: EpisodesConfig) -> dict[str, dict]:
+    """Per family that withholds a slot: its withheld and complete episodes, and the complete share."""
+    counts: dict[str, Counter] = {}
+    for episode in episodes:
+        kind = variant(episode, cfg)
+        if kind != "none":
+            counts.setdefault(episode.family, Counter())[kind] += 1
+    return {
+        family: {
+            "withheld": c["withheld"],
+            "complete": c["complete"],
+            "complete_share": round(c["complete"] / c.total(), 4),
+        }
+        for family, c in sorted(counts.items())
+    }
+
+
+class Variants:
+    """The other variant of an episode (withheld or complete), lifted again from its static task with the variant
+    forced: what the preflight compares a released row's answer forms with."""
+
+    def __init__(
+        self,
+        store: ToolStore,
+        tasks_dir: Path,
+        cfg: EpisodesConfig,
+        families: FamiliesConfig,
+        answers: AnswersConfig,
+        zone: str,
+    ) -> None:
+        self.cfg, self.lifter = cfg, corpus_lifter(store, cfg, families, answers, zone)
+        self.tasks = {task.task_id: task for task in read_tasks(tasks_dir)}
+
+    def other(self, episode: Episode) -> Episode | None:
+        """The episode's other variant; None when its family withholds nothing. Raises StageError when its task is
+        not in the tasks folder, LiftError, GoldError or RenderError when the other variant does not lift."""
+        kind = variant(episode, self.cfg)
+        if kind == "none":
+            return None
+        if episode.task_id not in self.tasks:
+            raise StageError(f"{episode.id}: its task {episode.task_id} is not in the tasks stage's output")
+        fields, _ = self.lifter.lift(self.tasks[episode.task_id], complete=kind == "withheld")
+        return Episode.model_validate(fields)
 
 
 def commit_period(store: ToolStore, cfg: EpisodesConfig) -> tuple[str, int]:

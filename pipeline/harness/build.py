@@ -168,12 +168,18 @@ def _episodes_run(ctx: Context, out: Path) -> StageResult:
 
 
 def _audit_identity(ctx: Context) -> tuple[dict, dict[str, str]]:
-    config = {
+    config = {  # the answers, the time zone and the tasks: the preflight lifts each released row's other variant
         "audit": load_audit_config(ctx.ws).model_dump(mode="json"),
         "episodes": load_episodes_config(ctx.ws).model_dump(mode="json"),
         "families": load_families(ctx.ws).model_dump(mode="json"),
+        "answers": load_answers(ctx.ws).model_dump(mode="json"),
+        "timezone": ctx.mapping.time.timezone,
     }
-    return config, {**_upstream_outputs(ctx, "episodes"), **_upstream_outputs(ctx, "store")}
+    return config, {
+        **_upstream_outputs(ctx, "episodes"),
+        **_upstream_outputs(ctx, "tasks"),
+        **_upstream_outputs(ctx, "store"),
+    }
 
 
 def _audit_run(ctx: Context, out: Path) -> StageResult:
@@ -186,6 +192,9 @@ def _audit_run(ctx: Context, out: Path) -> StageResult:
         load_families(ctx.ws),
         load_episodes_config(ctx.ws),
         out,
+        ctx.stage_dir("tasks"),
+        load_answers(ctx.ws),
+        ctx.mapping.time.timezone,
     )
 
 

@@ -16,7 +16,7 @@ from contracts.episodes import Episode
 from contracts.runtime import EpisodeScore, TraceHeader, TurnRecord
 from contracts.tasks import SPLITS
 from pipeline.core.canonical import atomic_write_bytes, canonical_bytes, digest_file, loads_untrusted
-from pipeline.core.config import load_episodes_config, load_families, select_corpora
+from pipeline.core.config import load_answers, load_episodes_config, load_families, load_mapping, select_corpora
 from pipeline.core.errors import RunError
 from pipeline.core.workspace import Workspace
 from pipeline.runtime.agents import AGENTS, Agent
@@ -378,12 +378,24 @@ def _any_of(episode: Episode, scores: list, run: int):
 
 
 def preflight_corpus(ws: Workspace, corpus: str) -> dict:
+    """The preflight of a corpus's newest episodes; rows' other variants are lifted where the tasks stage's output
+    is at hand (a release alone has none: those checks are listed as unchecked)."""
+    from pipeline.episodes.stage import Variants
+
     select_corpora(ws, [corpus])
-    cfg = load_episodes_config(ws)
+    cfg, families = load_episodes_config(ws), load_families(ws)
     episodes = [e for split in SPLITS for e in load_episodes(episode_file(ws, corpus, split)[1])]
     store = ToolStore.for_corpus(ws, corpus)
+    tasks = ws.stage_dir(corpus, "tasks")
     try:
-        return {"corpus": corpus, **preflight(episodes, store, cfg, load_families(ws))}
+        variants = (
+            Variants(
+                store, tasks, cfg, families, load_answers(ws), load_mapping(ws.corpus_config(corpus)).time.timezone
+            )
+            if all((tasks / f"{split}.jsonl").is_file() for split in SPLITS)
+            else None
+        )
+        return {"corpus": corpus, **preflight(episodes, store, cfg, families, variants)}
     finally:
         store.close()
 

@@ -7,6 +7,7 @@ from typing import Any
 
 from contracts.episodes import Episode, EpisodesConfig
 from contracts.tasks import FamiliesConfig, Family
+from pipeline.core.errors import LiftError
 from pipeline.episodes.calls import phase_gold
 from pipeline.episodes.rules import (
     BAND_OUTCOME,
@@ -16,9 +17,10 @@ from pipeline.episodes.rules import (
     quality_decision_answer,
     timestamp_commitment,
 )
+from pipeline.episodes.stage import Variants
 from pipeline.runtime import contract
-from pipeline.runtime.simulator import slot_keywords
-from pipeline.tasks import gold, grading
+from pipeline.runtime.simulator import asking, slot_keywords
+from pipeline.tasks import gold, grading, render
 from pipeline.tools import registry
 from pipeline.tools.access import ToolStore
 from pipeline.tools.functions import window_band
@@ -35,6 +37,8 @@ CHECKS = (
     "quality_golds_vs_thresholds",
     "evidence_ids_exist",
     "withheld_slot_not_in_first_message",
+    "form_depends_on_withholding",
+    "doubled_word",
     *contract.CHECKS,
     "same_question_different_gold",
     "answers_balanced",
@@ -118,8 +122,41 @@ def _phase_failures(phase: Any, outputs: dict, store: ToolStore, cfg: EpisodesCo
     return failed
 
 
-def check_episode(episode: Episode, store: ToolStore, cfg: EpisodesConfig, families: FamiliesConfig) -> list[str]:
-    """Names of the checks this episode fails (empty: it passes every one)."""
+def form_depends_on_withholding(episode: Episode, variants: Variants) -> bool:
+    """Whether an answer form (of a phase or a follow-up) differs between the episode and its other variant, lifted
+    again from its task with the slot withheld or said up front; a variant that does not lift differs too. The form
+    says what to answer, never what is missing."""
+    try:
+        other = variants.other(episode)
+    except (LiftError, gold.GoldError, render.RenderError):
+        return True
+    if other is None:  # its family withholds nothing
+        return False
+    forms = [[step.form for step in (*e.phases, *e.follow_ups)] for e in (episode, other)]
+    return forms[0] != forms[1]
+
+
+def messages(episode: Episode) -> list[str]:
+    """Every text of the episode the agent may read, or that a release holds: the user's messages as sent (prompts
+    with their answer forms' sentences), the slot replies, the fixed replies, the code meanings and the hidden
+    instruction."""
+    steps = [*episode.phases, *episode.follow_ups]
+    texts = [asking(step.prompt, step.form) for step in steps]
+    texts += [w.reply for w in episode.withheld]
+    texts += [episode.stop_reply, episode.nudge_reply, episode.idle_reply, episode.hidden_instruction]
+    texts += [meaning for step in steps for f in step.form.fields for meaning in (f.codes or {}).values()]
+    return texts
+
+
+def check_episode(
+    episode: Episode,
+    store: ToolStore,
+    cfg: EpisodesConfig,
+    families: FamiliesConfig,
+    variants: Variants | None = None,
+) -> list[str]:
+    """Names of the checks this episode fails (empty: it passes every one); without `variants` (no tasks folder)
+    form_depends_on_withholding is not checked."""
     failed = _shape_failures(episode, cfg)
     outputs: dict = {}
     try:
@@ -132,6 +169,10 @@ def check_episode(episode: Episode, store: ToolStore, cfg: EpisodesConfig, famil
         failed.append("evidence_ids_exist")
     if any(w.value.lower() in episode.initial_message.lower() for w in episode.withheld):
         failed.append("withheld_slot_not_in_first_message")
+    if variants is not None and form_depends_on_withholding(episode, variants):
+        failed.append("form_depends_on_withholding")
+    if any(render.doubled_words(text) for text in messages(episode)):
+        failed.append("doubled_word")
     failed += contract.contract_failures(episode, store, slot_keywords(cfg))
     return sorted(set(failed))
 
@@ -139,9 +180,9 @@ def check_episode(episode: Episode, store: ToolStore, cfg: EpisodesConfig, famil
 def ambiguous_questions(episodes: list[Episode]) -> set[str]:
     """Episodes whose question, as the agent sees it (the first message and the replies to its clarifications), is
     another episode's too while their golds differ: no agent could tell which gold is meant (design/VALIDITY.md §5)."""
-    asked: dict[tuple, list[Episode]] = {}
-    for episode in episodes:
-        asked.setdefault((episode.initial_message, tuple(w.reply for w in episode.withheld)), []).append(episode)
+    asked: dict[str, list[Episode]] = {}
+    for episode in episodes:  # a slot said up front or told when asked: the same words either way
+        asked.setdefault(" ".join([episode.initial_message, *(w.reply for w in episode.withheld)]), []).append(episode)
     ambiguous = set()
     for group in asked.values():
         first = group[0].phases[0]
@@ -150,12 +191,19 @@ def ambiguous_questions(episodes: list[Episode]) -> set[str]:
     return ambiguous
 
 
-def preflight(episodes: list[Episode], store: ToolStore, cfg: EpisodesConfig, families: FamiliesConfig) -> dict:
-    """Issue counts by check, family and split; `issue_count` must be 0 for a release."""
+def preflight(
+    episodes: list[Episode],
+    store: ToolStore,
+    cfg: EpisodesConfig,
+    families: FamiliesConfig,
+    variants: Variants | None = None,
+) -> dict:
+    """Issue counts by check, family and split; `issue_count` must be 0 for a release. `variants` lifts each row's
+    other variant from the tasks stage's output; without it (a release alone) the checks it needs are `unchecked`."""
     by_check, by_family, by_split, rows = Counter(), Counter(), Counter(), {}
     ambiguous = ambiguous_questions(episodes)
     for episode in episodes:
-        failed = check_episode(episode, store, cfg, families) + (
+        failed = check_episode(episode, store, cfg, families, variants) + (
             ["same_question_different_gold"] if episode.id in ambiguous else []
         )
         if failed:
@@ -175,6 +223,7 @@ def preflight(episodes: list[Episode], store: ToolStore, cfg: EpisodesConfig, fa
         "by_family": dict(sorted(by_family.items())),
         "by_split": dict(sorted(by_split.items())),
         "failing_episodes": dict(sorted(rows.items())[:50]),
+        "unchecked": [] if variants is not None else ["form_depends_on_withholding"],
     }
 
 

@@ -159,6 +159,19 @@ def calls(callset: CallSet, slots: dict) -> list[dict]:
     return out
 
 
+TOKEN = re.compile(r"[\w'’]+")
+
+
+def doubled_words(text: str) -> list[str]:
+    """Words said twice in a row ("the the", "Monday, Monday"): case and the punctuation between them ignored. Only
+    words of letters count: numbers repeat in dates and times ("2020-11-11", "00:00"), and a token with a digit or
+    an underscore (`offset_seconds`, "19T14") is a value or a field name, not a word."""
+    tokens = [t.lower() for t in TOKEN.findall(text)]
+    return [
+        a for a, b in zip(tokens, tokens[1:], strict=False) if a == b and a.replace("'", "").replace("’", "").isalpha()
+    ]
+
+
 def query(templates: list[str], index: int, slots: dict) -> str:
     return ANY.sub(lambda m: str(_lookup(slots, m.group(1), None)), templates[index])
 
