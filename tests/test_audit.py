@@ -42,6 +42,7 @@ def test_audit_json_and_controls(real_artifacts):
         assert all(wins[p.name] > 0 for p in AUDIT.policies if p.kind == "shortcut"), wins
         assert report["commitment_mix_gate"]["status"] == "pass", report["commitment_mix_gate"]
         trimmed = sum(n for split in report["trimmed_for_mix"].values() for n in split.values())
+        trimmed += sum(n for codes in report["trimmed_for_balance"].values() for n in codes.values())
         assert report["released"] == report["candidates"] - sum(report["excluded_by_policy"].values()) - trimmed
         controls = report["controls"]
         assert (

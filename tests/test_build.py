@@ -52,7 +52,9 @@ def test_meaningful_config_edit_rebuilds_that_corpus_only(ws):
             "Outside_Air_Temperature_Sensor = [-50.0, 60.0]", "Outside_Air_Temperature_Sensor = [-50.0, 5.0]"
         )
     )
-    result = statuses(build(ws))
+    # up to the store: the edit is about what rebuilds (on the tiny corpus, fewer readings leave its test split no
+    # re_clarify row, and the release gate then refuses it, as it should)
+    result = statuses(build(ws, until="store"))
     assert result[("hhw", "ingest")] == "built" and result[("hhw", "store")] == "built"
     assert result[("xai4heat", "ingest")] == "cached" and result[("xai4heat", "store")] == "cached"
 
