@@ -114,6 +114,8 @@ def build(
     def show(outcome) -> None:
         if not as_json:
             click.echo(f"{outcome.corpus:<12} {outcome.stage:<10} {outcome.status:<7} {outcome.seconds:7.2f}s")
+        if outcome.note:  # a stage built again for a damaged output
+            click.echo(f"{outcome.corpus:<12} {outcome.stage:<10} info: {outcome.note}", err=True)
         notes = outcome.manifest.details.get("notes", [])  # e.g. a gate without enough rows to decide
         for line in [f"note: {n}" for n in notes] if verbose else [short_notes(notes, outcome)] if notes else []:
             click.echo(f"{outcome.corpus:<12} {outcome.stage:<10} {line}", err=True)

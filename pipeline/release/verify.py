@@ -21,11 +21,13 @@ from contracts.episodes import Episode
 from contracts.tasks import SPLITS
 from pipeline.core.canonical import HASH_SCHEME_VERSION, digest, digest_value, loads_untrusted, pretty_json
 from pipeline.core.errors import StageError
-from pipeline.core.manifest import StageIdentity
+from pipeline.core.manifest import LOCAL_DIGESTS, StageIdentity
 from pipeline.core.workspace import Workspace
 from pipeline.release.stage import RELEASE_MANIFEST, STORE_TABLES
 
-IGNORED = {"store.duckdb"}  # never byte-identical between builds; its tables are compared by logical digest
+# Never byte-identical between builds: the store file (its tables are compared by logical digest) and its recorded
+# size and digest.
+IGNORED = {"store.duckdb", LOCAL_DIGESTS}
 ENVIRONMENTS = (
     {
         "TELEMETRY_BENCH_THREADS": "1",

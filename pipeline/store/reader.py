@@ -68,7 +68,13 @@ def open_store(path: Path, threads: int | None = None) -> duckdb.DuckDBPyConnect
         "temp_directory": str(SPILLS / spills),
         **({"threads": int(threads)} if threads else {}),
     }
-    con = duckdb.connect(str(path), read_only=True, config=config)
+    try:
+        con = duckdb.connect(str(path), read_only=True, config=config)
+    except duckdb.Error as exc:  # e.g. not a DuckDB file (damaged, or another file put in its place)
+        raise StageError(
+            f"{path}: cannot be opened as a tool store ({str(exc).splitlines()[0]}); if it is damaged, rebuild it: "
+            "`telemetry-bench build`"
+        ) from exc
     quiet(con)
     return con
 
