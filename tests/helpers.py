@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import shutil
@@ -167,3 +168,78 @@ def fails(result, *fragments: str) -> str:
     for fragment in fragments:
         assert fragment in message, message
     return message
+
+
+def rehash_release(folder: Path, *, versions: bool = False) -> None:
+    """Rewrite a release's digests after a change of its files, as a careful forger would: every file entry of
+    release.json, its own digest (manifest_xxh3), and manifest.json's outputs, inputs and cache key; with `versions`,
+    release_version and the release digest too (the card restating it). Only a digest from elsewhere (`verify
+    --expect`) then tells the folder from the release it was."""
+    from pipeline.core.canonical import digest_file, digest_value, pretty_json
+    from pipeline.core.manifest import StageIdentity
+    from pipeline.release.stage import file_entry
+
+    path = folder / "release.json"
+    manifest = json.loads(path.read_text())
+    for name in manifest["files"]:
+        if (folder / name).is_file():
+            manifest["files"][name] = file_entry(folder / name)
+    if versions:
+        from pipeline.release.stage import CARD, DIGEST_PLACEHOLDER, blank_card, content_digest, release_version
+
+        manifest["release_version"] = release_version(manifest["files"])
+        blank = blank_card((folder / CARD).read_bytes(), manifest["release_digest"])
+        manifest["release_digest"] = content_digest(manifest, hashlib.sha256(blank).hexdigest())
+        (folder / CARD).write_bytes(blank.replace(DIGEST_PLACEHOLDER.encode(), manifest["release_digest"].encode()))
+        manifest["files"][CARD] = file_entry(folder / CARD)
+    manifest.pop("manifest_xxh3", None)
+    manifest["manifest_xxh3"] = digest_value(manifest)
+    path.write_text(pretty_json(manifest))
+    stage_path = folder / "manifest.json"
+    stage = json.loads(stage_path.read_text())
+    stage["outputs"] = {
+        name: {"bytes": (folder / name).stat().st_size, "xxh3": digest_file(folder / name)}
+        for name in stage["outputs"]
+        if (folder / name).is_file()
+    }
+    for key in ("release_version", "release_digest"):
+        if key in stage["details"]:
+            stage["details"][key] = manifest[key]
+    for key in stage["inputs"]:  # the release stage's inputs: the audited splits and the store's tables
+        name = key.removeprefix("audit/")
+        if name in manifest["files"]:
+            stage["inputs"][key] = manifest["files"][name]["xxh3"]
+    identity = StageIdentity(
+        **{k: stage[k] for k in ("corpus", "stage", "code_version", "contract_hash", "config_hash", "libraries")},
+        inputs=stage["inputs"],
+    )
+    stage["cache_key"] = identity.cache_key
+    stage_path.write_text(pretty_json(stage))
+
+
+def poison_release(release: Path) -> None:
+    """Every observation 1000 higher, digests recomputed: the same corpus and release_version, another content."""
+    import duckdb
+
+    path = release / "store" / "observations.parquet"
+    with duckdb.connect() as con:
+        con.execute(
+            "COPY (SELECT * REPLACE (value + 1000 AS value) FROM read_parquet(?) ORDER BY stream_id, ts) TO ? "
+            "(FORMAT parquet)",
+            [str(path), str(path) + ".new"],
+        )
+    os.replace(str(path) + ".new", path)
+    rehash_release(release)
+
+
+def poisoned_copy(release: Path, folder: Path) -> Path:
+    """A copy of a release, poisoned (`poison_release`)."""
+    shutil.copytree(release, folder)
+    poison_release(folder)
+    return folder
+
+
+def tool_results(trace: Path) -> list:
+    """The tool results of a trace, in order: what the store answered."""
+    records = [json.loads(line) for line in trace.read_text().splitlines()[1:]]
+    return [r["tool_result"] for r in records if r.get("type") == "turn" and r.get("tool_result") is not None]

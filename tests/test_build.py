@@ -253,3 +253,38 @@ def test_an_edit_of_the_parquet_writer_that_keeps_its_bytes_rebuilds_only_its_im
     for corpus in ("hhw", "xai4heat"):
         assert [result[(corpus, s)] for s in ("ingest", "store")] == ["built", "built"]
         assert [result[(corpus, s)] for s in ("tasks", "episodes", "audit", "release")] == ["cached"] * 4
+
+
+def test_a_damaged_or_edited_store_is_rebuilt_and_says_why(ws, tmp_path):
+    """store.duckdb is not byte-identical between builds, so manifest.json holds no digest of it: its size and xxh3 are
+    recorded beside it (outputs.local.json) and checked before the stage is said cached."""
+    path = ws.stage_dir("xai4heat", "store") / STORE_FILE
+    arguments = ["--root", str(ws.root), "tool", "lookup_observation", "--corpus", "xai4heat", "--args"]
+    call = json.dumps({"stream_id": "L8__t_sup_prim", "timestamp": "2022-01-10T10:24:00+01:00", "mode": "nearest"})
+    genuine = json.loads(CliRunner().invoke(main, [*arguments, call]).output)
+    assert isinstance(genuine["value"], float), genuine
+    edited = tmp_path / "edited.duckdb"
+    shutil.copyfile(path, edited)
+    edited.chmod(0o644)
+    with duckdb.connect(str(edited)) as con:
+        con.execute("UPDATE observations SET value = value + 1000")
+    for replacement in (b"garbage" * 10_000, edited.read_bytes()):
+        path.chmod(0o644)
+        path.write_bytes(replacement)
+        result = CliRunner().invoke(main, ["--root", str(ws.root), "build", "--corpus", "xai4heat"])
+        assert result.exit_code == 0, result.output
+        assert "xai4heat     store      built" in result.output
+        assert (
+            "xai4heat     store      info: rebuilt: store.duckdb differs from its size and xxh3 in outputs.local.json"
+            in result.output
+        )
+        assert json.loads(CliRunner().invoke(main, [*arguments, call]).output) == genuine
+
+
+def test_a_damaged_store_is_one_line_for_the_tools(ws):
+    path = ws.stage_dir("xai4heat", "store") / STORE_FILE
+    path.chmod(0o644)
+    path.write_bytes(b"garbage" * 10_000)
+    result = CliRunner().invoke(main, ["--root", str(ws.root), "tool", "list_points", "--corpus", "xai4heat"])
+    assert result.exit_code == 1 and isinstance(result.exception, SystemExit), result.output
+    assert result.output.startswith("error: ") and "store.duckdb: cannot be opened as a tool store" in result.output

@@ -21,7 +21,7 @@ def card_keys(license_id: str, license_url: str = "https://example.org/terms") -
     mapping = load_mapping(WS.corpus_config("xai4heat")).model_copy(
         update={"license_id": license_id, "license_url": license_url}
     )
-    text = dataset_card(mapping, MANIFEST, card_license(mapping, HUB_IDS))
+    text = dataset_card(mapping, MANIFEST, card_license(mapping, HUB_IDS), "0" * 64)
     return DatasetCard(text).data.to_dict()
 
 

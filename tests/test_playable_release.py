@@ -74,7 +74,7 @@ def test_a_copied_release_plays_scores_and_verifies_on_its_own(copy, tmp_path):
     assert scored.exit_code == 0 and json.loads(scored.output)["summaries"][0]["accomplished_rate"] == 1.0, (
         scored.output
     )
-    assert list(cache.glob("xai4heat-*/store.duckdb"))  # the store went to the cache, outside the release
+    assert list(cache.glob("xai4heat-*/store-*.duckdb"))  # the store went to the cache, outside the release
     evaluated = cli(
         elsewhere, "evaluate", "--release", str(copy), "--cache-dir", str(cache), "--trace", str(out), "--json"
     )

@@ -6,12 +6,14 @@ from __future__ import annotations
 import json
 
 import pytest
+from click.testing import CliRunner
 from hypothesis import given
 from hypothesis import strategies as st
 
+from pipeline.cli import main
 from pipeline.core.canonical import digest_value, pretty_json
 from pipeline.release.verify import verify_release
-from tests.helpers import fuzz_settings, verify_cli
+from tests.helpers import fuzz_settings, poison_release, rehash_release, verify_cli
 
 
 def edit(folder, change, *, redigest=False, name="release.json"):
@@ -139,8 +141,8 @@ def test_a_missing_or_broken_manifest_json(release):
 
 def test_unknown_files_are_refused_hub_extras_are_not(release):
     (release / ".gitattributes").write_text("*.parquet filter=lfs\n")
-    (release / ".cache" / "huggingface").mkdir(parents=True)
-    (release / ".cache" / "huggingface" / "download.lock").write_text("")
+    (release / ".cache" / "huggingface" / "download").mkdir(parents=True)
+    (release / ".cache" / "huggingface" / "download" / "release.json.lock").write_text("")
     assert verify_release(release) == []
     (release / "store" / "extra.parquet").write_bytes(b"PAR1")
     one_line_error(release, "store/extra.parquet: not part of the release")
@@ -186,3 +188,126 @@ def test_a_flip_through_the_cli_is_one_line(release):
     path.write_bytes(bytes(data))
     result = verify_cli(release)
     assert result.exit_code == 1 and "Traceback" not in result.output and "error: " in result.output
+
+
+def test_a_release_rewritten_whole_is_caught_by_its_versions(release):
+    poison_release(release)
+    problems = verify_release(release)
+    assert any("release_version" in p and "is not the digest of the files" in p for p in problems), problems
+    assert any("release_digest is not the digest of the content" in p for p in problems), problems
+
+
+def test_a_release_rewritten_with_its_versions_is_told_by_the_digest_the_user_trusts(release):
+    card = (release / "README.md").read_text()
+    trusted = json.loads((release / "release.json").read_text())["release_digest"]
+    assert f"`telemetry-bench verify --release DIR --expect sha256:{trusted}`" in card
+    result = CliRunner().invoke(main, ["verify", "--release", str(release), "--expect", f"sha256:{trusted}"])
+    assert result.exit_code == 0 and f"release digest sha256:{trusted} (the digest you expect)" in result.output
+    poison_release(release)
+    rehash_release(release, versions=True)  # the forger restates release_version, the digest and the card
+    assert verify_release(release) == []  # a folder cannot vouch for itself
+    output = one_line_error_of(["verify", "--release", str(release), "--expect", trusted], "not the release you trust")
+    assert f"not the sha256:{trusted} you expect" in output
+
+
+def one_line_error_of(args, *expected):
+    result = CliRunner().invoke(main, args)
+    assert result.exit_code == 1 and isinstance(result.exception, SystemExit), result.output
+    assert result.output.strip().splitlines()[-1].startswith("error: ") and "Traceback" not in result.output
+    assert all(e in result.output for e in expected), result.output
+    return result.output
+
+
+def test_an_expected_digest_that_is_not_one_is_one_line(release):
+    output = one_line_error_of(["verify", "--release", str(release), "--expect", "abc"], "not a release digest")
+    assert len(output.strip().splitlines()) == 1
+
+
+def test_the_digest_build_prints_is_the_one_the_release_has(real_artifacts):
+    """`build` prints each corpus's release digest on its summary line (all stages cached here: nothing is written)."""
+    from tests.helpers import run_cli
+
+    result = run_cli(real_artifacts, "build", "--corpus", "xai4heat")
+    assert result.exit_code == 0, result.output
+    (line,) = [line for line in result.output.splitlines() if line.startswith("  xai4heat     released")]
+    digest = line.rsplit("digest sha256:", 1)[1]
+    release = real_artifacts / "xai4heat" / "release"
+    assert digest == json.loads((release / "release.json").read_text())["release_digest"]
+    assert verify_release(release, f"sha256:{digest}") == []
+
+
+def test_ground_truth_is_checked_against_the_split_rows(release):
+    path = release / "ground_truth" / "test.jsonl"
+    rows = path.read_text().splitlines(keepends=True)
+    row = json.loads(rows[0])
+    row["final_out"]["phases"][0] = {key: "edited" for key in row["final_out"]["phases"][0]}
+    rows[0] = json.dumps(row, sort_keys=True, separators=(",", ":"), ensure_ascii=False) + "\n"
+    path.write_text("".join(rows))
+    rehash_release(release, versions=True)
+    problems = verify_release(release)
+    assert any(
+        "ground_truth/test.jsonl: row 1 (episode " in p
+        and "not the ground truth of its episode" in p
+        and "final_out" in p
+        for p in problems
+    ), problems
+    assert len(problems) == 1, problems
+
+
+def test_a_category_is_one_per_family(release):
+    path = release / "ground_truth" / "train.jsonl"
+    rows = path.read_text().splitlines(keepends=True)
+    row = json.loads(rows[0])
+    row["category"] = "another category"
+    rows[0] = json.dumps(row, sort_keys=True, separators=(",", ":"), ensure_ascii=False) + "\n"
+    path.write_text("".join(rows))
+    rehash_release(release, versions=True)
+    problems = verify_release(release)
+    assert any(f"family {row['family']} has the categories" in p for p in problems), problems
+
+
+def test_only_the_files_a_hub_adds_are_accepted_by_name(release):
+    hub = release / ".cache" / "huggingface"
+    for name in (".gitignore", "CACHEDIR.TAG", "download/test.jsonl.metadata", "download/store/sites.parquet.lock"):
+        (hub / name).parent.mkdir(parents=True, exist_ok=True)
+        (hub / name).write_text("")
+    (release / ".gitattributes").write_text("*.parquet filter=lfs\n")
+    assert verify_release(release) == []
+    for name in (
+        ".gitattributes_evil",
+        ".gitattributes.py",
+        ".cache/huggingface/evil.py",
+        ".cache/huggingface/download/x",
+    ):
+        (release / name).parent.mkdir(parents=True, exist_ok=True)
+        (release / name).write_text("")
+        one_line_error(release, f"{name}: not part of the release")
+        (release / name).unlink()
+
+
+MEASURE = """
+import resource, subprocess, sys
+done = subprocess.run(sys.argv[1:], capture_output=True, text=True, check=False)
+sys.stderr.write(done.stderr)
+print(done.returncode, resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss)
+sys.stdout.write(done.stdout)
+"""
+
+
+def test_verify_reads_a_2gib_file_within_500mb(release):
+    """A test.jsonl of 2 GiB (sparse: zeros, no newline) is hashed in chunks and read a bounded row at a time: the
+    verify process peaks far below what holding the file would take (6.8 GB before, 181 MB measured after). Its peak is
+    measured by a process of its own whose only child it is (RUSAGE_CHILDREN)."""
+    import subprocess
+    import sys
+
+    with (release / "test.jsonl").open("r+b") as handle:
+        handle.truncate(2 << 30)
+    command = [sys.executable, "-m", "pipeline.cli", "verify", "--release", str(release)]
+    done = subprocess.run(
+        [sys.executable, "-c", MEASURE, *command], capture_output=True, text=True, timeout=900, check=False
+    )
+    status, peak_kb = (int(x) for x in done.stdout.splitlines()[0].split())
+    assert status == 1 and "Traceback" not in done.stderr, done.stderr[-2000:]
+    assert "test.jsonl: row " in done.stdout and "is longer than" in done.stdout, done.stdout
+    assert peak_kb < 500 * 1024, f"verify --release peaked at {peak_kb // 1024} MB"

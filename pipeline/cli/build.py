@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import json
+from pathlib import Path
+
 import click
 
 from pipeline.cli import common as cli
@@ -114,6 +117,8 @@ def build(
     def show(outcome) -> None:
         if not as_json:
             click.echo(f"{outcome.corpus:<12} {outcome.stage:<10} {outcome.status:<7} {outcome.seconds:7.2f}s")
+        if outcome.note:  # a stage built again for a damaged output
+            click.echo(f"{outcome.corpus:<12} {outcome.stage:<10} info: {outcome.note}", err=True)
         notes = outcome.manifest.details.get("notes", [])  # e.g. a gate without enough rows to decide
         for line in [f"note: {n}" for n in notes] if verbose else [short_notes(notes, outcome)] if notes else []:
             click.echo(f"{outcome.corpus:<12} {outcome.stage:<10} {line}", err=True)
@@ -188,7 +193,11 @@ def summary(outcomes: list) -> list[str]:
         ungated = sum(s in ("insufficient_rows", "unproven") for s in statuses)
         gates = f"gates pass ({ungated} of {len(statuses)} not gated: too few rows)" if ungated else "gates pass"
         split = " / ".join(f"{rows.get(s, 0)} {s}" for s in ("train", "dev", "test"))
-        lines.append(f"  {corpus:<12} released {sum(rows.values()):>4} rows: {split}; {gates}")
+        digest = release.manifest.details.get("release_digest")
+        lines.append(
+            f"  {corpus:<12} released {sum(rows.values()):>4} rows: {split}; {gates}"
+            + (f"; digest sha256:{digest}" if digest else "")
+        )
         released.append((corpus, rows.get("test", 0)))
     tested = [c for c, n in released if n] or [c for c, _ in released]
     if tested:
@@ -210,36 +219,34 @@ def summary(outcomes: list) -> list[str]:
     type=click.Path(file_okay=False),
     help="Only check this release folder against its release.json.",
 )
+@click.option(
+    "--expect",
+    metavar="DIGEST",
+    help="With --release: the release digest you trust (sha256:..., as `build` printed it or the publisher's dataset "
+    "card states it); the folder's content must have it.",
+)
 @click.option("--json", "as_json", is_flag=True, help="Print the match table as JSON.")
 @click.pass_context
 @cli.handle_errors
-def verify(ctx: click.Context, corpora: tuple[str, ...], release: str | None, as_json: bool) -> None:
+def verify(
+    ctx: click.Context, corpora: tuple[str, ...], release: str | None, expect: str | None, as_json: bool
+) -> None:
     """Rebuild raw -> release twice in fresh folders under different environments and compare every stage's
-    outputs with each other and with the committed release; or check one release folder (--release).
+    outputs with each other and with the committed release; or check one release folder (--release), against the
+    digest you trust with --expect.
 
     \b
     Example:
       telemetry-bench verify --release artifacts/xai4heat/release
     """
-    from pathlib import Path
-
     from pipeline.core.config import select_corpora
     from pipeline.core.errors import StageError
-    from pipeline.release.verify import replay, verify_release
+    from pipeline.release.verify import replay
 
+    if expect and not release:
+        raise click.UsageError("--expect checks a release folder: give --release DIR too")
     if release:
-        problems = verify_release(Path(release))
-        if as_json:
-            cli.echo_json({"ok": not problems, "problems": problems})
-        for problem in problems if not as_json else []:
-            click.echo(problem)
-        if problems:
-            raise StageError(f"{release}: {len(problems)} problem(s); first: {problems[0]}")
-        if not as_json:
-            click.echo(
-                f"{release}: intact (files, rows, schema, counts, thresholds, stage manifest, own digest; no unknown "
-                f"file)"
-            )
+        _verify_folder(Path(release), expect, as_json)
         return
     ws = cli.workspace(ctx)
     report = replay(ws, select_corpora(ws, corpora))
@@ -268,6 +275,31 @@ def verify(ctx: click.Context, corpora: tuple[str, ...], release: str | None, as
         raise StageError("verify found differences" + hint)
 
 
+def _verify_folder(release: Path, expect: str | None, as_json: bool) -> None:
+    """verify --release: the problems of the folder, one a line, or that it is intact and its release digest."""
+    from pipeline.core.errors import StageError
+    from pipeline.release.verify import verify_release
+
+    problems = verify_release(release, expect)
+    digest = None if problems else json.loads((release / "release.json").read_bytes())["release_digest"]
+    if as_json:
+        cli.echo_json({"ok": not problems, "problems": problems, "release_digest": digest})
+    for problem in problems if not as_json else []:
+        click.echo(problem)
+    if problems:
+        raise StageError(f"{release}: {len(problems)} problem(s); first: {problems[0]}")
+    if not as_json:
+        trusted = (
+            "the digest you expect"
+            if expect
+            else "a folder cannot vouch for itself: check it against the digest its publisher printed, --expect"
+        )
+        click.echo(
+            f"{release}: intact (files, rows, schema, ground truth, counts, thresholds, stage manifest, versions, own "
+            f"digest; no unknown file); release digest sha256:{digest} ({trusted})"
+        )
+
+
 @click.group()
 def synth() -> None:
     """Generate synthetic raw data in a real corpus's exact format."""
@@ -287,8 +319,6 @@ def synth_bts_command(ctx: click.Context, streams: int, days: int, seed: int, ou
     Example:
       telemetry-bench synth bts --streams 20 --days 3 --seed 7 --out /tmp/bts-synth
     """
-    from pathlib import Path
-
     from pipeline.ingest.synth import synth_bts
 
     ws = cli.workspace(ctx)

@@ -6,8 +6,9 @@ import json
 import math
 import os
 import tempfile
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
+from typing import Any, BinaryIO
 
 import xxhash
 
@@ -74,6 +75,41 @@ def loads_untrusted(text: str | bytes, max_depth: int = MAX_JSON_DEPTH) -> Any:
     if json_depth(value) > max_depth:
         raise JSONTooDeep(max_depth, text)
     return value
+
+
+MAX_ROW_BYTES = 4 << 20  # one row of a JSON-lines file a build writes (an episode, a trajectory) is some kilobytes
+
+
+class TooLarge(ValueError):
+    """A file or a row larger than its readers accept: refused before it is held in memory."""
+
+
+def read_bounded(path: Path, limit: int) -> bytes:
+    """A file's bytes, if it has at most `limit` of them (TooLarge otherwise): a reader of files from outside (a
+    release's manifests, a dataset card) never holds more than that."""
+    with open(path, "rb") as handle:
+        data = handle.read(limit + 1)
+    if len(data) > limit:
+        raise TooLarge(f"larger than {limit} bytes, more than a build writes")
+    return data
+
+
+def iter_rows(handle: BinaryIO, limit: int = MAX_ROW_BYTES) -> Iterator[bytes]:
+    """The rows of a JSON-lines file, one at a time, as a release counts and digests them (pipeline.release.stage):
+    each line without its newline; a last line without one is a row too, and an empty file is one empty row. A row
+    longer than `limit` bytes is TooLarge (its number in the message), before it is held in memory."""
+    number = 0
+    while True:
+        line = handle.readline(limit + 1)
+        number += 1
+        if line.endswith(b"\n"):
+            yield line[:-1]
+        elif len(line) > limit:
+            raise TooLarge(f"row {number} is longer than {limit} bytes, more than a build writes")
+        else:
+            if line or number == 1:
+                yield line
+            return
 
 
 def digest(data: bytes | str) -> str:

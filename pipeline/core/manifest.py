@@ -18,7 +18,15 @@ from pydantic import BaseModel, ValidationError
 
 from contracts.manifest import OutputFile, StageManifest
 from contracts.tasks import SPLITS
-from pipeline.core.canonical import HASH_SCHEME_VERSION, digest_file, digest_value, write_json, write_jsonl
+from pipeline.core.canonical import (
+    HASH_SCHEME_VERSION,
+    digest_file,
+    digest_value,
+    loads_untrusted,
+    read_bounded,
+    write_json,
+    write_jsonl,
+)
 from pipeline.core.code_identity import PACKAGE_ROOT, import_closure
 from pipeline.core.errors import StageError
 
@@ -87,13 +95,36 @@ def read_manifest(folder: Path) -> StageManifest | None:
         return None  # unreadable manifest: the stage is simply rebuilt
 
 
-def outputs_intact(folder: Path, manifest: StageManifest, extra: Iterable[str] = ()) -> bool:
-    """Every recorded output exists with its recorded hash (and every extra file exists)."""
-    for name, out in manifest.outputs.items():
+# The size and xxh3 of a stage's unhashed outputs (store.duckdb: never byte-identical between builds, so never in
+# manifest.json, which is), beside the manifest: checked before the stage is said cached, never compared between builds.
+LOCAL_DIGESTS = "outputs.local.json"
+
+
+def _local_digests(folder: Path) -> dict[str, OutputFile]:
+    """The unhashed outputs' recorded sizes and digests (none when the file is missing or unreadable)."""
+    try:
+        data = loads_untrusted(read_bounded(folder / LOCAL_DIGESTS, 1 << 20))
+        return {name: OutputFile.model_validate(out) for name, out in data.items()}
+    except (OSError, ValueError, AttributeError):  # a pydantic ValidationError is a ValueError
+        return {}
+
+
+def damaged_output(folder: Path, manifest: StageManifest) -> str | None:
+    """Why a stage's outputs cannot be reused: the first output that is missing or not of its recorded size and xxh3
+    (the unhashed ones against LOCAL_DIGESTS); None when every one is intact."""
+    unhashed = manifest.details.get("unhashed_outputs", [])
+    local = _local_digests(folder) if unhashed else {}
+    recorded = [(name, out, MANIFEST) for name, out in manifest.outputs.items()]
+    recorded += [(name, local.get(name), LOCAL_DIGESTS) for name in unhashed]
+    for name, out, where in recorded:
         path = folder / name
-        if not path.is_file() or path.stat().st_size != out.bytes or digest_file(path) != out.xxh3:
-            return False
-    return all((folder / name).exists() for name in extra)
+        if not path.is_file():
+            return f"{name} is missing"
+        if out is None:
+            return f"{name} has no recorded size and xxh3 in {where}"
+        if path.stat().st_size != out.bytes or digest_file(path) != out.xxh3:
+            return f"{name} differs from its size and xxh3 in {where} (damaged or edited)"
+    return None
 
 
 @dataclass
@@ -153,6 +184,7 @@ class StageOutcome:
     status: str  # "built" or "cached"
     seconds: float
     manifest: StageManifest
+    note: str | None = None  # why a stage whose identity was unchanged was built again (a damaged output)
 
 
 LOCK = ".build.lock"
@@ -203,16 +235,18 @@ def _swap_in(tmp: Path, final: Path) -> None:
 def run_stage(
     identity: StageIdentity, final: Path, run: Callable[[Path], StageResult], force: bool = False
 ) -> StageOutcome:
-    """Skip the stage when its manifest's cache key matches and outputs are intact; else build atomically."""
+    """Skip the stage when its manifest's cache key matches and its outputs are intact (every one of its recorded
+    size and xxh3); else build atomically, with a note saying why when only the outputs were in the way."""
     start = time.perf_counter()
     existing = read_manifest(final)
-    if (
-        not force
-        and existing is not None
-        and existing.cache_key == identity.cache_key
-        and outputs_intact(final, existing, existing.details.get("unhashed_outputs", []))
-    ):
-        return StageOutcome(identity.corpus, identity.stage, "cached", time.perf_counter() - start, existing)
+    note = None
+    if not force and existing is None and (final / MANIFEST).is_file():
+        note = f"rebuilt: its {MANIFEST} cannot be read"
+    elif not force and existing is not None and existing.cache_key == identity.cache_key:
+        why = damaged_output(final, existing)
+        if why is None:
+            return StageOutcome(identity.corpus, identity.stage, "cached", time.perf_counter() - start, existing)
+        note = f"rebuilt: {why}"
     final.parent.mkdir(parents=True, exist_ok=True)
     tmp = Path(tempfile.mkdtemp(prefix=f".{final.name}.tmp-", dir=final.parent))
     try:
@@ -220,6 +254,8 @@ def run_stage(
         details = dict(result.details)
         if result.unhashed_outputs:
             details["unhashed_outputs"] = sorted(result.unhashed_outputs)
+            local = hash_outputs(tmp, result.unhashed_outputs)
+            write_json(tmp / LOCAL_DIGESTS, {name: out.model_dump(mode="json") for name, out in local.items()})
         manifest = StageManifest(
             scheme_version=HASH_SCHEME_VERSION,
             corpus=identity.corpus,
@@ -241,7 +277,7 @@ def run_stage(
     except BaseException:
         shutil.rmtree(tmp, ignore_errors=True)
         raise
-    return StageOutcome(identity.corpus, identity.stage, "built", time.perf_counter() - start, manifest)
+    return StageOutcome(identity.corpus, identity.stage, "built", time.perf_counter() - start, manifest, note)
 
 
 def require_manifest(folder: Path, what: str) -> StageManifest:

@@ -7,10 +7,12 @@ from collections import Counter, defaultdict
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, NamedTuple
 
+from pydantic import ValidationError
+
 from contracts.episodes import Episode
 from contracts.runtime import EpisodeEnd, EpisodeScore, TraceHeader, TurnRecord
 from contracts.tasks import SPLITS
-from pipeline.core.canonical import digest_file, loads_untrusted
+from pipeline.core.canonical import TooLarge, digest_file, iter_rows, loads_untrusted
 from pipeline.core.config import load_episodes_config
 from pipeline.core.errors import RunError, StageError
 from pipeline.core.workspace import Workspace
@@ -33,8 +35,29 @@ def episode_file(ws: Workspace, corpus: str, split: str) -> tuple[str, Path]:
     raise StageError(f"{ws.stage_dir(corpus, 'episodes')}: no episodes for {split}; run `telemetry-bench build` first")
 
 
+RESTORE_EPISODES = "download the release again, or rebuild it: `telemetry-bench build`"
+
+
 def load_episodes(path: Path) -> list[Episode]:
-    return [Episode.model_validate_json(line) for line in path.read_text(encoding="utf-8").splitlines() if line]
+    """The episodes of a split file, read a row at a time (each within MAX_ROW_BYTES); a row that is not an episode
+    stops the read in one line naming it (a release's files are checked against their digests first, but a release
+    can be rewritten whole)."""
+    episodes = []
+    try:
+        with path.open("rb") as handle:
+            for number, row in enumerate(iter_rows(handle), start=1):
+                if row:
+                    try:
+                        episodes.append(Episode.model_validate_json(row))
+                    except ValidationError as exc:
+                        error = exc.errors()[0]
+                        where = ".".join(str(part) for part in error["loc"]) or "the row"
+                        raise RunError(
+                            f"{path}: row {number}: not an episode ({where}: {error['msg']}); {RESTORE_EPISODES}"
+                        ) from exc
+    except TooLarge as exc:
+        raise RunError(f"{path}: {exc}; {RESTORE_EPISODES}") from exc
+    return episodes
 
 
 def score_rank(score: EpisodeScore) -> tuple[bool, bool, bool]:

@@ -101,7 +101,9 @@ def _gate_lines(gates: dict) -> list[str]:
     ]
 
 
-def dataset_card(mapping: CorpusMapping, manifest: dict, license: dict[str, str]) -> str:
+def dataset_card(mapping: CorpusMapping, manifest: dict, license: dict[str, str], release_digest: str) -> str:
+    """The card; `release_digest` is the release's (pipeline.release.stage.content_digest), stated where a user who
+    trusts this page can copy it to check a download."""
     counts = manifest["counts"]
     lines = [
         f"# telemetry-bench: {mapping.name}",
@@ -151,6 +153,13 @@ def dataset_card(mapping: CorpusMapping, manifest: dict, license: dict[str, str]
         "(`raw_inputs`); every stage that produced this release is listed by its configuration hash and the digest of "
         "its outputs (`stages`), with the tool registry version and library versions. Rebuild and compare with "
         "`telemetry-bench verify`.",
+        "",
+        "## Integrity",
+        f"Release digest: `sha256:{release_digest}` (of every file of this release but manifest.json, with this digest "
+        "blanked in this card). "
+        "A folder cannot vouch for itself: check a copy against the digest from a source you trust (this card on the "
+        f"publisher's page, or the build's output) with `telemetry-bench verify --release DIR --expect "
+        f"sha256:{release_digest}`.",
         "",
         "## License",
         f"Raw data: {mapping.license}"

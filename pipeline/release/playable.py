@@ -2,13 +2,19 @@
 
 A release carries what playing needs: the episodes per split, the tool store's tables as Parquet (store/), the user
 simulator's phrases (simulator.json) and release.json with the digests of every file. The DuckDB store is loaded
-from the Parquet tables on first use, after their digests are checked, into a cache folder outside the release
-(hub copies are read-only): `--cache-dir`, default the user cache directory. The release folder is never written.
+from the Parquet tables on first use, after their digests and columns are checked, into a cache folder outside the
+release (hub copies are read-only): `--cache-dir`, default the user cache directory. The release folder is never
+written, and nothing of it is trusted before it is checked: every file against release.json's sha256, every document
+within a size and a depth, every row within a length.
+
+The cache entry of a release is keyed by the sha256 of its release.json, which names the sha256 of every file: the
+release's full content, so that two releases never share an entry. The entry is one file, named by its own digest and
+written by one rename; it is used only when its bytes still have that digest, and loaded again otherwise.
 """
 
 from __future__ import annotations
 
-import json
+import hashlib
 import os
 import re
 import tempfile
@@ -18,20 +24,27 @@ from pathlib import Path
 import duckdb
 
 from contracts.tasks import SPLITS
+from pipeline.core.canonical import digest_file, loads_untrusted, read_bounded
 from pipeline.core.checksums import sha256_file
 from pipeline.core.errors import ReleaseError
-from pipeline.release.stage import RELEASE_MANIFEST, SIMULATOR, STORE_TABLES
+from pipeline.release.stage import MAX_DOCUMENT_BYTES, RELEASE_MANIFEST, SIMULATOR, STORE_TABLES
 from pipeline.runtime.simulator import Lexicon, lexicon
-from pipeline.store.reader import KEYS, STORE_FILE
+from pipeline.store.reader import COLUMNS, KEYS, READER_MEMORY
 from pipeline.tools.access import ToolStore
 
 NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]*$")  # what may become a folder name in the cache
+ENTRY = re.compile(r"^store-([0-9a-f]{32})\.duckdb$")  # a cache entry: the store, named by its own xxh3
+AGAIN = "download the release again"
 
 
 def default_cache_dir() -> Path:
     import platformdirs
 
     return Path(platformdirs.user_cache_dir("telemetry-bench"))
+
+
+def _first_line(exc: BaseException) -> str:
+    return (str(exc).strip().splitlines() or [type(exc).__name__])[0]
 
 
 @dataclass
@@ -50,17 +63,18 @@ class Release:
                 "(artifacts/<corpus>/release/ or its copy)"
             )
         try:
-            self.manifest = json.loads(path.read_text(encoding="utf-8"))
+            data = read_bounded(path, MAX_DOCUMENT_BYTES)
+            self.manifest = loads_untrusted(data)
             files, corpus, version = self.manifest["files"], self.manifest["corpus"], self.manifest["release_version"]
-        except (ValueError, KeyError, TypeError) as exc:
-            raise ReleaseError(
-                f"{path}: not a release manifest ({type(exc).__name__}: {exc}); download the release again"
-            ) from exc
+        except (OSError, ValueError, KeyError, TypeError) as exc:
+            raise ReleaseError(f"{path}: not a release manifest ({type(exc).__name__}: {exc}); {AGAIN}") from exc
         if not (isinstance(corpus, str) and NAME.match(corpus) and isinstance(version, str) and NAME.match(version)):
-            raise ReleaseError(
-                f"{path}: corpus {corpus!r} or release_version {version!r} is not a plain name; download the release "
-                f"again"
-            )
+            raise ReleaseError(f"{path}: corpus {corpus!r} or release_version {version!r} is not a plain name; {AGAIN}")
+        if not isinstance(files, dict) or not all(
+            isinstance(entry, dict) and isinstance(entry.get("sha256"), str) for entry in files.values()
+        ):
+            raise ReleaseError(f"{path}: files is not a table of file entries with a sha256; {AGAIN}")
+        self.content_key = hashlib.sha256(data).hexdigest()  # names every file's sha256: the release's content
         self._checked: set[str] = set()
         missing = [name for name in files if name.startswith(f"{STORE_TABLES}/") or name == SIMULATOR]
         if len(missing) < len(KEYS) + 1:
@@ -80,11 +94,15 @@ class Release:
         if name not in self._checked:
             entry = self.manifest["files"].get(name)
             if entry is None or not path.is_file():
-                raise ReleaseError(f"{path}: missing from the release; download it again")
-            if sha256_file(path) != entry["sha256"]:
+                raise ReleaseError(f"{path}: missing from the release; {AGAIN}")
+            try:
+                actual = sha256_file(path)
+            except OSError as exc:
+                raise ReleaseError(f"{path}: cannot be read ({exc.strerror or exc}); {AGAIN}") from exc
+            if actual != entry["sha256"]:
                 raise ReleaseError(
-                    f"{path}: does not match {RELEASE_MANIFEST} (sha256); the copy is damaged: download the "
-                    "release again (`telemetry-bench verify --release DIR` lists what differs)"
+                    f"{path}: does not match {RELEASE_MANIFEST} (sha256); the copy is damaged: {AGAIN} "
+                    "(`telemetry-bench verify --release DIR` lists what differs)"
                 )
             self._checked.add(name)
         return path
@@ -95,40 +113,73 @@ class Release:
         return self.checked(f"{split}.jsonl")
 
     def keywords(self) -> Lexicon:
-        return lexicon(json.loads(self.checked(SIMULATOR).read_text(encoding="utf-8"))["slots"])
+        """The user simulator's phrases per slot, from simulator.json ({"slots": {slot: [phrase, ...]}})."""
+        path = self.checked(SIMULATOR)
+        try:
+            slots = loads_untrusted(read_bounded(path, MAX_DOCUMENT_BYTES))["slots"]
+            valid = isinstance(slots, dict) and all(
+                isinstance(phrases, list) and all(isinstance(p, str) for p in phrases) for phrases in slots.values()
+            )
+        except (OSError, ValueError, KeyError, TypeError) as exc:
+            raise ReleaseError(f"{path}: not the simulator's phrases ({type(exc).__name__}: {exc}); {AGAIN}") from exc
+        if not valid:
+            raise ReleaseError(f'{path}: not the simulator\'s phrases ({{"slots": {{slot: [phrase, ...]}}}}); {AGAIN}')
+        return lexicon(slots)
 
     def store_path(self) -> Path:
-        """The DuckDB store of this release in the cache, loaded from the Parquet tables on first use."""
-        target = self.cache_dir / f"{self.corpus}-{self.manifest['release_version']}" / STORE_FILE
-        if target.is_file():
-            return target
+        """The DuckDB store of this release in the cache: the entry of this release's content when its bytes are
+        intact, else loaded again from the Parquet tables (their digests and columns checked first)."""
+        entry = self.cache_dir / f"{self.corpus}-{self.content_key}"
+        for found in sorted(entry.glob("store-*.duckdb")) if entry.is_dir() else []:
+            named = ENTRY.match(found.name)
+            try:
+                if named and found.is_file() and digest_file(found) == named.group(1):
+                    return found
+                found.unlink()  # damaged, or half of something: loaded again below
+            except OSError:
+                continue
         for table in KEYS:
             self.checked(f"{STORE_TABLES}/{table}.parquet")
         try:
-            target.parent.mkdir(parents=True, exist_ok=True)
-            handle, tmp = tempfile.mkstemp(dir=target.parent, prefix=".store-", suffix=".duckdb")
+            entry.mkdir(parents=True, exist_ok=True)
+            handle, tmp = tempfile.mkstemp(dir=entry, prefix=".store-", suffix=".duckdb")
             os.close(handle)
             os.unlink(tmp)  # DuckDB creates the file itself
             try:
-                con = duckdb.connect(tmp)
-                try:
-                    for table, key in KEYS.items():
-                        source = str(self.folder / STORE_TABLES / f"{table}.parquet")
-                        con.execute(
-                            f"CREATE TABLE {table} AS SELECT * FROM read_parquet(?) ORDER BY {', '.join(key)}", [source]
-                        )
-                    con.execute("CHECKPOINT")
-                finally:
-                    con.close()
-                os.replace(tmp, target)  # another process may have won the race: same content
+                self._load(Path(tmp))
+                target = entry / f"store-{digest_file(Path(tmp))}.duckdb"
+                os.replace(tmp, target)  # another process may have loaded its own: both are intact
             finally:
                 for leftover in (Path(tmp), Path(f"{tmp}.wal")):
                     leftover.unlink(missing_ok=True)
         except OSError as exc:
-            raise ReleaseError(
-                f"{target.parent}: cannot write the store cache ({exc}); give a writable --cache-dir"
-            ) from exc
+            raise ReleaseError(f"{entry}: cannot write the store cache ({exc}); give a writable --cache-dir") from exc
         return target
+
+    def _load(self, path: Path) -> None:
+        """Every Parquet table of the release into a new DuckDB file, each refused in one line when it is not a
+        Parquet file of the table's columns (pipeline.store.reader.COLUMNS)."""
+        spills = Path(tempfile.gettempdir()) / f"telemetry-bench-load-{os.getpid()}"
+        con = duckdb.connect(str(path), config={"memory_limit": READER_MEMORY, "temp_directory": str(spills)})
+        try:
+            for table, key in KEYS.items():
+                source = self.folder / STORE_TABLES / f"{table}.parquet"
+                try:
+                    described = con.execute("DESCRIBE SELECT * FROM read_parquet(?)", [str(source)]).fetchall()
+                    columns = ", ".join(f"{name} {kind}" for name, kind, *_ in described)
+                    if columns != COLUMNS[table]:
+                        raise ReleaseError(
+                            f"{source}: not the store's {table} table (its columns: {columns[:300]}); {AGAIN}"
+                        )
+                    con.execute(
+                        f"CREATE TABLE {table} AS SELECT * FROM read_parquet(?) ORDER BY {', '.join(key)}",
+                        [str(source)],
+                    )
+                except duckdb.Error as exc:
+                    raise ReleaseError(f"{source}: not a readable Parquet table ({_first_line(exc)}); {AGAIN}") from exc
+            con.execute("CHECKPOINT")
+        finally:
+            con.close()
 
     def store(self) -> ToolStore:
         return ToolStore(self.store_path())

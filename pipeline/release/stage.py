@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 import json
 import shutil
 from collections import Counter
@@ -11,7 +12,16 @@ from contracts.corpus import CorpusMapping
 from contracts.episodes import Episode
 from contracts.tasks import SPLITS
 from pipeline.audit.gates import figures, gate_of
-from pipeline.core.canonical import digest, digest_value, pretty_json, write_json, write_jsonl
+from pipeline.core.canonical import (
+    canonical_bytes,
+    digest,
+    digest_file,
+    digest_value,
+    iter_rows,
+    pretty_json,
+    write_json,
+    write_jsonl,
+)
 from pipeline.core.checksums import sha256_file
 from pipeline.core.errors import StageError
 from pipeline.core.manifest import StageResult, data_identity
@@ -21,17 +31,43 @@ from pipeline.release.ground_truth import trajectory
 from pipeline.store.reader import KEYS
 
 RELEASE_MANIFEST = "release.json"
+CARD = "README.md"  # the dataset card
+DERIVED = (CARD, "croissant.json")  # written from release.json's claims, after release_version
+MAX_DOCUMENT_BYTES = 64 << 20  # release.json, manifest.json, the card, simulator.json: readers refuse larger ones
+DIGEST_PLACEHOLDER = "0" * 64  # the release digest's place in the card while the digest is computed
 
 
 def file_entry(path: Path) -> dict:
-    """Hashes, size and per-row digests of one file (rows: lines of a JSONL file)."""
-    data = path.read_bytes()
-    entry = {"sha256": sha256_file(path), "xxh3": digest(data), "bytes": len(data)}
+    """Hashes, size and per-row digests of one file (rows: lines of a JSONL file, as its readers split them)."""
+    entry = {"sha256": sha256_file(path), "xxh3": digest_file(path), "bytes": path.stat().st_size}
     if path.suffix == ".jsonl":
-        rows = data.split(b"\n")[:-1] if data.endswith(b"\n") else data.split(b"\n")
+        with path.open("rb") as handle:
+            rows = [digest(row) for row in iter_rows(handle)]
         entry["rows"] = len(rows)
-        entry["row_xxh3"] = [digest(row) for row in rows]
+        entry["row_xxh3"] = rows
     return entry
+
+
+def release_version(files: dict) -> str:
+    """A release's short version: the digest of its data files' xxh3 (the card and croissant.json, which state it,
+    left out); verify recomputes it from the files."""
+    return digest_value([files[n].get("xxh3") for n in sorted(files) if n not in DERIVED])[:16]
+
+
+def blank_card(card: bytes, release_digest: str) -> bytes:
+    """The card with its statement of the release digest blanked: what the digest covers of it."""
+    return card.replace(release_digest.encode("ascii"), DIGEST_PLACEHOLDER.encode("ascii"))
+
+
+def content_digest(manifest: dict, card_sha256: str) -> str:
+    """The release digest: sha256 of everything release.json states but its own digests (every file's sha256, rows,
+    counts, gates, inputs, versions), with the card as the sha256 of its blanked form (`blank_card`). It names every
+    byte of the release but manifest.json (the build's record, which lists release.json's digest and is checked
+    against it): `build` prints it, the card states it, `verify --release DIR --expect` checks a folder against it. A
+    folder cannot vouch for itself; a digest from where the user trusts can."""
+    claims = {k: v for k, v in manifest.items() if k not in ("manifest_xxh3", "release_digest")}
+    claims["files"] = {**claims["files"], CARD: {"sha256": card_sha256}}
+    return hashlib.sha256(canonical_bytes(claims)).hexdigest()
 
 
 def _recorded(name: str, audit: dict) -> bool:
@@ -161,17 +197,23 @@ def build_release(
         "tool_registry_version": registry_version,
         "libraries": libraries,
     }
-    manifest["release_version"] = digest_value([files[n]["xxh3"] for n in sorted(files)])[:16]
-    (out / "README.md").write_text(dataset_card(mapping, manifest, card_license), encoding="utf-8")
+    manifest["release_version"] = release_version(files)
     (out / "croissant.json").write_text(
         pretty_json(croissant(mapping, manifest, sorted({k for e in episodes for k in e.difficulty}))), encoding="utf-8"
     )
-    for extra in ("README.md", "croissant.json"):
-        manifest["files"][extra] = file_entry(out / extra)
+    manifest["files"]["croissant.json"] = file_entry(out / "croissant.json")
+    blank = dataset_card(mapping, manifest, card_license, DIGEST_PLACEHOLDER)
+    manifest["release_digest"] = content_digest(manifest, hashlib.sha256(blank.encode("utf-8")).hexdigest())
+    (out / CARD).write_text(blank.replace(DIGEST_PLACEHOLDER, manifest["release_digest"]), encoding="utf-8")
+    manifest["files"][CARD] = file_entry(out / CARD)
     manifest["manifest_xxh3"] = digest_value(manifest)  # of everything above: verify detects an edit of any claim
     write_json(out / RELEASE_MANIFEST, manifest)
     return StageResult(
         outputs=[*manifest["files"], RELEASE_MANIFEST],
         row_counts=counts["split"],
-        details={"release_version": manifest["release_version"], "counts": counts},
+        details={
+            "release_version": manifest["release_version"],
+            "release_digest": manifest["release_digest"],
+            "counts": counts,
+        },
     )

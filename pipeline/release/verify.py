@@ -7,25 +7,51 @@ import hashlib
 import importlib.util
 import json
 import os
+import re
 import subprocess
 import sys
 import tempfile
 from collections import Counter
+from collections.abc import Iterator
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import pyarrow as pa
 import pyarrow.parquet as pq
+import xxhash
 from pydantic import ValidationError
 
 from contracts.episodes import Episode
 from contracts.tasks import SPLITS
-from pipeline.core.canonical import HASH_SCHEME_VERSION, digest, digest_value, loads_untrusted, pretty_json
-from pipeline.core.errors import StageError
-from pipeline.core.manifest import StageIdentity
+from pipeline.core.canonical import (
+    HASH_SCHEME_VERSION,
+    TooLarge,
+    canonical_bytes,
+    digest,
+    digest_value,
+    iter_rows,
+    loads_untrusted,
+    pretty_json,
+    read_bounded,
+)
+from pipeline.core.errors import ReleaseError, StageError
+from pipeline.core.manifest import LOCAL_DIGESTS, StageIdentity
 from pipeline.core.workspace import Workspace
-from pipeline.release.stage import RELEASE_MANIFEST, STORE_TABLES
+from pipeline.release.ground_truth import trajectory
+from pipeline.release.stage import (
+    CARD,
+    MAX_DOCUMENT_BYTES,
+    RELEASE_MANIFEST,
+    STORE_TABLES,
+    blank_card,
+    content_digest,
+    release_version,
+)
 
-IGNORED = {"store.duckdb"}  # never byte-identical between builds; its tables are compared by logical digest
+# Never byte-identical between builds: the store file (its tables are compared by logical digest) and its recorded
+# size and digest.
+IGNORED = {"store.duckdb", LOCAL_DIGESTS}
 ENVIRONMENTS = (
     {
         "TELEMETRY_BENCH_THREADS": "1",
@@ -57,10 +83,24 @@ def _row_id(line: bytes) -> str:
     return f" (id {data.get('id') or data.get('task_id')})" if isinstance(data, dict) else ""
 
 
-HUB_EXTRAS = (".gitattributes", ".cache/huggingface/")  # what dataset hubs add to a downloaded folder: allowed
+# What a dataset hub's download adds to a release folder, by exact name (huggingface_hub's download to a folder): the
+# repository's .gitattributes, and its bookkeeping under .cache/huggingface/: a .gitignore, a CACHEDIR.TAG, and a
+# .metadata and a .lock file per downloaded file. Nothing else is accepted beside the release's own files.
+HUB_FILES = (".gitattributes", ".cache/huggingface/.gitignore", ".cache/huggingface/CACHEDIR.TAG")
+HUB_DOWNLOAD = ".cache/huggingface/download/{name}.{kind}"
 STAGE_MANIFEST = "manifest.json"  # the release stage's own manifest, beside release.json
-REQUIRED = {"files": dict, "splits": dict, "counts": dict, "manifest_xxh3": str}
+REQUIRED = {
+    "files": dict,
+    "splits": dict,
+    "counts": dict,
+    "release_version": str,
+    "release_digest": str,
+    "manifest_xxh3": str,
+}
 RESTORE = "restore it from the release (or rebuild it: `telemetry-bench build`)"
+CHUNK = 1 << 22  # what verify holds of a file at once while it hashes it
+MAX_THRESHOLDS = 100_000  # rows of store/thresholds.parquet verify reads (a store has some dozens)
+DIGEST = re.compile(r"[0-9a-f]{64}")
 
 
 def _safe_name(name: str) -> bool:
@@ -69,6 +109,17 @@ def _safe_name(name: str) -> bool:
     return (
         bool(name) and "\\" not in name and ":" not in parts[0] and all(part not in ("", ".", "..") for part in parts)
     )
+
+
+def expected_digest(text: str) -> str:
+    """A release digest as a user gives it (`sha256:<hex>` as `build` prints it and the card states it, or the hex)."""
+    value = text.strip().lower().removeprefix("sha256:")
+    if not DIGEST.fullmatch(value):
+        raise ReleaseError(
+            f"--expect {text!r}: not a release digest; give the sha256:<64 hex digits> that `build` printed or the "
+            "release's dataset card states"
+        )
+    return value
 
 
 def _load_manifest(path: Path, data: bytes) -> tuple[dict | None, list[str]]:
@@ -96,7 +147,7 @@ def _load_manifest(path: Path, data: bytes) -> tuple[dict | None, list[str]]:
 
 def _self_digest(path: Path, manifest: dict, data: bytes) -> list[str]:
     """release.json's own digest, and its bytes as the one JSON writer writes them: claims that cannot be recomputed
-    (libraries, raw inputs, cache keys) cannot be edited, nor can a byte of the file (spaces included)."""
+    (libraries, raw inputs, cache keys) cannot be edited carelessly, nor can a byte of the file (spaces included)."""
     rest = {k: v for k, v in manifest.items() if k != "manifest_xxh3"}
     try:
         if digest_value(rest) != manifest["manifest_xxh3"]:
@@ -110,80 +161,167 @@ def _self_digest(path: Path, manifest: dict, data: bytes) -> list[str]:
     return []
 
 
-def _rows(data: bytes) -> list[bytes]:
-    return data.split(b"\n")[:-1] if data.endswith(b"\n") else data.split(b"\n")
+@dataclass(frozen=True)
+class _Scan:
+    """One file read through once, a chunk at a time: its digests, size and rows (as pipeline.core.canonical.iter_rows
+    counts them)."""
+
+    sha256: str
+    xxh3: str
+    size: int
+    rows: int
+
+    @classmethod
+    def of(cls, path: Path) -> _Scan:
+        sha256, xxh3, size, newlines, last = hashlib.sha256(), xxhash.xxh3_128(), 0, 0, b""
+        with path.open("rb") as handle:
+            while block := handle.read(CHUNK):
+                sha256.update(block)
+                xxh3.update(block)
+                size, newlines, last = size + len(block), newlines + block.count(b"\n"), block[-1:]
+        return cls(sha256.hexdigest(), xxh3.hexdigest(), size, newlines + (last != b"\n"))
+
+    @classmethod
+    def of_bytes(cls, data: bytes) -> _Scan:
+        return cls(hashlib.sha256(data).hexdigest(), digest(data), len(data), 0)
 
 
-def _read(folder: Path, names: list[str]) -> dict[str, tuple[bytes, str]]:
-    """Each named file of the folder that exists, read once: its bytes and their xxh3."""
-    found = {}
-    for name in names:
-        if (folder / name).is_file():
-            data = (folder / name).read_bytes()
-            found[name] = (data, digest(data))
-    return found
+def _rows_of(path: Path, problems: list[str]) -> Iterator[bytes]:
+    """A JSON-lines file's rows, one at a time; a row too long to be one a build writes ends them, with a problem."""
+    with path.open("rb") as handle:
+        try:
+            yield from iter_rows(handle)
+        except TooLarge as exc:
+            problems.append(f"{path}: {exc}; {RESTORE}")
 
 
-def _check_file(path: Path, name: str, entry: dict, read: tuple[bytes, str] | None) -> list[str]:
-    if read is None:
+def _check_file(path: Path, name: str, entry: dict, scan: _Scan | None) -> list[str]:
+    """One file against its entry: rows and their digests (a JSON-lines file), then its digests and size."""
+    if scan is None:
         return [f"{path}: listed in {RELEASE_MANIFEST} but missing"]
-    data, xxh3 = read
     problems = []
     if name.endswith(".jsonl"):
-        rows, expected_rows = _rows(data), entry.get("row_xxh3")
-        if len(rows) != entry.get("rows"):
-            problems.append(f"{path}: {len(rows)} rows, {RELEASE_MANIFEST} says {entry.get('rows')}")
-        for number, (row, expected) in enumerate(
-            zip(rows, expected_rows if isinstance(expected_rows, list) else [], strict=False), start=1
-        ):
-            if digest(row) != expected:
+        if scan.rows != entry.get("rows"):
+            problems.append(f"{path}: {scan.rows} rows, {RELEASE_MANIFEST} says {entry.get('rows')}")
+        expected = entry.get("row_xxh3") if isinstance(entry.get("row_xxh3"), list) else []
+        for number, (row, want) in enumerate(zip(_rows_of(path, problems), expected, strict=False), start=1):
+            if digest(row) != want:
                 problems.append(f"{path}: row {number}{_row_id(row)} differs from {RELEASE_MANIFEST}")
                 break
-        if name in {f"{s}.jsonl" for s in SPLITS}:
-            for number, row in enumerate(rows, start=1):
-                try:
-                    Episode.model_validate_json(row)
-                except ValidationError as exc:
-                    problems.append(f"{path}: row {number}: not a valid episode ({exc.errors()[0]['msg']})")
-                    break
-    changed = (
-        xxh3 != entry.get("xxh3")
-        or len(data) != entry.get("bytes")
-        or hashlib.sha256(data).hexdigest() != entry.get("sha256")
-    )
+    changed = scan.xxh3 != entry.get("xxh3") or scan.size != entry.get("bytes") or scan.sha256 != entry.get("sha256")
     if changed and not problems:
         problems.append(f"{path}: content differs from {RELEASE_MANIFEST} (sha256, xxh3 and size)")
     return problems
 
 
-def _episode_rows(read: dict[str, tuple[bytes, str]]) -> list[dict]:
-    """The split files' rows that are JSON objects (a damaged row is named by _check_file, and left out here)."""
-    episodes = []
+Tally = Counter  # (family, split, interaction mode, commitment outcome) -> episode rows, as the counts compare them
+
+
+def _tally(row: bytes, seen: Tally) -> None:
+    """Count a split row that is a JSON object (a damaged row is named by the row checks, and left out here); a key is
+    kept as text, so that no edit of a family, a mode or an outcome to another type hides."""
+    with contextlib.suppress(ValueError):
+        data = loads_untrusted(row)
+        if isinstance(data, dict):
+            split = data.get("split")
+            seen[
+                (
+                    str(data.get("family")),
+                    split if isinstance(split, str) else None,
+                    str(data.get("interaction_mode")),
+                    str(data.get("commitment_outcome")),
+                )
+            ] += 1
+
+
+def _truth_problem(path: Path, number: int, row: bytes | None, episode: Episode, categories: dict) -> str | None:
+    """Ground-truth row `number` against the trajectory of the split's row `number` (pipeline.release.ground_truth):
+    equal bytes, the category (configs/families.toml, not in the release) taken from the row and checked to be one per
+    family by the caller."""
+    where = f"{path}: row {number} (episode {episode.id})"
+    if row is None:
+        return f"{where}: missing; the ground truth has a row per episode of its split; {RESTORE}"
+    try:
+        data = loads_untrusted(row)
+    except ValueError:
+        data = None
+    if not isinstance(data, dict) or not isinstance(data.get("category"), str):
+        return f"{where}: not a ground-truth trajectory (a JSON object with a category); {RESTORE}"
+    categories.setdefault(episode.family, set()).add(data["category"])
+    try:
+        expected = trajectory(episode, data["category"])
+    except (KeyError, TypeError, ValueError) as exc:  # a valid episode whose golds do not fit its forms
+        return (
+            f"{where}: its episode has no trajectory ({type(exc).__name__}: {exc}): not a row a build writes; {RESTORE}"
+        )
+    if row != canonical_bytes(expected):
+        return (
+            f"{where}: not the ground truth of its episode (first differs at {_json_difference(data, expected)}); "
+            f"{RESTORE}"
+        )
+    return None
+
+
+def _split_rows(path: Path, truth: Path | None, seen: Tally, categories: dict) -> list[str]:
+    """A split file row by row, beside its ground-truth file: every row a valid episode, every ground-truth row the
+    trajectory of its episode; the rows are counted into `seen`."""
+    problems: list[str] = []
+    named: list[str] = []  # a row too long: named by _check_file already (both files are listed)
+    truths = _rows_of(truth, named) if truth is not None else None
+    schema_ok, truth_ok = True, truths is not None
+    for number, row in enumerate(_rows_of(path, named), start=1):
+        _tally(row, seen)
+        truth_row = next(truths, None) if truths is not None else None
+        if not schema_ok:
+            continue
+        try:
+            episode = Episode.model_validate_json(row)
+        except ValidationError as exc:
+            problems.append(f"{path}: row {number}: not a valid episode ({exc.errors()[0]['msg']})")
+            schema_ok = False
+            continue
+        if truth_ok and (found := _truth_problem(truth, number, truth_row, episode, categories)):
+            problems.append(found)
+            truth_ok = False
+    if truths is not None and truth_ok and schema_ok and next(truths, None) is not None:
+        problems.append(f"{truth}: more rows than {path.name} has episodes; {RESTORE}")
+    return problems
+
+
+def _splits(folder: Path, manifest: dict) -> tuple[list[str], Tally]:
+    """Every split file the release lists, with its ground truth: the row problems, and the tally of the rows."""
+    problems, seen, categories = [], Tally(), {}
     for split in SPLITS:
-        data = read.get(f"{split}.jsonl", (b"", ""))[0]
-        for line in _rows(data) if data else []:
-            with contextlib.suppress(ValueError):
-                row = loads_untrusted(line)
-                if isinstance(row, dict):
-                    episodes.append(row)
-    return episodes
+        path, truth = folder / f"{split}.jsonl", f"ground_truth/{split}.jsonl"
+        if path.name in manifest["files"] and path.is_file():
+            listed = truth in manifest["files"] and (folder / truth).is_file()
+            problems += _split_rows(path, folder / truth if listed else None, seen, categories)
+    problems += [
+        f"{folder / 'ground_truth'}: family {family} has the categories {', '.join(sorted(names))}, not one; {RESTORE}"
+        for family, names in sorted(categories.items())
+        if len(names) > 1
+    ]
+    return problems, seen
 
 
-def _recount(folder: Path, manifest: dict, read: dict[str, tuple[bytes, str]]) -> list[str]:
-    """The counts release.json claims, recomputed from the split files (a key is compared as text, so that no edit of
-    a family, a mode or an outcome to another type hides)."""
-    episodes = _episode_rows(read)
-    tally = lambda key: dict(sorted(Counter(str(e.get(key)) for e in episodes).items()))  # noqa: E731
-    families = sorted({str(e.get("family")) for e in episodes})
+def _recount(folder: Path, manifest: dict, seen: Tally) -> list[str]:
+    """The counts release.json claims, recomputed from the split files' rows (`_tally`)."""
+
+    def tally(index: int) -> dict[str, int]:
+        counted: Counter = Counter()
+        for key, n in seen.items():
+            counted[key[index]] += n
+        return dict(sorted(counted.items()))
+
+    def rows(family: str | None, split: str) -> int:
+        return sum(n for key, n in seen.items() if key[1] == split and family in (None, key[0]))
+
     counts = {
-        "family": tally("family"),
-        "split": {s: sum(e.get("split") == s for e in episodes) for s in SPLITS},
-        "interaction_mode": tally("interaction_mode"),
-        "commitment_outcome": tally("commitment_outcome"),
-        "family_x_split": {
-            f: {s: sum(str(e.get("family")) == f and e.get("split") == s for e in episodes) for s in SPLITS}
-            for f in families
-        },
+        "family": tally(0),
+        "split": {s: rows(None, s) for s in SPLITS},
+        "interaction_mode": tally(2),
+        "commitment_outcome": tally(3),
+        "family_x_split": {f: {s: rows(f, s) for s in SPLITS} for f in sorted({key[0] for key in seen})},
     }
     claimed = manifest["counts"]
     problems = [
@@ -225,7 +363,11 @@ def _stage_claims(stage: dict, manifest: dict) -> list[str]:
         "row_counts": (stage.get("row_counts"), manifest["splits"]),
         "details": (
             stage.get("details"),
-            {"counts": manifest["counts"], "release_version": manifest.get("release_version")},
+            {
+                "counts": manifest["counts"],
+                "release_version": manifest["release_version"],
+                "release_digest": manifest["release_digest"],
+            },
         ),
         "logical_digests": (stage.get("logical_digests"), {}),
         "inputs.tool_registry": (inputs.get("tool_registry"), manifest.get("tool_registry_version")),
@@ -245,26 +387,26 @@ def _stage_claims(stage: dict, manifest: dict) -> list[str]:
     return wrong + [name for name, (claimed, actual) in expected.items() if claimed != actual]
 
 
-def _stage_manifest(folder: Path, manifest: dict, read: dict[str, tuple[bytes, str]]) -> list[str]:
+def _stage_manifest(folder: Path, manifest: dict, scans: dict[str, _Scan | None]) -> list[str]:
     """manifest.json (the release stage's): as the build writes it, every output it lists (release.json included) has
     the digest it records, and every other claim agrees with release.json or its own cache key."""
     path = folder / STAGE_MANIFEST
     if not path.is_file():
         return [f"{path}: missing; {RESTORE}"]
-    data = path.read_bytes()
     unreadable = [f"{path}: not a stage manifest (unreadable, or no outputs with xxh3); restore it from the release"]
     try:
+        data = read_bounded(path, MAX_DOCUMENT_BYTES)
         stage = loads_untrusted(data)
         named = sorted((name, entry["xxh3"], entry["bytes"]) for name, entry in stage["outputs"].items())
         claims = _stage_claims(stage, manifest)
-    except (ValueError, KeyError, TypeError, AttributeError):
+    except (OSError, ValueError, KeyError, TypeError, AttributeError):
         return unreadable
     if not all(isinstance(name, str) and _safe_name(name) for name, _, _ in named):
         return unreadable
     problems = [
         f"{folder / name}: differs from {STAGE_MANIFEST} (xxh3 or size)"
         for name, xxh3, size in named
-        if name not in read or read[name][1] != xxh3 or len(read[name][0]) != size
+        if scans.get(name) is None or scans[name].xxh3 != xxh3 or scans[name].size != size
     ]
     if set(stage["outputs"]) != {*manifest["files"], RELEASE_MANIFEST}:
         problems.append(f"{path}: its outputs are not the files of {RELEASE_MANIFEST}; restore it from the release")
@@ -285,17 +427,25 @@ def _stage_manifest(folder: Path, manifest: dict, read: dict[str, tuple[bytes, s
 
 
 def _thresholds(folder: Path, manifest: dict) -> list[str]:
-    """The thresholds release.json claims, against the release's own store table where it carries one."""
+    """The thresholds release.json claims, against the release's own store table where it carries one (read only when
+    it is the size of a thresholds table)."""
     path, claimed = folder / STORE_TABLES / "thresholds.parquet", manifest.get("thresholds")
     if not path.is_file() or claimed is None:
         return []
     if not isinstance(claimed, dict):
         return [f"{folder / RELEASE_MANIFEST}: thresholds is not a table of names and values; {RESTORE}"]
     try:
-        table = pq.read_table(path).to_pylist()
-    except (OSError, ValueError) as exc:  # pyarrow's ArrowInvalid is a ValueError
+        if path.stat().st_size > MAX_DOCUMENT_BYTES:
+            return [f"{path}: larger than a thresholds table; restore it from the release"]
+        table = pq.ParquetFile(path)
+        if table.metadata.num_rows > MAX_THRESHOLDS:
+            return [
+                f"{path}: {table.metadata.num_rows} rows, more than a thresholds table; restore it from the release"
+            ]
+        rows = table.read().to_pylist()
+    except (OSError, ValueError, pa.ArrowException) as exc:  # pyarrow's ArrowInvalid is a ValueError
         return [f"{path}: not a readable Parquet file ({type(exc).__name__}); restore it from the release"]
-    stored = {row["name"]: row["value"] for row in table if "name" in row and "value" in row}
+    stored = {row.get("name"): row.get("value") for row in rows if isinstance(row.get("name"), str)}
     wrong = sorted(k for k, v in claimed.items() if stored.get(k) != v)
     return (
         [f"{folder / RELEASE_MANIFEST}: thresholds {', '.join(wrong)} disagree with {STORE_TABLES}/thresholds.parquet"]
@@ -305,37 +455,96 @@ def _thresholds(folder: Path, manifest: dict) -> list[str]:
 
 
 def _unknown_files(folder: Path, manifest: dict) -> list[str]:
+    """Files of the folder that are neither the release's nor, by exact name, what a hub's download adds."""
     known = {*manifest["files"], RELEASE_MANIFEST, STAGE_MANIFEST}
+    downloaded = [*known, HUB_FILES[0]]
+    hub = {*HUB_FILES, *(HUB_DOWNLOAD.format(name=n, kind=k) for n in downloaded for k in ("metadata", "lock"))}
     found = sorted(p.relative_to(folder).as_posix() for p in folder.rglob("*") if p.is_file() or p.is_symlink())
     return [
         f"{folder / name}: not part of the release (release.json does not list it); remove it"
         for name in found
-        if name not in known and not any(name == h or name.startswith(h) for h in HUB_EXTRAS)
+        if name not in known and name not in hub
     ]
 
 
-def verify_release(folder: Path) -> list[str]:
+def _release_digests(folder: Path, manifest: dict) -> tuple[list[str], str | None]:
+    """release_version and release_digest recomputed from the content (release.json's checked claims and the card):
+    the problems, and the release digest (None when the card cannot be read)."""
+    path, card = folder / RELEASE_MANIFEST, folder / CARD
+    problems = []
+    try:
+        version = release_version(manifest["files"])
+    except ValueError as exc:  # a value the canonical writer refuses (NaN)
+        return [f"{path}: holds a value no build writes ({exc}); {RESTORE}"], None
+    if manifest["release_version"] != version:
+        problems.append(
+            f"{path}: release_version {manifest['release_version']} is not the digest of the files ({version}): edited "
+            f"after the build; {RESTORE}"
+        )
+    claimed = manifest["release_digest"]
+    if not DIGEST.fullmatch(claimed):
+        return [*problems, f"{path}: release_digest {claimed!r} is not a sha256 digest; {RESTORE}"], None
+    try:
+        text = read_bounded(card, MAX_DOCUMENT_BYTES)
+        actual = content_digest(manifest, hashlib.sha256(blank_card(text, claimed)).hexdigest())
+    except OSError as exc:
+        return [*problems, f"{card}: cannot be read ({exc.strerror or exc}); {RESTORE}"], None
+    except ValueError as exc:  # larger than a card, or a value the canonical writer refuses
+        return [*problems, f"{card}: {exc}; {RESTORE}"], None
+    if claimed.encode("ascii") not in text:
+        problems.append(f"{card}: does not state the release digest; {RESTORE}")
+    if actual != claimed:
+        problems.append(
+            f"{path}: release_digest is not the digest of the content (that is sha256:{actual}): edited after the "
+            f"build; {RESTORE}"
+        )
+    return problems, actual
+
+
+def verify_release(folder: Path, expect: str | None = None) -> list[str]:
     """Problems of a release folder against its release.json: every claim recomputed from the folder where it can be
-    (hashes, rows, schema, counts, thresholds, the stage manifest), release.json's own digest for the rest, and no
-    unknown file. Empty: it is intact."""
+    (hashes, rows, schema, ground truth, counts, thresholds, the stage manifest, release_version, the release digest),
+    release.json's own digest for the rest, and no unknown file; with `expect` (a digest the user trusts: `build`
+    printed it, the card of the publisher states it), the content's digest must be that one, since a folder, rewritten
+    whole, agrees with itself. Files are read a chunk and a row at a time. Empty: it is intact."""
+    wanted = expected_digest(expect) if expect is not None else None
     manifest_path = folder / RELEASE_MANIFEST
     if not manifest_path.is_file():
         return [f"{manifest_path}: missing; not a release folder (run `telemetry-bench build`)"]
-    own = manifest_path.read_bytes()
+    try:
+        own = read_bounded(manifest_path, MAX_DOCUMENT_BYTES)
+    except (OSError, TooLarge) as exc:
+        return [f"{manifest_path}: cannot be read ({exc}); {RESTORE}"]
     manifest, problems = _load_manifest(manifest_path, own)
     if manifest is None:
         return problems
     problems += _self_digest(manifest_path, manifest, own)
-    read = {**_read(folder, sorted(manifest["files"])), RELEASE_MANIFEST: (own, digest(own))}  # each file read once
+    scans: dict[str, _Scan | None] = {RELEASE_MANIFEST: _Scan.of_bytes(own)}
     for name, entry in sorted(manifest["files"].items()):
-        problems += _check_file(folder / name, name, entry, read.get(name))
-    return (
-        problems
-        + _recount(folder, manifest, read)
+        path = folder / name
+        try:
+            scans[name] = _Scan.of(path) if path.is_file() else None
+            problems += _check_file(path, name, entry, scans[name])
+        except OSError as exc:
+            scans[name] = None
+            problems.append(f"{path}: cannot be read ({exc.strerror or exc}); {RESTORE}")
+    row_problems, seen = _splits(folder, manifest)
+    digest_problems, actual = _release_digests(folder, manifest)
+    problems += (
+        row_problems
+        + _recount(folder, manifest, seen)
         + _thresholds(folder, manifest)
-        + _stage_manifest(folder, manifest, read)
+        + _stage_manifest(folder, manifest, scans)
         + _unknown_files(folder, manifest)
+        + digest_problems
     )
+    if wanted is not None and actual != wanted:
+        problems.append(
+            f"{folder}: its content digest is {'unknown' if actual is None else 'sha256:' + actual}, not the "
+            f"sha256:{wanted} you expect: not the release you trust (another version, or changed); download it again "
+            "from its publisher"
+        )
+    return problems
 
 
 def first_difference(a: Path, b: Path) -> str:

@@ -20,7 +20,7 @@ from pipeline.core.config import load_episodes_config
 from pipeline.core.errors import RunError
 from pipeline.core.workspace import Workspace
 from pipeline.harness.episodes import agent_views, find_episode
-from pipeline.harness.traces import agent_name, played_episodes
+from pipeline.harness.traces import agent_name, load_episodes, played_episodes
 from pipeline.report.conversation import (
     Conversation,
     failure_modes_of,
@@ -133,11 +133,11 @@ def episode_agent_views(ws: Workspace, corpus: str, episode_id: str) -> list[Age
 def release_agent_views(release: Release, episode_id: str) -> list[AgentObservation]:
     """The same, from a release folder on its own (its episodes, simulator phrases and tool store)."""
     for split in SPLITS:
-        for line in release.episodes_path(split).read_text(encoding="utf-8").splitlines():
-            if f'"id":"{episode_id}"' in line:
+        for episode in load_episodes(release.episodes_path(split)):
+            if episode.id == episode_id:
                 store = release.store()
                 try:
-                    return agent_views(Episode.model_validate_json(line), store, release.keywords())
+                    return agent_views(episode, store, release.keywords())
                 finally:
                     store.close()
     raise RunError(

@@ -50,6 +50,36 @@ KEYS: dict[str, list[str]] = {
     "rejects": ["stream_id", "ts", "reason", "raw"],
 }
 
+# Table -> its columns with their DuckDB types, as the exported Parquet tables hold them (a built store keeps
+# observations' stream_id as an ENUM): a release's tables are checked against these before they are loaded, so that
+# the tools never meet a table of other columns.
+COLUMNS: dict[str, str] = {
+    "sites": "site_id VARCHAR, label VARCHAR, source VARCHAR, held_out BOOLEAN",
+    "entities": "entity_id VARCHAR, site_id VARCHAR, entity_class VARCHAR, label VARCHAR, iri VARCHAR, source VARCHAR",
+    "relations": "subject VARCHAR, predicate VARCHAR, object VARCHAR, site_id VARCHAR",
+    "streams": "stream_id VARCHAR, site_id VARCHAR, point_class VARCHAR, equipment VARCHAR, equipment_type VARCHAR, "
+    "location VARCHAR, unit VARCHAR, label VARCHAR, entity_id VARCHAR, source_file VARCHAR, source_column VARCHAR, "
+    "is_counter BOOLEAN, equipment_role VARCHAR, site_key VARCHAR, class_key VARCHAR, equipment_key VARCHAR, "
+    "equipment_type_key VARCHAR, location_key VARCHAR, label_key VARCHAR, ambiguity_count BIGINT, n_obs BIGINT, "
+    "first_ts BIGINT, last_ts BIGINT, tool_ready BOOLEAN, content_twins INTEGER",
+    "observations": "stream_id VARCHAR, ts BIGINT, value DOUBLE, step_us BIGINT",
+    "quality": "stream_id VARCHAR, n BIGINT, first_ts BIGINT, last_ts BIGINT, step_us BIGINT, longest_gap_us BIGINT, "
+    "coverage DOUBLE, expected_count DOUBLE, gap_ratio DOUBLE, duplicate_fraction DOUBLE, nan_fraction DOUBLE, "
+    "reject_fraction DOUBLE, zero_fraction DOUBLE, constant_fraction DOUBLE, distinct_values BIGINT, "
+    "quality_band VARCHAR",
+    "aggregates": "stream_id VARCHAR, period VARCHAR, window_start BIGINT, window_end BIGINT, count BIGINT, "
+    "mean DOUBLE, std DOUBLE, min DOUBLE, max DOUBLE, first_ts BIGINT, last_ts BIGINT, longest_gap_us BIGINT, "
+    "step_us BIGINT, rejected BIGINT, duplicates BIGINT, non_finite BIGINT, coverage DOUBLE, gap_ratio DOUBLE, "
+    "quality_band VARCHAR",
+    "profiles": "stream_id VARCHAR, dow BIGINT, hour BIGINT, count BIGINT, mean DOUBLE, std DOUBLE, min DOUBLE, "
+    "max DOUBLE",
+    "previews": "stream_id VARCHAR, idx BIGINT, ts BIGINT, value DOUBLE",
+    "thresholds": "name VARCHAR, value DOUBLE, quantile DOUBLE, population VARCHAR, corpus_value DOUBLE, "
+    "floor DOUBLE, ceiling DOUBLE",
+    "settings": "name VARCHAR, value BIGINT",
+    "rejects": "stream_id VARCHAR, ts BIGINT, reason VARCHAR, raw VARCHAR",
+}
+
 
 def open_store(path: Path, threads: int | None = None) -> duckdb.DuckDBPyConnection:
     """Open a built store read-only (writes are refused by DuckDB). In a worker (a spawned process or a Ray task),
@@ -68,7 +98,13 @@ def open_store(path: Path, threads: int | None = None) -> duckdb.DuckDBPyConnect
         "temp_directory": str(SPILLS / spills),
         **({"threads": int(threads)} if threads else {}),
     }
-    con = duckdb.connect(str(path), read_only=True, config=config)
+    try:
+        con = duckdb.connect(str(path), read_only=True, config=config)
+    except duckdb.Error as exc:  # e.g. not a DuckDB file (damaged, or another file put in its place)
+        raise StageError(
+            f"{path}: cannot be opened as a tool store ({str(exc).splitlines()[0]}); if it is damaged, rebuild it: "
+            "`telemetry-bench build`"
+        ) from exc
     quiet(con)
     return con
 
