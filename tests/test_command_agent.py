@@ -212,3 +212,31 @@ def test_lines_are_split_within_the_limit():
 def test_the_limit_has_one_home_and_is_documented():
     docs = (REPO / "docs" / "agents.md").read_text()
     assert "MAX_ACTION_LINE_BYTES" in docs and f"{MAX_ACTION_LINE_BYTES // 2**20} MiB" in docs
+
+
+def test_a_python_agents_output_is_checked_where_it_enters_too(cache, tmp_path, monkeypatch):
+    """Every agent's output, whatever its kind: a lone surrogate or a NaN from a Python agent is its parse_error."""
+    from click.testing import CliRunner
+
+    from pipeline.cli import main
+
+    (tmp_path / "odd_agent.py").write_text(
+        "OUTPUTS = [{'kind': 'plan', 'text': '\\ud800'}, {'kind': 'answer', 'fields': {'mean': float('nan')}},\n"
+        "           {'kind': 'plan', 'text': 'ok', 'usage': {'\\udc00': 1}}]\n"
+        "class Agent:\n"
+        "    turn = 0\n"
+        "    def act(self, observation):\n"
+        "        self.turn += 1\n"
+        "        return OUTPUTS[(self.turn - 1) % 3]\n"
+    )
+    monkeypatch.chdir(tmp_path)
+    out = tmp_path / "t.jsonl"
+    argv = ["run", "--release", str(RELEASE), "--cache-dir", str(cache), "--split", "test", "--limit", "1"]
+    result = CliRunner().invoke(main, [*argv, "--agent", "odd_agent:Agent", "--out", str(out)])
+    assert result.exit_code == 0 and result.exception is None, result.output
+    played = turns(out)
+    assert len(played) > 2 and all(t["issues"] == ["parse_error"] for t in played), played
+    errors = [t["raw"]["error"] for t in played[:3]]
+    assert "$.text: lone surrogate \\ud800" in errors[0] and "Out of range float" in errors[1], errors
+    assert "$.usage key \\udc00: lone surrogate" in errors[2], errors
+    assert played[0]["raw"]["unparsed"] == '{"kind": "plan", "text": "\\\\ud800"}'
