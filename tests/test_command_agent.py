@@ -240,3 +240,31 @@ def test_a_python_agents_output_is_checked_where_it_enters_too(cache, tmp_path, 
     assert "$.text: lone surrogate \\ud800" in errors[0] and "Out of range float" in errors[1], errors
     assert "$.usage key \\udc00: lone surrogate" in errors[2], errors
     assert played[0]["raw"]["unparsed"] == '{"kind": "plan", "text": "\\\\ud800"}'
+
+
+def test_output_nested_to_the_limit_is_recorded_and_read_back(cache, tmp_path):
+    """A line nested exactly MAX_JSON_DEPTH deep is taken as it came (a parse_error here), and its trace record, one
+    level deeper, is read back by the run's own scoring; one level more is refused where it enters. (Found by
+    tests/test_fuzz_agents.py: the run wrote a trace its scoring refused.)"""
+    from pipeline.core.canonical import MAX_JSON_DEPTH
+
+    command = agent(
+        tmp_path,
+        f"""
+        import sys
+        depth = [{MAX_JSON_DEPTH}, {MAX_JSON_DEPTH + 1}]
+        turn = 0
+        for line in sys.stdin:
+            if '"observation"' in line:
+                d = depth[turn % 2]
+                turn += 1
+                sys.stdout.write("[" * d + "]" * d + "\\n")
+                sys.stdout.flush()
+        """,
+    )
+    out = tmp_path / "t.jsonl"
+    result = run(cache, out, command)
+    ended_whole(result, out)
+    played = turns(out)
+    assert all(t["issues"] == ["parse_error"] for t in played)
+    assert isinstance(played[0]["raw"], list) and "nested deeper than 64 levels" in played[1]["raw"]["error"]

@@ -15,6 +15,7 @@ from pipeline.core.config import load_episodes_config
 from pipeline.core.errors import RunError, StageError
 from pipeline.core.workspace import Workspace
 from pipeline.runtime.identity import display_name, identity
+from pipeline.runtime.runner import RECORD_DEPTH
 from pipeline.runtime.scoring import score_episode, summarize
 from pipeline.runtime.simulator import slot_keywords
 
@@ -81,7 +82,7 @@ def read_trace(path: Path) -> tuple[TraceHeader, dict, set[int]]:
     runs: set[int] = set()
     for number, line in enumerate(lines[1:], start=2):
         try:
-            data = loads_untrusted(line)
+            data = loads_untrusted(line, max_depth=RECORD_DEPTH)
             if not isinstance(data, dict):
                 raise ValueError(f"a JSON {type(data).__name__}, not an object")
             if data.get("type") == "turn":

@@ -72,7 +72,8 @@ MARK = "TELEMETRY_BENCH_AGENT_PROCESS"  # set in an agent's environment: every p
 
 
 def _process_table() -> dict[int, tuple[int, int, int, int]]:
-    """pid -> (parent pid, process group, session, start time) of every process /proc shows ({} without /proc)."""
+    """pid -> (parent pid, process group, session, start time) of every living process /proc shows (not zombies, which
+    nothing can kill and which have no children; {} without /proc)."""
     table = {}
     try:
         names = os.listdir("/proc")
@@ -85,7 +86,8 @@ def _process_table() -> dict[int, tuple[int, int, int, int]]:
             with open(f"/proc/{name}/stat", "rb") as handle:
                 stat = handle.read()
             fields = stat[stat.rindex(b")") + 2 :].split()  # after the command name, which may hold anything
-            table[int(name)] = (int(fields[1]), int(fields[2]), int(fields[3]), int(fields[19]))
+            if fields[0] != b"Z":
+                table[int(name)] = (int(fields[1]), int(fields[2]), int(fields[3]), int(fields[19]))
         except (OSError, ValueError, IndexError):
             continue  # gone meanwhile
     return table
@@ -108,7 +110,7 @@ class ProcessTree:
     def __init__(self, root: int, mark: str) -> None:
         self.root, self.mark = root, f"{MARK}={mark}".encode()
         table = _process_table()
-        self.start = table[root][3] if root in table else None  # our child, so there until reaped
+        self.start = table[root][3] if root in table else None  # None: it exited already
         self.reused = False  # another process has its pid now
 
     def members(self) -> set[int]:
@@ -197,6 +199,7 @@ class AgentProcess:
             split_lines(chunk, self._keep, self.line_limit)
         finally:
             self._keep(None)  # the end of its output: it exited or closed stdout
+            self.process.stdout.close()
 
     def _write(self) -> None:
         stdin = self.process.stdin
@@ -231,6 +234,7 @@ class AgentProcess:
             self.stderr.append(text[:STDERR_LINE].decode("utf-8", "replace"))
 
         split_lines(chunk, keep, STDERR_LINE, STDERR_LINE)
+        self.process.stderr.close()
 
     # ------------------------------------------------------------------ use
     def alive(self) -> bool:

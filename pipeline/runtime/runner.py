@@ -12,7 +12,7 @@ from pydantic import TypeAdapter, ValidationError
 from contracts.episodes import Episode
 from contracts.protocol import Action, CallTool
 from contracts.runtime import EpisodeEnd, TurnRecord
-from pipeline.core.canonical import canonical_bytes, not_unicode
+from pipeline.core.canonical import MAX_JSON_DEPTH, canonical_bytes, json_depth, not_unicode
 from pipeline.core.errors import AgentFailure, FatalAgentError
 from pipeline.runtime.agents import Agent, InfraFailure, Observation, unparsed
 from pipeline.runtime.plugins import PythonAgent
@@ -32,13 +32,21 @@ class Fault:
     message: str
 
 
+# How deeply a trace record nests: it holds an agent's output (at most MAX_JSON_DEPTH deep, as untrusted JSON may be)
+# one level down, as `raw` or as `action`; the trace's readers take this much.
+RECORD_DEPTH = MAX_JSON_DEPTH + 1
+
+
 def unrecordable(raw: Any) -> str | None:
     """Why an agent's output cannot enter the trace as it came, where it enters (every agent's, whatever its kind): a
-    string that is not Unicode text (a lone surrogate) or a number no JSON writer writes (NaN, infinity, an integer
-    longer than Python writes); None when it can. Types JSON has no name for are the protocol's concern, not this."""
+    string that is not Unicode text (a lone surrogate), a number no JSON writer writes (NaN, infinity, an integer
+    longer than Python writes), or nesting deeper than MAX_JSON_DEPTH (a trace that could not be read back); None when
+    it can. Types JSON has no name for are the protocol's concern, not this."""
     problem = not_unicode(raw)
     if problem is not None:
         return problem
+    if json_depth(raw) > MAX_JSON_DEPTH:
+        return f"nested deeper than {MAX_JSON_DEPTH} levels"
     try:
         canonical_bytes(raw)
     except TypeError:
