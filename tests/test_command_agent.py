@@ -43,7 +43,7 @@ def run(cache: Path, out: Path, command: str, *extra: str, limit: int = 1) -> su
 
 def records(out: Path) -> list[dict]:
     """The trace's records, each line checked as UTF-8 JSON."""
-    return [json.loads(line) for line in out.read_bytes().decode("utf-8").splitlines()]
+    return [json.loads(line) for line in out.read_bytes().decode("utf-8").split("\n")[:-1]]
 
 
 def turns(out: Path) -> list[dict]:
@@ -268,3 +268,21 @@ def test_output_nested_to_the_limit_is_recorded_and_read_back(cache, tmp_path):
     played = turns(out)
     assert all(t["issues"] == ["parse_error"] for t in played)
     assert isinstance(played[0]["raw"], list) and "nested deeper than 64 levels" in played[1]["raw"]["error"]
+
+
+def test_line_breaks_other_than_newline_in_an_action_leave_the_trace_readable(cache, tmp_path):
+    """U+0085, U+2028 and the other characters str.splitlines breaks at are text in a trace record, not line ends.
+    (Found by tests/test_fuzz_agents.py: the run wrote a trace its scoring refused.)"""
+    command = agent(
+        tmp_path,
+        """
+        import json, sys
+        for line in sys.stdin:
+            if '"observation"' in line:
+                print(json.dumps({"kind": "plan", "text": "a\\x85b\\u2028c\\x1cd\\re"}), flush=True)
+        """,
+    )
+    out = tmp_path / "t.jsonl"
+    result = run(cache, out, command)
+    ended_whole(result, out)
+    assert turns(out)[0]["action"] == {"kind": "plan", "text": "a\x85b\u2028c\x1cd\re"}

@@ -44,12 +44,15 @@ def score_rank(score: EpisodeScore) -> tuple[bool, bool, bool]:
 
 
 def _trace_lines(path: Path, first_only: bool = False) -> list[str]:
+    """The trace's lines, split at newlines only: a record's strings may hold U+0085, U+2028 and the other characters
+    str.splitlines also breaks at (agents write them; the trace keeps them as they came)."""
     if not path.is_file():
         raise RunError(f"{path}: no such trace file")
     try:
         with path.open("rb") as handle:
             data = handle.readline() if first_only else handle.read()
-        return data.decode("utf-8").splitlines()
+        lines = data.decode("utf-8").split("\n")
+        return lines[:-1] if lines[-1] == "" else lines
     except UnicodeDecodeError as exc:
         raise RunError(f"{path}: not UTF-8 text ({exc}); was it written by `telemetry-bench run`?") from exc
 
