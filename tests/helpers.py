@@ -154,3 +154,12 @@ def fails(result, *fragments: str) -> str:
     for fragment in fragments:
         assert fragment in message, message
     return message
+
+
+def process_alive(pid: int) -> bool:
+    """Whether a process runs (a zombie waiting for its parent to reap it does not); read from /proc."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return False
+    return stat[stat.rindex(")") + 2] != "Z"

@@ -15,7 +15,7 @@ import pytest
 
 from contracts.agent_io import MAX_ACTION_LINE_BYTES
 from pipeline.runtime.processes import Oversized, split_lines
-from tests.helpers import REPO
+from tests.helpers import REPO, process_alive
 
 RELEASE = REPO / "artifacts" / "xai4heat" / "release"
 TB = str(Path(sys.executable).with_name("telemetry-bench"))
@@ -107,15 +107,6 @@ def test_an_agent_that_reads_nothing_cannot_hang_the_run(cache, tmp_path):
     assert last["issues"] == ["agent_error"] and "read none of its input" in last["raw"]["agent_error"], last
 
 
-def alive(pid: int) -> bool:
-    """Whether a process runs (a zombie waiting for its parent to reap it does not)."""
-    try:
-        stat = Path(f"/proc/{pid}/stat").read_text()
-    except OSError:
-        return False
-    return stat[stat.rindex(")") + 2] != "Z"
-
-
 @pytest.mark.skipif(not Path("/proc").is_dir(), reason="processes are found through /proc")
 def test_the_agents_children_are_stopped_with_it_even_those_that_left_its_group(cache, tmp_path):
     """A shell wrapper starts one child in the background and one in a session of its own, both with their output
@@ -162,7 +153,7 @@ def test_the_agents_children_are_stopped_with_it_even_those_that_left_its_group(
     assert played[0]["issues"] == ["agent_error"] and "exited with code 3" in played[0]["raw"]["agent_error"]
     assert played[1]["action"]["text"] == "first children alive: [False, False]", played[1]
     children = [int(pid) for name in pids.iterdir() for pid in name.read_text().split()]
-    assert len(children) == 4 and not [pid for pid in children if alive(pid)], children
+    assert len(children) == 4 and not [pid for pid in children if process_alive(pid)], children
 
 
 PEAK_RSS = """

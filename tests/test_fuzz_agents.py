@@ -18,7 +18,7 @@ from hypothesis import strategies as st
 
 from contracts.agent_io import MAX_ACTION_LINE_BYTES
 from contracts.runtime import EpisodeEnd, TraceHeader, TurnRecord
-from tests.helpers import REPO, fuzz_settings
+from tests.helpers import REPO, fuzz_settings, process_alive
 
 RELEASE = REPO / "artifacts" / "xai4heat" / "release"
 
@@ -110,14 +110,6 @@ OPS = st.one_of(
 @pytest.fixture(scope="module")
 def cache(tmp_path_factory) -> Path:
     return tmp_path_factory.mktemp("release-cache")
-
-
-def process_alive(pid: int) -> bool:
-    try:
-        stat = Path(f"/proc/{pid}/stat").read_text()
-    except OSError:
-        return False
-    return stat[stat.rindex(")") + 2] != "Z"
 
 
 @pytest.mark.fuzz

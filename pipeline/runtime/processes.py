@@ -71,6 +71,18 @@ def split_lines(
 MARK = "TELEMETRY_BENCH_AGENT_PROCESS"  # set in an agent's environment: every process that inherits it is the agent's
 
 
+def _chunks(fd: int) -> Callable[[], bytes]:
+    """What split_lines reads a pipe with: a chunk at a time, b"" at its end (or once it is closed under it)."""
+
+    def chunk() -> bytes:
+        try:
+            return os.read(fd, CHUNK)
+        except OSError:
+            return b""
+
+    return chunk
+
+
 def _process_table() -> dict[int, tuple[int, int, int, int]]:
     """pid -> (parent pid, process group, session, start time) of every living process /proc shows (not zombies, which
     nothing can kill and which have no children; {} without /proc)."""
@@ -187,16 +199,8 @@ class AgentProcess:
                 continue
 
     def _read(self) -> None:
-        fd = self.process.stdout.fileno()
-
-        def chunk() -> bytes:
-            try:
-                return os.read(fd, CHUNK)
-            except OSError:
-                return b""
-
         try:
-            split_lines(chunk, self._keep, self.line_limit)
+            split_lines(_chunks(self.process.stdout.fileno()), self._keep, self.line_limit)
         finally:
             self._keep(None)  # the end of its output: it exited or closed stdout
             self.process.stdout.close()
@@ -221,19 +225,11 @@ class AgentProcess:
             stdin.close()
 
     def _drain(self) -> None:
-        fd = self.process.stderr.fileno()
-
-        def chunk() -> bytes:
-            try:
-                return os.read(fd, CHUNK)
-            except OSError:
-                return b""
-
         def keep(line: bytes | Oversized) -> None:
             text = line.head if isinstance(line, Oversized) else line
             self.stderr.append(text[:STDERR_LINE].decode("utf-8", "replace"))
 
-        split_lines(chunk, keep, STDERR_LINE, STDERR_LINE)
+        split_lines(_chunks(self.process.stderr.fileno()), keep, STDERR_LINE, STDERR_LINE)
         self.process.stderr.close()
 
     # ------------------------------------------------------------------ use
