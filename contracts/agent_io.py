@@ -7,6 +7,10 @@ The runner writes one JSON object per line to the agent's stdin and reads one li
     agent  -> runner  {"kind": "call_tool", ...}        one action of contracts.protocol per observation
     runner -> agent   {"type": "episode_end", ...}     once per episode; no reply expected
 
+Every line is UTF-8 JSON. An agent's line longer than MAX_ACTION_LINE_BYTES, or one that is not UTF-8 or not Unicode
+text (a lone surrogate such as "\\ud800"), is the agent's own output error (parse_error): the runner keeps no more of it
+than the limit and play goes on.
+
 The agent view holds no golds. Its JSON Schemas are in contracts/schemas/ (agent_input, agent_output), so that an agent
 can check itself; a message of an unknown type should be ignored (later protocol versions may add some).
 """
@@ -21,6 +25,7 @@ from contracts.agent_view import AgentObservation
 from contracts.base import Frozen
 
 PROTOCOL_VERSION = "telemetry-bench-agent/1"
+MAX_ACTION_LINE_BYTES = 1 << 20  # the longest action line an agent may write (1 MiB, without its newline)
 
 
 class ToolSpec(Frozen):

@@ -243,3 +243,12 @@ def tool_results(trace: Path) -> list:
     """The tool results of a trace, in order: what the store answered."""
     records = [json.loads(line) for line in trace.read_text().splitlines()[1:]]
     return [r["tool_result"] for r in records if r.get("type") == "turn" and r.get("tool_result") is not None]
+
+
+def process_alive(pid: int) -> bool:
+    """Whether a process runs (a zombie waiting for its parent to reap it does not); read from /proc."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return False
+    return stat[stat.rindex(")") + 2] != "Z"

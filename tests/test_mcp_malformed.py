@@ -119,3 +119,75 @@ def test_tool_arguments_nested_too_deep_from_the_cli(real_artifacts):
         answer = json.loads(result.output)
         assert result.exit_code == 0 and answer["error"] is True and answer["code"] == "invalid_argument"
         assert f"nested deeper than {MAX_JSON_DEPTH} levels" in answer["message"]
+
+
+def call(ident: int, arguments: str | bytes) -> bytes:
+    """A tools/call line with its arguments as JSON text (bytes: they may hold what is not UTF-8)."""
+    head = b'{"jsonrpc":"2.0","id":' + str(ident).encode() + b',"method":"tools/call","params":{"name":"resolve_point"'
+    return head + b',"arguments":' + (arguments.encode() if isinstance(arguments, str) else arguments) + b"}}"
+
+
+def test_every_request_read_is_answered_even_at_the_end_of_input(tmp_path):
+    """Strings that are not Unicode text (an escaped lone surrogate, its bytes, bytes that are not UTF-8) and numbers
+    no JSON writer writes are refused with the request's id; requests still open when stdin closes are answered, not
+    dropped. Played on the shipped release (no build)."""
+    requests = [
+        (1, call(1, '{"site": "\\ud800"}'), -32602),
+        (2, call(2, b'{"site": "\xed\xa0\x80"}'), -32602),
+        (3, call(3, b'{"site": "L\xff8"}'), -32602),
+        (4, call(4, '{"site": "L8", "x": 1e999}'), -32600),
+        (5, b'{"jsonrpc":"2.0","id":5,"method":"tools/list"}', None),
+        *[(i, call(i, '{"site": "L8"}'), None) for i in range(6, 12)],
+    ]
+    lines = [json.dumps(INITIALIZE).encode(), b'{"jsonrpc":"2.0","method":"notifications/initialized"}']
+    lines += [line for _, line, _ in requests] + [b'{"jsonrpc":"2.0","id":"\\udc00","method":"tools/list"}']
+    exe = Path(sys.executable).with_name("telemetry-bench")
+    release = REPO / "artifacts" / "xai4heat" / "release"
+    served = subprocess.run(
+        [str(exe), "serve", "--release", str(release), "--cache-dir", str(tmp_path / "cache")],
+        input=b"\n".join(lines) + b"\n",  # all at once, then the end of input
+        capture_output=True,
+        timeout=120,
+    )
+    assert served.returncode == 0 and b"Traceback" not in served.stderr, served.stderr.decode(errors="replace")
+    replies = {}
+    for line in served.stdout.decode("utf-8").splitlines():
+        reply = json.loads(line)
+        replies.setdefault(reply["id"], []).append(reply)
+    assert sorted(replies, key=str) == sorted([0, *[i for i, _, _ in requests], None], key=str), replies.keys()
+    for ident, _, code in requests:
+        (reply,) = replies[ident]
+        assert (reply.get("error") or {}).get("code") == code, reply
+    assert "lone surrogate \\ud800" in replies[1][0]["error"]["message"]
+    assert replies[None][0]["error"]["code"] == -32600  # an id that is not text itself cannot be said back
+
+
+def test_requests_left_unanswered_after_the_end_of_input_are_refused():
+    """A request the server never answers (none does, here) is refused once EOF_GRACE passes without an answer."""
+    import anyio
+
+    from pipeline.tools.server import CheckedLines
+
+    class Lines:
+        def __aiter__(self):
+            return self._lines()
+
+        async def _lines(self):
+            yield '{"jsonrpc":"2.0","id":7,"method":"tools/list"}\n'
+
+    class Sent:
+        def __init__(self):
+            self.messages = []
+
+        async def send(self, item):
+            self.messages.append(item.message)
+
+    async def main():
+        checked, sent = CheckedLines(Lines(), grace=0.1), Sent()
+        checked.answer_through(sent)
+        passed = [line async for line in checked]
+        return passed, sent.messages
+
+    passed, messages = anyio.run(main)
+    assert len(passed) == 1 and len(messages) == 1
+    assert messages[0].id == 7 and messages[0].error.code == -32603, messages

@@ -144,3 +144,36 @@ def test_the_key_is_optional_and_the_endpoint_is_not(monkeypatch):
     monkeypatch.setenv("OPENAI_MODEL", "env-model")
     assert OpenAISettings.resolve(model="flag-model").base_url == "http://env/v1"
     assert OpenAISettings.resolve(model="flag-model").model == "flag-model"
+
+
+def test_a_reply_holding_a_lone_surrogate_is_a_parse_error_said_back_escaped(monkeypatch):
+    """A model's reply is checked as Unicode where it enters: its content or a tool call's id with a lone surrogate
+    (a \\ud800 escape in the endpoint's JSON) is a parse_error, and the conversation goes on (it is said back
+    escaped, so that the next request can be written)."""
+    from contracts.agent_view import AgentObservation, ViewMessage
+    from pipeline.runtime.runner import unrecordable
+
+    script = [
+        (200, completion(content="think \ud800")),
+        (200, completion([("plan", json.dumps({"text": "a"}))], ids={0: "call_\udc00"})),
+        (200, completion([("plan", json.dumps({"text": "b"}))])),
+    ]
+    server = FakeServer(script)
+    monkeypatch.setenv("FAKE_KEY", "sk-test")
+    messages = [ViewMessage(role="user", text="What was the mean?")]
+    with server as url:
+        agent = OpenAIAgent(OpenAISettings(base_url=url, model="fake", api_key_env="FAKE_KEY", max_retries=0))
+        agent.start()
+        outputs = []
+        for turn in range(3):
+            outputs.append(
+                agent.act(AgentObservation(episode_id="e", turn=turn, budget=5, messages=messages, answer_form=None))
+            )
+            messages = [*messages, ViewMessage(role="user", text="(your last output was not a valid action)")]
+    first, second, third = outputs
+    assert "lone surrogate \\ud800" in first["error"] and "think \\\\ud800" in first["unparsed"], first
+    assert "lone surrogate \\udc00" in second["error"], second
+    assert third["kind"] == "plan" and third["text"] == "b"
+    assert all(unrecordable(output) is None for output in outputs)
+    sent = server.requests[2]["messages"]
+    assert sent[2]["content"] == "think \\ud800" and sent[4]["tool_calls"][0]["id"] == "call_\\udc00", sent

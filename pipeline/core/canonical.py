@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import math
 import os
+import re
 import tempfile
 from collections.abc import Iterator
 from pathlib import Path
@@ -65,15 +66,104 @@ def json_depth(value: Any) -> int:
     return deepest
 
 
+class JSONValueError(json.JSONDecodeError):
+    """Untrusted JSON that parses but holds what no artifact may: a string that is not Unicode text (a lone surrogate,
+    from a \\ud800 escape or from bytes that are not UTF-8), a number that is not finite (NaN, Infinity, 1e999) or an
+    integer longer than Python reads. A JSONDecodeError, so that every reader that refuses bad JSON refuses this too;
+    `value` is what was parsed when the text itself was JSON (a server still reads a request's id from it)."""
+
+    def __init__(self, message: str, text: str | bytes, position: int = 0, value: Any = None) -> None:
+        doc = text if isinstance(text, str) else text[:200].decode("utf-8", "replace")
+        super().__init__(message, doc, min(position, len(doc)))
+        self.value = value
+
+
+# Where a lone surrogate may hide in JSON text: as itself (text decoded with surrogateescape), as a \uD800-\uDFFF
+# escape, or as its UTF-8-like bytes (which json.loads decodes with surrogatepass). Valid pairs match too, and then the
+# parsed strings show nothing wrong.
+_SURROGATE_TEXT = re.compile(r"[\ud800-\udfff]|\\u[dD][89a-fA-F]")
+_SURROGATE_BYTES = re.compile(rb"\xed[\xa0-\xbf]|\\u[dD][89a-fA-F]")
+
+
+def _escaped(text: str) -> str:
+    return text.encode("utf-8", "backslashreplace").decode("utf-8")
+
+
+def not_unicode(value: Any) -> str | None:
+    """Where a JSON-like value (dicts, lists, strings; keys too) holds a string that is not Unicode text, a lone
+    surrogate no UTF-8 writer can write, as '$.a[0]: lone surrogate \\ud800 (not Unicode text)'; None when there is
+    none. Iterative, so any depth is walked."""
+    stack: list[tuple[Any, str]] = [(value, "$")]
+    while stack:
+        item, where = stack.pop()
+        if isinstance(item, str):
+            try:
+                item.encode("utf-8")
+            except UnicodeEncodeError as exc:
+                return f"{where}: lone surrogate {_escaped(item[exc.start])} (not Unicode text)"
+        elif isinstance(item, dict):
+            for key, child in item.items():
+                name = _escaped(key) if isinstance(key, str) else key
+                stack += [(key, f"{where} key {name}"), (child, f"{where}.{name}")]
+        elif isinstance(item, (list, tuple)):
+            stack.extend((child, f"{where}[{index}]") for index, child in enumerate(item))
+    return None
+
+
+def printable(value: Any) -> Any:
+    """A JSON-like value with every string that is not Unicode text written with backslash escapes (\\ud800 as six
+    characters), so that what an agent sent can be recorded as it came, in UTF-8. Iterative, so any depth is copied."""
+    root: list[Any] = [None]
+    stack: list[tuple[Any, Any, Any]] = [(value, root, 0)]
+    while stack:
+        item, parent, slot = stack.pop()
+        if isinstance(item, str):
+            parent[slot] = _escaped(item)
+        elif isinstance(item, dict):
+            parent[slot] = copy = {}
+            for key, child in item.items():
+                name = _escaped(key) if isinstance(key, str) else key
+                copy[name] = None
+                stack.append((child, copy, name))
+        elif isinstance(item, (list, tuple)):
+            parent[slot] = copy = [None] * len(item)
+            stack.extend((child, copy, index) for index, child in enumerate(item))
+        else:
+            parent[slot] = item
+    return root[0]
+
+
+def _finite(text: str) -> float:
+    number = float(text)
+    if not math.isfinite(number):
+        raise ValueError(f"the number {text[:40]} is out of range (not finite)")
+    return number
+
+
+def _constant(name: str) -> Any:
+    raise ValueError(f"{name} is not a JSON number")
+
+
 def loads_untrusted(text: str | bytes, max_depth: int = MAX_JSON_DEPTH) -> Any:
-    """json.loads for input from outside (agents, MCP clients, users): JSONTooDeep beyond max_depth levels instead of a
-    RecursionError; other bad input is json.JSONDecodeError (UnicodeDecodeError for bytes), both ValueErrors."""
+    """json.loads for input from outside (agents, models, MCP clients, users), checked where it enters: JSONTooDeep
+    beyond max_depth levels instead of a RecursionError, JSONValueError for strings that are not Unicode text and
+    numbers no JSON writer writes back; other bad input is json.JSONDecodeError (UnicodeDecodeError for bytes that are
+    not UTF-8), all ValueErrors."""
     try:
-        value = json.loads(text)
+        value = json.loads(text, parse_float=_finite, parse_constant=_constant)
     except RecursionError as exc:
         raise JSONTooDeep(max_depth, text) from exc
+    except json.JSONDecodeError:
+        raise
+    except UnicodeDecodeError:
+        raise
+    except ValueError as exc:  # a number out of range, NaN or Infinity, an integer of more digits than Python reads
+        raise JSONValueError(str(exc).split(";")[0], text) from exc
     if json_depth(value) > max_depth:
         raise JSONTooDeep(max_depth, text)
+    suspect = (_SURROGATE_TEXT if isinstance(text, str) else _SURROGATE_BYTES).search(text)
+    if suspect is not None and (problem := not_unicode(value)) is not None:
+        raise JSONValueError(problem, text, suspect.start(), value)
     return value
 
 

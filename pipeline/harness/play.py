@@ -22,7 +22,7 @@ from pipeline.core.workspace import Workspace
 from pipeline.runtime.agents import AGENTS, Agent
 from pipeline.runtime.identity import behaviour
 from pipeline.runtime.preflight import preflight
-from pipeline.runtime.runner import run_episode
+from pipeline.runtime.runner import RECORD_DEPTH, run_episode
 from pipeline.runtime.scoring import score_episode
 from pipeline.runtime.simulator import slot_keywords
 from pipeline.tools.access import ToolStore
@@ -291,7 +291,7 @@ def _resumable(out: Path, header: TraceHeader) -> dict[tuple[str, int], list[byt
     records = []
     for number, line in enumerate(lines[1:], start=2):
         try:
-            data = loads_untrusted(line)
+            data = loads_untrusted(line, max_depth=RECORD_DEPTH)
         except (json.JSONDecodeError, UnicodeDecodeError) as exc:
             raise RunError(
                 f"{out}: line {number} is not JSON ({exc}); it was not written by `telemetry-bench run`"

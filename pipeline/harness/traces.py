@@ -17,6 +17,7 @@ from pipeline.core.config import load_episodes_config
 from pipeline.core.errors import RunError, StageError
 from pipeline.core.workspace import Workspace
 from pipeline.runtime.identity import display_name, identity
+from pipeline.runtime.runner import RECORD_DEPTH
 from pipeline.runtime.scoring import score_episode, summarize
 from pipeline.runtime.simulator import slot_keywords
 
@@ -66,12 +67,15 @@ def score_rank(score: EpisodeScore) -> tuple[bool, bool, bool]:
 
 
 def _trace_lines(path: Path, first_only: bool = False) -> list[str]:
+    """The trace's lines, split at newlines only: a record's strings may hold U+0085, U+2028 and the other characters
+    str.splitlines also breaks at (agents write them; the trace keeps them as they came)."""
     if not path.is_file():
         raise RunError(f"{path}: no such trace file")
     try:
         with path.open("rb") as handle:
             data = handle.readline() if first_only else handle.read()
-        return data.decode("utf-8").splitlines()
+        lines = data.decode("utf-8").split("\n")
+        return lines[:-1] if lines[-1] == "" else lines
     except UnicodeDecodeError as exc:
         raise RunError(f"{path}: not UTF-8 text ({exc}); was it written by `telemetry-bench run`?") from exc
 
@@ -104,7 +108,7 @@ def read_trace(path: Path) -> tuple[TraceHeader, dict, set[int]]:
     runs: set[int] = set()
     for number, line in enumerate(lines[1:], start=2):
         try:
-            data = loads_untrusted(line)
+            data = loads_untrusted(line, max_depth=RECORD_DEPTH)
             if not isinstance(data, dict):
                 raise ValueError(f"a JSON {type(data).__name__}, not an object")
             if data.get("type") == "turn":

@@ -13,7 +13,7 @@ from typing import Any, TextIO
 from contracts.agent_view import AgentObservation, ViewMessage
 from contracts.answers import AnswerForm
 from contracts.episodes import Episode
-from pipeline.core.canonical import loads_untrusted
+from pipeline.core.canonical import loads_untrusted, printable
 from pipeline.core.errors import AgentFailure
 from pipeline.runtime.gold_path import gold_actions
 
@@ -38,6 +38,16 @@ class Observation:
             messages=[ViewMessage(**m) for m in self.messages],
             answer_form=self.answer_form,
         )
+
+
+def unparsed(raw: Any, why: str) -> dict[str, str]:
+    """An output refused before parsing, as the trace records it: its text, strings that are not Unicode written with
+    backslash escapes, and why."""
+    try:
+        text = raw if isinstance(raw, str) else json.dumps(printable(raw), ensure_ascii=False, default=repr)
+    except (TypeError, ValueError, RecursionError):
+        text = f"(a {type(raw).__name__} that JSON cannot show)"
+    return {"unparsed": printable(text), "error": printable(why)}
 
 
 class InfraFailure(AgentFailure):

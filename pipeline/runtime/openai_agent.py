@@ -23,9 +23,9 @@ from typing import Any
 from contracts.agent_view import AgentObservation, ViewMessage
 from contracts.answers import AnswerForm
 from contracts.protocol import Answer, AskUser, Plan
-from pipeline.core.canonical import loads_untrusted
+from pipeline.core.canonical import loads_untrusted, not_unicode, printable
 from pipeline.core.errors import AgentFailure, FatalAgentError, OpenAIAgentError
-from pipeline.runtime.agents import InfraFailure
+from pipeline.runtime.agents import InfraFailure, unparsed
 from pipeline.tools import registry
 
 SYSTEM = (
@@ -210,8 +210,14 @@ class OpenAIAgent:
         response, message = self._complete(observation)
         usage = _usage(response)
         calls = self._named_calls(message)
-        self.messages.append(message.model_dump(exclude_none=True, include={"role", "content", "tool_calls"}))
-        self.pending = [c.id for c in calls]
+        said = message.model_dump(exclude_none=True, include={"role", "content", "tool_calls"})
+        problem = not_unicode(said)
+        if problem is not None:  # the model's own output error, checked where it enters; said back escaped
+            said = printable(said)
+        self.messages.append(said)
+        self.pending = [call["id"] for call in said.get("tool_calls") or []]
+        if problem is not None:
+            return reply_output([unparsed(said, f"the model's reply: {problem}")], "", usage)
         return reply_output(
             [call_action(c.function.name, c.function.arguments, c.id) for c in calls], message.content or "", usage
         )

@@ -13,7 +13,6 @@ The documented protocol of a Python agent (duck-typed; only `act` is required):
 
 from __future__ import annotations
 
-import contextlib
 import importlib
 import inspect
 import json
@@ -21,21 +20,19 @@ import os
 import queue
 import shlex
 import shutil
-import signal
 import subprocess
 import sys
-import threading
 import time
-from collections import deque
 from typing import Any
 
 from pydantic import BaseModel
 
 from contracts.agent_io import EpisodeFinish, EpisodeStart, ObservationMessage, ToolSpec
 from contracts.episodes import Episode
-from pipeline.core.canonical import loads_untrusted
+from pipeline.core.canonical import JSONTooDeep, JSONValueError, loads_untrusted
 from pipeline.core.errors import AgentFailure, PluginError
-from pipeline.runtime.agents import Agent, Observation
+from pipeline.runtime.agents import Agent, Observation, unparsed
+from pipeline.runtime.processes import AgentProcess, Oversized
 from pipeline.tools import registry
 
 ACTION_KINDS = ["ask_user", "call_tool", "answer", "plan"]
@@ -130,15 +127,18 @@ def load_python_agent(spec: str, options: dict[str, Any] | None = None) -> Pytho
 
 
 class CommandAgent(Agent):
-    """An agent in its own process, speaking the JSON-lines protocol of contracts/agent_io.py on stdin and stdout.
+    """An agent in its own process, speaking the JSON-lines protocol of contracts/agent_io.py on stdin and stdout
+    (pipeline.runtime.processes runs it: never blocked on, bounded in what it may write, stopped with its children).
 
     The process is started once and kept across episodes; if it dies, the next episode starts a new one. A process
     that exits, or stays silent past `timeout` seconds on a turn, is an AgentFailure carrying the tail of its stderr:
-    the runner records agent_error and ends that episode. A line that is not JSON is the agent's own output error
+    the runner records agent_error, stops it with every process it started, and ends that episode. A line that is not
+    JSON, not UTF-8, not Unicode text or longer than MAX_ACTION_LINE_BYTES is the agent's own output error
     (parse_error), as for any agent."""
 
     def __init__(self, command: str, timeout: float = 60.0, stderr_lines: int = 20) -> None:
         self.command, self.timeout, self.name = command, timeout, f"cmd:{command}"
+        self.stderr_lines = stderr_lines
         try:
             self.argv = shlex.split(command)
         except ValueError as exc:
@@ -151,86 +151,48 @@ class CommandAgent(Agent):
             raise PluginError(
                 f"--agent-cmd {command!r}: cannot start it ({self.argv[0]!r} is not an executable on PATH or a path)"
             )
-        self.process: subprocess.Popen | None = None
-        self.lines: queue.Queue = queue.Queue()
-        self.stderr: deque[str] = deque(maxlen=stderr_lines)
+        self.process: AgentProcess | None = None
 
     # ------------------------------------------------------------------ process
     def _spawn(self) -> None:
+        if self.process is not None:
+            self.process.stop()  # what is left of the last one: its children, a process that closed its output
         try:
-            self.process = subprocess.Popen(
-                self.argv,
-                stdin=subprocess.PIPE,
-                stdout=subprocess.PIPE,
-                stderr=subprocess.PIPE,
-                text=True,
-                encoding="utf-8",
-                errors="replace",
-                bufsize=1,
-                start_new_session=True,
-            )  # its own process group: wrappers' children go too
+            self.process = AgentProcess(self.argv, stderr_lines=self.stderr_lines)
         except OSError as exc:
             raise PluginError(f"--agent-cmd {self.command!r}: cannot start it ({exc})") from exc
-        self.lines = queue.Queue()
-        self.stderr.clear()
-        threading.Thread(target=self._pump, args=(self.process.stdout, self.lines), daemon=True).start()
-        self.drain = threading.Thread(target=self._drain, args=(self.process.stderr, self.stderr), daemon=True)
-        self.drain.start()
-
-    @staticmethod
-    def _pump(stream: Any, lines: queue.Queue) -> None:
-        for line in stream:
-            lines.put(line)
-        lines.put(None)  # end of output: the process exited or closed stdout
-
-    @staticmethod
-    def _drain(stream: Any, tail: deque) -> None:
-        for line in stream:
-            tail.append(line.rstrip("\n"))
 
     def _alive(self) -> bool:
-        return self.process is not None and self.process.poll() is None
-
-    def _tail(self) -> str:
-        if getattr(self, "drain", None) is not None:
-            self.drain.join(timeout=1)  # what it wrote before it died
-        text = " | ".join(line for line in tuple(self.stderr) if line.strip())
-        return f"; stderr: {text[-600:]}" if text else "; no stderr"
+        return self.process is not None and self.process.alive()
 
     def _failure(self, what: str) -> AgentFailure:
-        self._stop()
-        return AgentFailure(f"agent process {what}{self._tail()}")
+        self.process.stop()
+        return AgentFailure(f"agent process {what}{self.process.stderr_tail()}")
 
-    def _skip_stale(self) -> None:
-        """Lines written since the last reply (a banner, a reply to episode_end) are not the next action."""
+    def _send(self, message: BaseModel, deadline: float) -> None:
+        if self.process.write_error is not None:
+            raise self._failure(f"closed its input ({self.process.write_error})")
+        if not self._alive():
+            raise self._failure(f"exited with code {self.process.process.returncode}")
+        if not self.process.send(message.model_dump_json().encode("utf-8") + b"\n", deadline - time.monotonic()):
+            raise self._failure(f"read none of its input within {self.timeout:g} s (--turn-timeout)")
+
+    def _receive(self, deadline: float) -> bytes | Oversized:
+        """The next line that is not blank, within the turn's time."""
         while True:
             try:
-                line = self.lines.get_nowait()
+                line = self.process.lines.get(timeout=max(0.0, deadline - time.monotonic()))
             except queue.Empty:
-                return
-            if line is None:  # the end of its output: keep it for the reader
-                self.lines.put(None)
-                return
-
-    def _send(self, message: BaseModel) -> None:
-        if not self._alive():
-            raise self._failure(f"exited with code {self.process.returncode if self.process else None}")
-        try:
-            self.process.stdin.write(message.model_dump_json() + "\n")
-            self.process.stdin.flush()
-        except (BrokenPipeError, OSError) as exc:
-            raise self._failure(f"closed its input ({exc})") from exc
-
-    def _stop(self) -> None:
-        if self.process is None:
-            return
-        if self.process.poll() is None:
-            try:
-                os.killpg(self.process.pid, signal.SIGKILL)  # the whole group: `uv run`, shell wrappers, their children
-            except OSError:
-                self.process.kill()
-        with contextlib.suppress(subprocess.TimeoutExpired):
-            self.process.wait(timeout=5)
+                unread = " and read none of its input" if self.process.unread() else ""
+                raise self._failure(f"sent no action{unread} within {self.timeout:g} s (--turn-timeout)") from None
+            if line is None:
+                try:
+                    self.process.process.wait(timeout=5)
+                except subprocess.TimeoutExpired:
+                    raise self._failure("closed its output but kept running") from None
+                raise self._failure(f"exited with code {self.process.process.returncode}")
+            if isinstance(line, Oversized) or line.strip():  # blank lines are not actions
+                return line
 
     # ------------------------------------------------------------------ agent interface
     def start(self, episode: Episode) -> None:
@@ -240,39 +202,39 @@ class CommandAgent(Agent):
         self.pending_start = True
 
     def act(self, observation: Observation) -> Any:
+        deadline = time.monotonic() + self.timeout
         if self.pending_start:  # sent with the first observation, so that a failure is recorded as a turn
             self.pending_start = False
-            self._send(self.started)
-        self._skip_stale()
-        self._send(ObservationMessage(**observation.view().model_dump()))
-        deadline = time.monotonic() + self.timeout
-        line = ""
-        while not line.strip():  # blank lines are not actions
-            try:
-                line = self.lines.get(timeout=max(0.0, deadline - time.monotonic()))
-            except queue.Empty:
-                raise self._failure(f"sent no action within {self.timeout:g} s (--turn-timeout)") from None
-            if line is None:
-                try:
-                    self.process.wait(timeout=5)
-                except subprocess.TimeoutExpired:
-                    raise self._failure("closed its output but kept running") from None
-                raise self._failure(f"exited with code {self.process.returncode}")
-        try:
-            return loads_untrusted(line)
-        except json.JSONDecodeError:
-            return {"unparsed": line.rstrip("\n")}
+            self._send(self.started, deadline)
+        self.process.skip_stale()
+        self._send(ObservationMessage(**observation.view().model_dump()), deadline)
+        return read_action(self._receive(deadline))
 
     def finish(self, end: Any) -> None:
-        if self._alive():
-            with contextlib.suppress(AgentFailure):
-                self._send(_finish(end))
+        if self._alive() and self.process.write_error is None:
+            self.process.send(_finish(end).model_dump_json().encode("utf-8") + b"\n", 0.0)  # no room: it reads nothing
 
     def close(self) -> None:
-        if self._alive():
-            try:
-                self.process.stdin.close()
-                self.process.wait(timeout=5)
-            except (OSError, subprocess.TimeoutExpired):
-                pass
-        self._stop()
+        if self.process is not None:
+            self.process.close()
+
+
+def read_action(line: bytes | Oversized) -> Any:
+    """An agent's output line as the runner takes it: JSON checked where it enters (contracts.agent_io); a line that
+    is not is kept for the trace, unparsed, with why when it looked like JSON."""
+    if isinstance(line, Oversized):
+        head = line.head.decode("utf-8", "backslashreplace")
+        return unparsed(
+            f"{head}...", f"a line longer than {line.limit} bytes (MAX_ACTION_LINE_BYTES): the rest of it was discarded"
+        )
+    try:
+        text = line.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        return unparsed(line.decode("utf-8", "backslashreplace"), f"not UTF-8 ({exc.reason} at byte {exc.start})")
+    text = text.rstrip("\r")
+    try:
+        return loads_untrusted(text)
+    except (JSONTooDeep, JSONValueError) as exc:
+        return unparsed(text, str(exc))
+    except json.JSONDecodeError:
+        return {"unparsed": text}

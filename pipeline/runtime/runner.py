@@ -12,8 +12,9 @@ from pydantic import TypeAdapter, ValidationError
 from contracts.episodes import Episode
 from contracts.protocol import Action, CallTool
 from contracts.runtime import EpisodeEnd, TurnRecord
+from pipeline.core.canonical import MAX_JSON_DEPTH, canonical_bytes, json_depth, not_unicode
 from pipeline.core.errors import AgentFailure, FatalAgentError
-from pipeline.runtime.agents import Agent, InfraFailure, Observation
+from pipeline.runtime.agents import Agent, InfraFailure, Observation, unparsed
 from pipeline.runtime.plugins import PythonAgent
 from pipeline.runtime.simulator import Lexicon, UserSimulator
 from pipeline.tools import registry
@@ -29,6 +30,40 @@ class Fault:
 
     kind: str
     message: str
+
+
+# How deeply a trace record nests: it holds an agent's output (at most MAX_JSON_DEPTH deep, as untrusted JSON may be)
+# one level down, as `raw` or as `action`; the trace's readers take this much.
+RECORD_DEPTH = MAX_JSON_DEPTH + 1
+
+
+def unrecordable(raw: Any) -> str | None:
+    """Why an agent's output cannot enter the trace as it came, where it enters (every agent's, whatever its kind): a
+    string that is not Unicode text (a lone surrogate), a number no JSON writer writes (NaN, infinity, an integer
+    longer than Python writes), or nesting deeper than MAX_JSON_DEPTH (a trace that could not be read back); None when
+    it can. Types JSON has no name for are the protocol's concern, not this."""
+    problem = not_unicode(raw)
+    if problem is not None:
+        return problem
+    if json_depth(raw) > MAX_JSON_DEPTH:
+        return f"nested deeper than {MAX_JSON_DEPTH} levels"
+    try:
+        canonical_bytes(raw)
+    except TypeError:
+        return None
+    except (ValueError, RecursionError) as exc:
+        return f"{type(exc).__name__}: {exc}"
+    return None
+
+
+def _usage(raw: Any) -> dict[str, int] | None:
+    """The token usage an output reports (taken out of it), when it is counts by name; anything else stays in the
+    output, whose parse it fails."""
+    for item in raw if isinstance(raw, list) else [raw]:
+        usage = item.get("usage") if isinstance(item, dict) else None
+        if isinstance(usage, dict) and all(type(v) is int for v in usage.values()):
+            return item.pop("usage")
+    return None
 
 
 def _parse(raw: Any) -> tuple[Action | None, list[str]]:
@@ -75,15 +110,15 @@ class EpisodeSession:
         """Play one agent output (an action dict, a list of them, or anything else) and return its record."""
         self.observation.turn = self.turn
         usage = None
-        for item in raw if isinstance(raw, list) else [raw]:
-            if isinstance(item, dict) and isinstance(item.get("usage"), dict):
-                usage = item.pop("usage")
         if isinstance(raw, Fault):
             self.failed = True
             if raw.kind == "infra_error":
                 self.infra_error = raw.message
             action, issues, raw = None, [raw.kind], {raw.kind: raw.message}
+        elif (problem := unrecordable(raw)) is not None:  # the agent's own output error, recorded as it came
+            action, issues, raw = None, ["parse_error"], unparsed(raw, problem)
         else:
+            usage = _usage(raw)
             action, issues = _parse(raw)
         record: dict[str, Any] = {
             "episode_id": self.episode.id,

@@ -5,6 +5,7 @@ from __future__ import annotations
 import io
 import json
 import sys
+from collections import Counter
 from collections.abc import AsyncIterator
 from typing import Any
 
@@ -16,7 +17,14 @@ from mcp.shared.message import SessionMessage
 from pydantic import ValidationError
 
 from pipeline import __version__
-from pipeline.core.canonical import MAX_JSON_DEPTH, JSONTooDeep, json_depth, loads_untrusted
+from pipeline.core.canonical import (
+    MAX_JSON_DEPTH,
+    JSONTooDeep,
+    JSONValueError,
+    json_depth,
+    loads_untrusted,
+    not_unicode,
+)
 from pipeline.tools import registry
 from pipeline.tools.access import ToolStore
 
@@ -73,16 +81,41 @@ def _request_id(message: dict) -> types.RequestId | None:
     return ident if isinstance(ident, str) or (isinstance(ident, int) and not isinstance(ident, bool)) else None
 
 
-def _malformed(line: str) -> tuple[types.RequestId | None, int, str] | None:
-    """Why a line is not a JSON-RPC 2.0 message MCP takes, as (id, code, message); None when it is one. The id is the
+def _readable_id(message: Any) -> types.RequestId | None:
+    """The request id of a message refused for what it holds (the text of a line, read leniently, when its numbers
+    stopped the parse), where it is one a reply can carry."""
+    if isinstance(message, str):
+        try:
+            message = json.loads(message)
+        except (ValueError, RecursionError):
+            return None
+    ident = _request_id(message) if isinstance(message, dict) else None
+    return ident if not_unicode(ident) is None else None
+
+
+Problem = tuple[types.RequestId | None, int, str]  # why a line is not a message MCP takes: (id, code, message)
+TOO_DEEP = f"Invalid Request: nested deeper than {MAX_JSON_DEPTH} levels"
+
+
+def _read(line: str) -> tuple[Any, Problem | None]:
+    """A line's JSON-RPC message and why it is not one MCP takes (None when it is one). The id of a reply is the
     request's where it can be read (JSON-RPC 2.0 §5: null when it cannot)."""
-    too_deep = f"Invalid Request: nested deeper than {MAX_JSON_DEPTH} levels"
     try:
         message = loads_untrusted(line, max_depth=sys.maxsize)  # the depth is checked below, once the id is read
     except JSONTooDeep:
-        return None, types.INVALID_REQUEST, too_deep
+        return None, (None, types.INVALID_REQUEST, TOO_DEEP)
+    except JSONValueError as exc:  # JSON, but not text or numbers the server can take: answered with the id it has
+        ident = _readable_id(line if exc.value is None else exc.value)
+        if exc.msg.startswith("$.params"):
+            return None, (ident, types.INVALID_PARAMS, f"Invalid params: {exc.msg}")
+        return None, (ident, types.INVALID_REQUEST, f"Invalid Request: {exc.msg}")
     except ValueError as exc:
-        return None, types.PARSE_ERROR, f"Parse error: not JSON ({exc})"
+        return None, (None, types.PARSE_ERROR, f"Parse error: not JSON ({exc})")
+    return message, _malformed(message)
+
+
+def _malformed(message: Any) -> Problem | None:
+    """Why parsed JSON is not a JSON-RPC 2.0 message MCP takes; None when it is one."""
     if not isinstance(message, dict):
         return (
             None,
@@ -93,7 +126,7 @@ def _malformed(line: str) -> tuple[types.RequestId | None, int, str] | None:
     if "id" in message and ident is None:
         return None, types.INVALID_REQUEST, "Invalid Request: id must be a string or an integer"
     if json_depth(message) > MAX_JSON_DEPTH:
-        return ident, types.INVALID_REQUEST, too_deep
+        return ident, types.INVALID_REQUEST, TOO_DEEP
     if message.get("jsonrpc") != "2.0":
         return ident, types.INVALID_REQUEST, 'Invalid Request: jsonrpc must be "2.0"'
     if "method" not in message and not ({"result", "error"} & set(message) and "id" in message):
@@ -121,19 +154,45 @@ def _malformed(line: str) -> tuple[types.RequestId | None, int, str] | None:
     return None
 
 
+EOF_GRACE = 30.0  # seconds without any answer after the end of input before the requests still open are refused
+
+
 class CheckedLines:
     """Standard input for the SDK's stdio transport, one JSON-RPC message a line: a line that is not a message MCP takes
     is answered here with the JSON-RPC error it owes (-32700 parse error, -32600 invalid request, -32602 invalid
-    params), through the transport's own writer, and never reaches the SDK, which would drop it unanswered."""
+    params), through the transport's own writer, and never reaches the SDK, which would drop it unanswered.
 
-    def __init__(self, lines: Any) -> None:
-        self.lines = lines
+    Every request passed on is answered too, even when the input ends: the SDK cancels the requests still running
+    when its input ends, without a reply, so the end of input is passed on only once each has its answer (seen on the
+    way out, `answers`); a request still unanswered after EOF_GRACE seconds in which nothing was answered is refused
+    (-32603), and a request the client cancelled is owed nothing."""
+
+    def __init__(self, lines: Any, grace: float = EOF_GRACE) -> None:
+        self.lines, self.grace = lines, grace
         self.ready = anyio.Event()
         self.reply: Any = None
+        self.open: Counter = Counter()  # ids of the requests passed on and not answered yet
+        self.answered = anyio.Event()
+        self.settled = False
 
     def answer_through(self, write: Any) -> None:
         self.reply = write
         self.ready.set()
+
+    def answers(self, write: Any) -> AnsweredWrites:
+        """The server's writer, through which every answer is seen."""
+        return AnsweredWrites(write, self)
+
+    def seen_answer(self, message: Any) -> bool:
+        """Take note of a message on its way out; False for an answer owed nothing (refused already at the end)."""
+        if not isinstance(message, types.JSONRPCResponse | types.JSONRPCError):
+            return True
+        if self.open[message.id] <= 0:
+            return not self.settled
+        self.open[message.id] -= 1
+        self.answered.set()
+        self.answered = anyio.Event()
+        return True
 
     def __aiter__(self) -> AsyncIterator[str]:
         return self._checked()
@@ -142,23 +201,75 @@ class CheckedLines:
         async for line in self.lines:
             if not line.strip():
                 continue
-            problem = _malformed(line)
+            message, problem = _read(line)
             if problem is None:
+                self._passing(message)
                 yield line
                 continue
-            ident, code, text = problem
-            await self.ready.wait()
-            error = types.JSONRPCError(jsonrpc="2.0", id=ident, error=types.ErrorData(code=code, message=text))
-            await self.reply.send(SessionMessage(error))
+            await self._refuse(*problem)
+        await self._settle()
+
+    def _passing(self, message: dict) -> None:
+        if "method" in message and _request_id(message) is not None:
+            self.open[_request_id(message)] += 1
+        elif message.get("method") == "notifications/cancelled" and isinstance(message.get("params"), dict):
+            ident = message["params"].get("requestId")
+            if isinstance(ident, str | int) and self.open[ident] > 0:
+                self.open[ident] -= 1  # the SDK answers a cancelled request with nothing, as the protocol says
+
+    async def _refuse(self, ident: types.RequestId | None, code: int, text: str) -> None:
+        await self.ready.wait()
+        error = types.JSONRPCError(jsonrpc="2.0", id=ident, error=types.ErrorData(code=code, message=text))
+        await self.reply.send(SessionMessage(error))
+
+    async def _settle(self) -> None:
+        """At the end of input: wait for the open requests' answers while they come, then refuse those left."""
+        while +self.open:
+            answered = self.answered
+            with anyio.move_on_after(self.grace):
+                await answered.wait()
+            if not answered.is_set():
+                break
+        left = list((+self.open).elements())
+        self.settled = True
+        for ident in left:
+            self.open[ident] -= 1
+            await self._refuse(
+                ident, types.INTERNAL_ERROR, f"Internal error: not answered within {self.grace:g} s of the end of input"
+            )
+
+
+class AnsweredWrites:
+    """The server's side of the transport's writer: what it sends goes on, and CheckedLines sees every answer."""
+
+    def __init__(self, write: Any, lines: CheckedLines) -> None:
+        self.write, self.lines = write, lines
+
+    async def send(self, item: SessionMessage) -> None:
+        if self.lines.seen_answer(item.message):
+            await self.write.send(item)
+
+    async def aclose(self) -> None:
+        await self.write.aclose()
+
+    async def __aenter__(self) -> AnsweredWrites:
+        await self.write.__aenter__()
+        return self
+
+    async def __aexit__(self, *exc: Any) -> bool | None:
+        return await self.write.__aexit__(*exc)
 
 
 def serve_stdio(store: ToolStore, corpus: str) -> None:
     server = build_server(store, corpus)
-    stdin = CheckedLines(anyio.wrap_file(io.TextIOWrapper(sys.stdin.buffer, encoding="utf-8", errors="replace")))
+    # Bytes that are not UTF-8 become lone surrogates, which _malformed refuses with the request's id.
+    stdin = CheckedLines(
+        anyio.wrap_file(io.TextIOWrapper(sys.stdin.buffer, encoding="utf-8", errors="surrogateescape"))
+    )
 
     async def main() -> None:
         async with stdio_server(stdin=stdin) as (read, write):
             stdin.answer_through(write)
-            await server.run(read, write, server.create_initialization_options())
+            await server.run(read, stdin.answers(write), server.create_initialization_options())
 
     anyio.run(main)
