@@ -76,6 +76,19 @@ def loads_untrusted(text: str | bytes, max_depth: int = MAX_JSON_DEPTH) -> Any:
     return value
 
 
+def check_text(text: str, what: str) -> str:
+    """`text` itself if it is valid Unicode (encodable as UTF-8); else a ValueError naming `what` and the first bad
+    character. Text from a file (a pickled string, an archive member's name, a file name) is checked where it enters:
+    a lone surrogate would otherwise fail later, far from its source, when a table or JSON is written."""
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError as exc:
+        raise ValueError(
+            f"{what} {text[:80]!r} is not valid Unicode (character {exc.start}: {text[exc.start : exc.end]!r})"
+        ) from None
+    return text
+
+
 def digest(data: bytes | str) -> str:
     """xxh3-128 hex digest of bytes (str is UTF-8 encoded)."""
     if isinstance(data, str):

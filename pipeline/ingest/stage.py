@@ -26,6 +26,7 @@ from pipeline.ingest.batch import (
     ingest_batch_here,
     value_files,
 )
+from pipeline.ingest.layouts import open_archive
 from pipeline.ingest.parquet import RowGroupWriter, write_frame
 from pipeline.ingest.tables import TABLES
 
@@ -47,7 +48,7 @@ def raw_value_bytes(files: list[tuple[Path, str]]) -> int:
         if path.is_dir():
             total += sum(p.stat().st_size for p in path.rglob("*") if p.is_file())
         elif zipfile.is_zipfile(path):
-            with zipfile.ZipFile(path) as archive:
+            with open_archive(path) as archive:
                 total += sum(info.file_size for info in archive.infolist())
         else:
             total += path.stat().st_size
