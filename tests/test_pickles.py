@@ -6,8 +6,10 @@ from __future__ import annotations
 
 import io
 import json
+import os
 import pickle
 import re
+import shutil
 import struct
 import subprocess
 import sys
@@ -231,10 +233,12 @@ def test_bad_timestamps_are_flagged_not_wrapped():
 
 
 def test_hostile_members_in_a_build_keep_the_accounting(tmp_path):
+    """Bad timestamps are rejects; complex values, an encoding bomb, a member inflating past what it declares and a
+    bzip2 member are refused with their reasons, and the build goes on (issue 44 for the last three)."""
     runner = CliRunner()
     raw = tmp_path / "raw"
     made = runner.invoke(
-        main, ["--root", str(REPO), "synth", "bts", "--streams", "3", "--days", "30", "--seed", "3", "--out", str(raw)]
+        main, ["--root", str(REPO), "synth", "bts", "--streams", "6", "--days", "30", "--seed", "3", "--out", str(raw)]
     )
     assert made.exit_code == 0, made.output
     archive = raw / "Site_Baa.zip"
@@ -251,11 +255,14 @@ def test_hostile_members_in_a_build_keep_the_accounting(tmp_path):
     members[names[0]] = pickle.dumps([first[0], timestamps, np.asarray(first[2])])
     second = pickle.loads(members[names[1]])  # noqa: S301
     members[names[1]] = pickle.dumps([second[0], np.asarray(second[1]), np.asarray(second[2]).astype(complex)])
+    members[names[2]] = encode_bomb(1 << 20, 600)  # 300 MB of encoded text
+    members[names[3]] = bytes(64 << 20)  # declares 1,000 bytes below
+    compression = {names[3]: zipfile.ZIP_DEFLATED, names[4]: zipfile.ZIP_BZIP2}
     buffer = io.BytesIO()
     with zipfile.ZipFile(buffer, "w") as target:
         for name, data in sorted(members.items()):
-            target.writestr(name, data)
-    archive.write_bytes(buffer.getvalue())
+            target.writestr(name, data, compress_type=compression.get(name, zipfile.ZIP_STORED))
+    archive.write_bytes(lying_member(buffer.getvalue(), names[3], 1_000))
     result = runner.invoke(
         main,
         [
@@ -278,3 +285,52 @@ def test_hostile_members_in_a_build_keep_the_accounting(tmp_path):
     assert report["observations"] + report["rejects"] == report["raw_value_cells"]
     refused = {m["member"]: m["detail"] for m in report["rejected_members"]}
     assert "complex" in refused[names[1]]
+    reasons = {m["member"]: m["reason"] for m in report["rejected_members"]}
+    assert [reasons.get(name) for name in names[2:5]] == ["unsafe_pickle", "corrupt_pickle", "unsupported_compression"]
+    assert "_codecs.encode asks for" in refused[names[2]] and "CRC" in refused[names[3]]
+    assert report["streams"] == 2  # names[0] (its bad timestamps rejected) and names[5]
+
+
+def _synthetic_bts(tmp_path):
+    raw = tmp_path / "raw"
+    made = CliRunner().invoke(
+        main, ["--root", str(REPO), "synth", "bts", "--streams", "3", "--days", "30", "--seed", "3", "--out", str(raw)]
+    )
+    assert made.exit_code == 0, made.output
+    return raw
+
+
+def _ingest(tmp_path, raw):
+    args = ["--root", str(REPO), "--artifacts", str(tmp_path / "art"), "build", "--corpus", "bts", "--raw", str(raw)]
+    return CliRunner().invoke(main, [*args, "--until", "ingest"])
+
+
+def test_member_names_that_are_not_unicode(tmp_path):
+    """Issue 44: a raw file name that is not UTF-8 (here a member of an extracted archive) is one line naming it, as
+    is an archive whose member names claim UTF-8 and are not; nothing fails later, where a report or manifest is
+    written."""
+    raw = _synthetic_bts(tmp_path)
+    archive = raw / "Site_Baa.zip"
+    with zipfile.ZipFile(archive) as source:
+        source.extractall(raw)
+    data = archive.read_bytes()
+    archive.unlink()
+    bad = os.fsencode(raw / "Site_Baa") + b"/\xff\xfe_0.pickle"
+    os.close(os.open(bad, os.O_CREAT | os.O_WRONLY))
+    result = _ingest(tmp_path, raw)
+    message = result.output.strip()
+    assert result.exit_code == 1 and "\n" not in message and isinstance(result.exception, SystemExit), result.output
+    assert message.startswith(f"error: {raw}: file name 'Site_Baa/\\udcff\\udcfe_0.pickle' is not valid Unicode")
+    shutil.rmtree(raw / "Site_Baa")
+    name = next(n for n in zipfile.ZipFile(io.BytesIO(data)).namelist() if n.endswith(".pickle")).encode()
+    flagged = bytearray(data.replace(name, name[:-8] + b"\xff" + name[-7:]))  # same length: offsets hold
+    for signature, flags_at in ((b"PK\x03\x04", 6), (b"PK\x01\x02", 8)):  # flag bit 11: the names are UTF-8
+        at = flagged.find(signature)
+        while at >= 0:
+            flagged[at + flags_at + 1] |= 0x08
+            at = flagged.find(signature, at + 4)
+    archive.write_bytes(bytes(flagged))
+    result = _ingest(tmp_path, raw)
+    message = result.output.strip()
+    assert result.exit_code == 1 and "\n" not in message and isinstance(result.exception, SystemExit), result.output
+    assert message.startswith(f"error: {archive}: a member's name is not valid UTF-8"), message

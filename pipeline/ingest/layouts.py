@@ -14,7 +14,6 @@ import numpy as np
 import polars as pl
 
 from contracts.corpus import BtsPickle, CorpusMapping, FilePerStream, LongCsv, WideCsv
-from pipeline.core.canonical import check_text
 from pipeline.core.errors import IngestError, UnsafePickle
 from pipeline.core.executor import Scope
 from pipeline.ingest.cleaning import Slice
@@ -332,13 +331,6 @@ def _read_members(
         def refuse(reason: str, detail: str, member: str = name) -> None:
             resolver.rejected_members.append({"source": rel, "member": member, "reason": reason, "detail": detail})
 
-        try:
-            check_text(name, "member name")
-        except ValueError as exc:  # a folder's file name of bytes that are not UTF-8: recorded by its escaped name
-            escaped = name.encode("utf-8", "backslashreplace").decode("utf-8")
-            if scope.owns(f"{rel}:{escaped}"):
-                refuse("bad_member_name", str(exc), escaped)
-            continue
         match = re.fullmatch(layout.member_pattern, name)
         if not match:
             if scope.owns(f"{rel}:{name}"):

@@ -1,4 +1,5 @@
-"""BTS pickles are code: a restricted unpickler admits lists, strings and numpy arrays and dtypes only."""
+"""BTS pickles are code: a restricted unpickler admits lists, strings and numpy arrays and dtypes only, and what a
+member allocates in all is bounded before it is allocated (docs/bts.md)."""
 
 from __future__ import annotations
 
@@ -67,36 +68,44 @@ _LENGTH_PREFIX = {
 _MEMO_PUTS = {"PUT", "BINPUT", "LONG_BINPUT"}
 
 
+def _argument_end(data: bytes, at: int, op: pickletools.OpcodeInfo) -> int:
+    """Where the argument of `op` (starting at `at`) ends, read from its length or its end of line, never decoded."""
+    arg = op.arg
+    if arg is None:
+        return at
+    if arg.n >= 0:
+        return at + arg.n
+    if arg.n == pickletools.UP_TO_NEWLINE:
+        for _ in range(2 if arg.name == "stringnl_noescape_pair" else 1):
+            end = data.find(b"\n", at)
+            if end < 0:
+                raise ValueError(f"corrupt pickle ({op.name} at {at - 1} has no end of line)")
+            at = end + 1
+        return at
+    width, signed = _LENGTH_PREFIX[arg.n]
+    length = int.from_bytes(data[at : at + width], "little", signed=signed)
+    if length < 0:
+        raise ValueError(f"corrupt pickle ({op.name} at {at - 1} has a negative length)")
+    return at + width + length
+
+
 def _scan(data: bytes, budget: _Budget) -> None:
     """Walk the opcodes before any runs: charge the unpickler's own objects (PER_OPCODE each, plus the argument's
     bytes) and refuse a memo index beyond the opcodes so far (pickle would size its memo to it: 9 bytes could ask for
-    gigabytes). Arguments are skipped, never decoded."""
+    gigabytes)."""
     at, count = 0, 0
     while at < len(data):
         op = _OPCODES.get(data[at : at + 1])
         if op is None:
             raise ValueError(f"corrupt pickle (byte {data[at]:#04x} at {at} is not an opcode)")
-        at, count = at + 1, count + 1
-        arg, start = op.arg, at
-        if arg is None:
-            pass
-        elif arg.n >= 0:
-            at += arg.n
-        elif arg.n == pickletools.UP_TO_NEWLINE:
-            for _ in range(2 if arg.name == "stringnl_noescape_pair" else 1):
-                end = data.find(b"\n", at)
-                if end < 0:
-                    raise ValueError(f"corrupt pickle ({op.name} at {start - 1} has no end of line)")
-                at = end + 1
-        else:
-            width, signed = _LENGTH_PREFIX[arg.n]
-            length = int.from_bytes(data[at : at + width], "little", signed=signed)
-            if length < 0:
-                raise ValueError(f"corrupt pickle ({op.name} at {start - 1} has a negative length)")
-            at += width + length
+        start = at + 1
+        at, count = _argument_end(data, start, op), count + 1
         if op.name in _MEMO_PUTS:
             raw = data[start:at]
-            index = int(raw.strip() or b"-1") if op.name == "PUT" else int.from_bytes(raw, "little")
+            try:
+                index = int(raw.strip()) if op.name == "PUT" else int.from_bytes(raw, "little")
+            except ValueError:
+                raise ValueError(f"corrupt pickle (PUT at {start - 1} names no memo slot)") from None
             if index > count:
                 raise UnsafePickle(f"{op.name} at {start - 1} names memo slot {index:,} after {count:,} opcodes")
         budget.charge(f"opcode {op.name} at {start - 1}", PER_OPCODE + min(at, len(data)) - start)
