@@ -152,6 +152,57 @@ def test_plain_members_stay_within_the_bound():
         load_series(b"\x80\x02c_codecs\nencode\n" + _text("ab") + _text("utf-32") + b"\x86R.", LIMIT)
 
 
+def test_a_dtype_whose_state_was_forged_is_refused():
+    """A pickle sets a dtype's state (BUILD) as it likes: a float64 flagged as holding Python objects (numpy then
+    fails freeing it), or a void dtype of 2**40 bytes per item."""
+    plain = pickle.dumps(["s1", np.arange(3.0), np.arange(3.0)], protocol=2)
+    state = b"J\xff\xff\xff\xffJ\xff\xff\xff\xffK\x00t"  # (..., elsize -1, alignment -1, flags 0)
+    assert state in plain
+    with pytest.raises(UnsafePickle, match="array dtype '<f8' has a state no '<f8' has .itemsize 8, flags 63"):
+        load_series(plain.replace(state, state[:-3] + b"K?t", 1), LIMIT)
+    void = pickle.dumps(["s1", np.zeros(1, dtype="V8"), np.arange(1.0)], protocol=2)
+    assert b"K\x08K\x01K\x00t" in void  # (..., elsize 8, alignment 1, flags 0)
+    with pytest.raises(UnsafePickle, match=r"state \(3, '\|', None, None, None, 1099511627776, 1, 0\) is not one"):
+        load_series(void.replace(b"K\x08K\x01K\x00t", b"\x8a\x06\x00\x00\x00\x00\x00\x01K\x01K\x00t", 1), LIMIT)
+
+
+def short_object_list() -> bytes:
+    """An object array of 65,535 items whose state holds a list of one (numpy 2.4 reads past it: a crash)."""
+    head, _ = object_array_bomb(0).rsplit(b"l0N.", 1)
+    step = b"h\x07Na0h\x00h\x01h\x02h\x03\x87R(K\x01J\xff\xff\x00\x00\x85h\x05\x89h\x07tb"
+    return head + step + b"l0N."
+
+
+def odd_dtype_state() -> bytes:
+    """A dtype whose state has 6 items where numpy writes 8 (numpy 2.4 crashes setting it)."""
+    state = b"(K\x03" + _text("<") + b"NJ\xff\xff\xff\xffJ\xff\xff\xff\xffK\x00t"
+    return b"\x80\x02cnumpy\ndtype\n" + _text("i4") + b"\x89\x88\x87R" + state + b"b."
+
+
+def straddling_frame() -> bytes:
+    """A BININT that starts in a 3-byte frame and ends after it (pickle's C reader then reads on elsewhere)."""
+    return b"\x80\x04\x95" + (3).to_bytes(8, "little") + b"NJ\x01" + b"\x00\x00\x00" + b"."
+
+
+CRASHING = {
+    "object array with a short list": (short_object_list, "UnsafePickle an object array of 65,535 items"),
+    "dtype state of 6 items": (odd_dtype_state, "UnsafePickle a dtype's state .3, '<', None, -1, -1, 0. is not"),
+    "opcode across a frame's end": (straddling_frame, "ValueError corrupt pickle .BININT at 12 runs past the end"),
+}
+
+
+@pytest.mark.parametrize("case", sorted(CRASHING))
+def test_states_numpy_or_pickle_would_crash_on_are_refused(case):
+    """Issue 44 (found by tests/test_fuzz_pickles.py): states that crash numpy 2.4 (a segmentation fault, the whole
+    worker gone) or desynchronise pickle's C reader are refused before they reach it; read in a child."""
+    make, outcome = CRASHING[case]
+    done = subprocess.run(
+        [sys.executable, "-c", PEAK_OF_LOADING, str(REPO)], input=make(), capture_output=True, timeout=120, check=False
+    )
+    assert done.returncode == 0, f"{case}: the child ended with {done.returncode}: {done.stderr[-2000:]!r}"
+    assert re.match(outcome, done.stdout.decode()), done.stdout
+
+
 def test_a_stream_id_of_invalid_unicode_is_refused():
     obj = pickle.dumps(["s", np.arange(2.0), np.arange(2.0)], protocol=2).replace(_text("s"), _text("s\udcff"), 1)
     with pytest.raises(ValueError, match="StreamID 's\\\\udcff' is not valid Unicode"):

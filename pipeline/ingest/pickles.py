@@ -7,6 +7,7 @@ import functools
 import io
 import pickle
 import pickletools
+import warnings
 from collections.abc import Callable
 from dataclasses import dataclass
 
@@ -84,33 +85,67 @@ def _argument_end(data: bytes, at: int, op: pickletools.OpcodeInfo) -> int:
         return at
     width, signed = _LENGTH_PREFIX[arg.n]
     length = int.from_bytes(data[at : at + width], "little", signed=signed)
-    if length < 0:
-        raise ValueError(f"corrupt pickle ({op.name} at {at - 1} has a negative length)")
+    if not 0 <= at + width + length <= len(data):  # pickle would allocate the length it declares before reading
+        raise ValueError(f"corrupt pickle ({op.name} at {at - 1} declares {length:,} bytes, {len(data) - at:,} follow)")
     return at + width + length
 
 
 def _scan(data: bytes, budget: _Budget) -> None:
     """Walk the opcodes before any runs: charge the unpickler's own objects (PER_OPCODE each, plus the argument's
     bytes) and refuse a memo index beyond the opcodes so far (pickle would size its memo to it: 9 bytes could ask for
-    gigabytes)."""
-    at, count = 0, 0
+    gigabytes). The walk reads the bytes as pickle does only if no opcode runs past the end of a frame (pickle then
+    drops the frame's rest and reads on elsewhere), so such a pickle is refused, as pickle's Python reader does."""
+    at, count, frame_end = 0, 0, None
     while at < len(data):
         op = _OPCODES.get(data[at : at + 1])
         if op is None:
             raise ValueError(f"corrupt pickle (byte {data[at]:#04x} at {at} is not an opcode)")
         start = at + 1
         at, count = _argument_end(data, start, op), count + 1
+        if frame_end is not None and (at > frame_end or op.name == "FRAME"):
+            raise ValueError(f"corrupt pickle ({op.name} at {start - 1} runs past the end of its frame)")
+        frame_end = None if at == frame_end else frame_end
+        if op.name == "FRAME":
+            frame_end = at + int.from_bytes(data[start:at], "little")
+            if frame_end > len(data):
+                raise ValueError(f"corrupt pickle (FRAME at {start - 1} is longer than the bytes that follow)")
         if op.name in _MEMO_PUTS:
-            raw = data[start:at]
-            try:
-                index = int(raw.strip()) if op.name == "PUT" else int.from_bytes(raw, "little")
-            except ValueError:
-                raise ValueError(f"corrupt pickle (PUT at {start - 1} names no memo slot)") from None
-            if index > count:
-                raise UnsafePickle(f"{op.name} at {start - 1} names memo slot {index:,} after {count:,} opcodes")
-        budget.charge(f"opcode {op.name} at {start - 1}", PER_OPCODE + min(at, len(data)) - start)
+            _check_memo(op.name, data[start:at], start - 1, count)
+        budget.charge(f"opcode {op.name} at {start - 1}", PER_OPCODE + at - start)
         if op.name == "STOP":
             return
+
+
+def _check_memo(name: str, raw: bytes, at: int, count: int) -> None:
+    try:
+        index = int(raw.strip()) if name == "PUT" else int.from_bytes(raw, "little")
+    except ValueError:
+        raise ValueError(f"corrupt pickle (PUT at {at} names no memo slot)") from None
+    if index > count:
+        raise UnsafePickle(f"{name} at {at} names memo slot {index:,} after {count:,} opcodes")
+
+
+def _plain_dtype(dtype: object) -> np.dtype:
+    """The dtype an array constructor is given, if it is one numpy would make from its own name: a pickle may set a
+    dtype's state (BUILD) to any size and flags, e.g. a float64 that says it holds Python objects. Structured and
+    subarray dtypes (never in a BTS member) are refused too."""
+    try:
+        found = np.dtype(dtype)
+    except (TypeError, ValueError) as exc:
+        raise UnsafePickle(f"array dtype {dtype!r:.200} is not a numpy dtype") from exc
+    if found.fields is not None or found.subdtype is not None:
+        raise UnsafePickle(f"array dtype {found!r:.200} is structured; only plain dtypes are admitted")
+    fresh = np.dtype(found.str)
+    if (found.itemsize, found.alignment, found.flags) != (
+        fresh.itemsize,
+        fresh.alignment,
+        fresh.flags,
+    ) or found != fresh:
+        raise UnsafePickle(
+            f"array dtype {found.str!r} has a state no {fresh.str!r} has (itemsize {found.itemsize}, flags "
+            f"{found.flags}); only dtypes as numpy makes them are admitted"
+        )
+    return found
 
 
 def _requested_bytes(shape: object, dtype: object, budget: int) -> int:
@@ -119,10 +154,7 @@ def _requested_bytes(shape: object, dtype: object, budget: int) -> int:
     dims = shape if isinstance(shape, tuple | list) else (shape,)
     if not all(isinstance(dim, int | np.integer) and dim >= 0 for dim in dims):
         raise UnsafePickle(f"array shape {shape!r:.200} is not a tuple of non-negative integers")
-    try:
-        count = max(np.dtype(dtype).itemsize if dtype is not None else 8, 1)
-    except (TypeError, ValueError) as exc:
-        raise UnsafePickle(f"array dtype {dtype!r:.200} is not a numpy dtype") from exc
+    count = max(_plain_dtype(dtype).itemsize, 1)
     if 0 in dims:
         return 0
     for dim in dims:
@@ -132,8 +164,41 @@ def _requested_bytes(shape: object, dtype: object, budget: int) -> int:
     return count
 
 
-class _Restricted(pickle.Unpickler):
-    """Admits the globals numpy arrays need; every one that allocates charges the member's budget first."""
+_BYTE_ORDERS = frozenset("<>|=")
+
+
+def _check_dtype_state(state: object) -> None:
+    """A dtype's state (BUILD) as numpy writes it for a plain dtype: (3, order, None, None, None, size, alignment,
+    flags), and for datetimes (4, ..., (None, (unit, count, 1, 1))). numpy's own reader trusts the state's shape, and
+    crashes the process on some others (numpy 2.4: (3, '<', None, -1, -1, 0)); the values are checked by
+    _plain_dtype where the dtype is used."""
+    ints = (int, np.integer)
+    plain = (
+        isinstance(state, tuple)
+        and len(state) in (8, 9)
+        and state[0] == len(state) - 5
+        and state[1] in _BYTE_ORDERS
+        and state[2:5] == (None, None, None)
+        and all(isinstance(x, ints) and not isinstance(x, bool) and -1 <= x < 1 << 31 for x in state[5:8])
+    )
+    if plain and len(state) == 9:
+        extra = state[8]
+        plain = (
+            isinstance(extra, tuple)
+            and len(extra) == 2
+            and extra[0] is None
+            and isinstance(extra[1], tuple)
+            and len(extra[1]) == 4
+            and isinstance(extra[1][0], bytes | str)
+            and all(isinstance(x, ints) and not isinstance(x, bool) and 0 <= x < 1 << 31 for x in extra[1][1:])
+        )
+    if not plain:
+        raise UnsafePickle(f"a dtype's state {state!r:.200} is not one numpy writes for a plain dtype")
+
+
+class _Restricted(pickle._Unpickler):  # noqa: SLF001 (pickle's Python reader: its BUILD can be checked, see load_build)
+    """Admits the globals numpy arrays need; every one that allocates charges the member's budget first. The Python
+    reader of the pickle module, not its C one: BUILD is checked before numpy gets a state, and its memo is a dict."""
 
     def __init__(self, data: bytes, budget: _Budget) -> None:
         super().__init__(io.BytesIO(data))
@@ -149,14 +214,32 @@ class _Restricted(pickle.Unpickler):
         def __setstate__(self: np.ndarray, state: object) -> None:
             # (version, shape, dtype, fortran, data) or (shape, dtype, fortran, data): an object array's data is a
             # list of as many items, a pointer each (its itemsize), so an array rebuilt from a growing list is counted
-            if isinstance(state, tuple) and len(state) in (4, 5):
-                charge_array("an array's state", *state[len(state) - 4 : len(state) - 2])
+            if not (isinstance(state, tuple) and len(state) in (4, 5)):
+                raise UnsafePickle(f"an array's state is {type(state).__name__}, not numpy's 4 or 5 items")
+            shape, dtype, data = state[-4], state[-3], state[-1]
+            nbytes = _requested_bytes(shape, dtype, budget.limit)
+            budget.charge("an array's state", nbytes)
+            items = nbytes // np.dtype(dtype).itemsize if nbytes else 0
+            if np.dtype(dtype).hasobject and not (isinstance(data, list) and len(data) == items):
+                # numpy reads as many items as the shape says, past the end of a shorter list (a crash)
+                raise UnsafePickle(f"an object array of {items:,} items has {type(data).__name__} data of other length")
             np.ndarray.__setstate__(self, state)
 
         # numpy.ndarray as the pickle sees it: the same class, whose construction and state are charged
         self.ndarray = type(
             "ndarray", (np.ndarray,), {"__new__": __new__, "__setstate__": __setstate__, "__module__": "numpy"}
         )
+
+    def load_build(self) -> None:
+        """BUILD of an array (its state charged, see ndarray) or of a dtype (its state checked); of nothing else."""
+        state, target = self.stack[-1], self.stack[-2]
+        if isinstance(target, np.dtype):
+            _check_dtype_state(state)
+        elif not isinstance(target, self.ndarray):
+            raise UnsafePickle(f"BUILD of a {type(target).__name__} is not admitted")
+        super().load_build()
+
+    dispatch = {**pickle._Unpickler.dispatch, pickle.BUILD[0]: load_build}  # noqa: SLF001
 
     def find_class(self, module: str, name: str):  # noqa: ANN201 (pickle's interface)
         if (module, name) not in ALLOWED:
@@ -239,7 +322,9 @@ def load_series(data: bytes, max_bytes: int) -> Series:
     budget = _Budget(len(data))
     _scan(data, budget)
     try:
-        obj = _Restricted(data, budget).load()
+        with warnings.catch_warnings():  # numpy's about odd states: the member is refused or read, not commented on
+            warnings.simplefilter("ignore")
+            obj = _Restricted(data, budget).load()
     except UnsafePickle:
         raise
     except Exception as exc:  # a truncated or corrupt pickle can fail in many ways; none may escape
@@ -254,5 +339,7 @@ def load_series(data: bytes, max_bytes: int) -> Series:
         raise ValueError("not a list [StreamID, timestamps (1-D array), values (1-D array of the same length)]")
     check_text(obj[0], "StreamID")
     budget.charge(f"converting {len(obj[1]):,} values", len(obj[1]) * CONVERSION_PER_VALUE)
-    timestamps, valid = _microseconds(np.asarray(obj[1]))
-    return Series(stream_id=obj[0], timestamps_us=timestamps, values=_real_values(np.asarray(obj[2])), valid_ts=valid)
+    with np.errstate(all="ignore"):  # NaN and overflow are judged per cell (bad_timestamp, non_finite), not warned
+        timestamps, valid = _microseconds(np.asarray(obj[1]))
+        values = _real_values(np.asarray(obj[2]))
+    return Series(stream_id=obj[0], timestamps_us=timestamps, values=values, valid_ts=valid)
