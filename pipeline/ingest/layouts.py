@@ -32,7 +32,7 @@ class ReadFile:
     rel: str
     frame: pl.DataFrame
     slices: list[Slice]
-    malformed: list[tuple[int, str]]
+    malformed: list[tuple[int, str, str]]  # records set aside: (record number, text, reason of each value cell)
     value_labels: list[str]  # value columns, for the cells of malformed records
     cells: int
     shared: bool = False  # holds many streams: every batch reads it and keeps only the cells it owns
@@ -166,9 +166,9 @@ def read_wide(path: Path, rel: str, mapping: CorpusMapping, resolver: Resolver, 
         rel,
         frame,
         slices,
-        raw.malformed,
+        raw.set_aside,
         columns,
-        (raw.table.num_rows + len(raw.malformed)) * len(columns),
+        raw.records * len(columns),
         shared=True,
     )
 
@@ -201,9 +201,7 @@ def read_long(path: Path, rel: str, mapping: CorpusMapping, resolver: Resolver, 
         sid = pair.replace_strict(codes, default=None, return_dtype=pl.Int32)
     frame = frame.with_columns(sid=sid)
     slices = [Slice(column=_input(layout.value_column), label=layout.value_column, sid=None)]
-    return ReadFile(
-        rel, frame, slices, raw.malformed, [layout.value_column], raw.table.num_rows + len(raw.malformed), shared=True
-    )
+    return ReadFile(rel, frame, slices, raw.set_aside, [layout.value_column], raw.records, shared=True)
 
 
 def read_file_per_stream(
@@ -226,7 +224,7 @@ def read_file_per_stream(
         sid=code if code is not None else -1,
         unmapped=code is None,
     )
-    return ReadFile(rel, frame, [sl], raw.malformed, [layout.value_column], raw.table.num_rows + len(raw.malformed))
+    return ReadFile(rel, frame, [sl], raw.set_aside, [layout.value_column], raw.records)
 
 
 READERS = {"wide_csv": read_wide, "long_csv": read_long, "file_per_stream": read_file_per_stream}
