@@ -8,6 +8,7 @@ and records holding a cell over MAX_CELL_BYTES, are returned separately, never d
 from __future__ import annotations
 
 import functools
+from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -141,7 +142,7 @@ def read_strings(
     header = names
 
     table, malformed = _parse(path, data, delimiter, header, first)
-    bad = sorted((int(number), text) for number, text in malformed)
+    bad = sorted(malformed)
     rows = np.arange(first, table.num_rows + first, dtype=np.int64)
     if bad:
         # Shift each good record's number past the malformed records before it.
@@ -153,7 +154,7 @@ def read_strings(
 
 def _parse(
     path: Path, data: bytes, delimiter: str, names: list[str], first: int
-) -> tuple[pa.Table, list[tuple[int | None, str]]]:
+) -> tuple[pa.Table, list[tuple[int, str]]]:
     """The records as strings (quoted fields may hold line breaks) and the malformed ones; one IngestError line when
     the text cannot be parsed at all."""
     malformed: list[tuple[int | None, str]] = []
@@ -194,7 +195,19 @@ def _parse(
         if threads and any(number is None for number, _ in malformed):
             threads = False  # record numbers are only known single-threaded
             continue
-        return table, malformed
+        return table, _numbered(path, malformed)
+
+
+def _numbered(path: Path, malformed: list[tuple[int | None, str]]) -> list[tuple[int, str]]:
+    """The malformed records with their numbers. With quoted fields over lines, pyarrow (26) may also report some
+    records a second time without a number, even single-threaded: those are dropped when each is reported with one."""
+    numbered = [(n, text) for n, text in malformed if n is not None]
+    unnumbered = Counter(text for n, text in malformed if n is None)
+    if unnumbered - Counter(text for _, text in numbered):
+        raise IngestError(
+            f"{path}: {unnumbered.total()} malformed records have no record number; check the file's quotes"
+        )
+    return numbered
 
 
 def _set_aside_oversized(table: pa.Table, rows: np.ndarray) -> tuple[pa.Table, np.ndarray, list[tuple[int, str]]]:
