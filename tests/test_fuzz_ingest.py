@@ -1,6 +1,7 @@
-"""Random bytes and rows through each text value layout (issue 25): ingest either keeps its accounting (every raw
-value cell one observation or one reject, the tables as the report says) or stops with one error line, never a
-traceback. Few examples in make test, many in make fuzz."""
+"""Random bytes, rows and cells through each text value layout (issues 25 and 44): ingest either keeps its accounting
+(every raw value cell one observation or one reject, in every file and in all, the tables as the report says) or stops
+with one error line, never a traceback. Cells may be quoted, span lines, hold delimiters and quotes, or be larger than
+a cell may be. Few examples in make test, many in make fuzz."""
 
 from __future__ import annotations
 
@@ -15,6 +16,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from pipeline.cli import main
+from pipeline.ingest.csvread import MAX_CELL_BYTES
 from tests.helpers import fuzz_settings, make_workspace, real_lines, xai_config
 from tests.test_layouts import _long_rows, _values_block
 
@@ -99,20 +101,53 @@ def check(config: str, files: dict[str, bytes]) -> None:
     out = ws.stage_dir("xai4heat", "ingest")
     report = json.loads((out / "report.json").read_text())
     assert report["observations"] + report["rejects"] == report["raw_value_cells"]
+    assert all(f["observations"] + f["rejects"] == f["raw_value_cells"] for f in report["files"]), report["files"]
     assert pl.read_parquet(out / "observations.parquet").height == report["observations"]
     assert pl.read_parquet(out / "rejects.parquet").height == report["rejects"]
     assert sum(report["rejects_by_reason"].values()) == report["rejects"]
 
 
+CELL_TEXT = st.sampled_from(
+    ["1.5", "x", "", " ", ",", ";", '"', '""', "\n", "\r\n", "\r", "NaN", "é", "2022-01-10 10:00:00"]
+)
+
+
+@st.composite
+def cells(draw, files: dict[str, str]) -> dict[str, bytes]:
+    """The layout's files with up to four fields replaced: quoted or not, over lines, with delimiters and quotes inside,
+    around MAX_CELL_BYTES or megabytes long, or an opening quote never closed."""
+    name = draw(st.sampled_from(sorted(files)))
+    lines = files[name].split("\n")
+    for _ in range(draw(st.integers(1, 4))):
+        at = draw(st.integers(0, max(len(lines) - 2, 0)))
+        fields = lines[at].split(",")
+        column = draw(st.integers(0, len(fields) - 1))
+        how = draw(st.sampled_from(["text", "huge", "open"]))
+        if how == "text":
+            text = "".join(draw(st.lists(CELL_TEXT, max_size=8)))
+        elif how == "huge":
+            size = draw(st.sampled_from([MAX_CELL_BYTES - 2, MAX_CELL_BYTES - 1, MAX_CELL_BYTES + 1, 3 << 20]))
+            text = (draw(st.sampled_from(["x", "1\n", '""'])) * size)[:size]
+        else:
+            fields[column] = '"' + "".join(draw(st.lists(CELL_TEXT, max_size=4)))
+            lines[at] = ",".join(fields)
+            continue
+        quoted = draw(st.booleans()) or any(c in text for c in ',"\r\n')
+        fields[column] = '"' + text.replace('"', '""') + '"' if quoted else text
+        lines[at] = ",".join(fields)
+    return {**{k: v.encode("utf-8") for k, v in files.items()}, name: "\n".join(lines).encode("utf-8")}
+
+
 @pytest.mark.fuzz
 @pytest.mark.parametrize("layout", ["wide_csv", "long_csv", "file_per_stream"])
-def test_random_damage_keeps_the_accounting_or_is_one_line(layout):
+@pytest.mark.parametrize("change", [damaged, cells], ids=["bytes and rows", "cells"])
+def test_random_damage_keeps_the_accounting_or_is_one_line(layout, change):
     config, files = layouts()[layout]
 
     @fuzz_settings(8, 150)
-    @given(damaged(files))
-    def ingest_damaged(changed):
+    @given(change(files))
+    def ingest_changed(changed):
         check(config, changed)
 
-    check(config, {k: v.encode("utf-8") for k, v in files.items()})  # the undamaged files ingest
-    ingest_damaged()
+    check(config, {k: v.encode("utf-8") for k, v in files.items()})  # the unchanged files ingest
+    ingest_changed()

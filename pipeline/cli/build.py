@@ -59,9 +59,9 @@ from pipeline.cli import common as cli
 @click.option(
     "--parts",
     envvar="TELEMETRY_BENCH_PARTS",
-    help="Where workers leave intermediate parts: a folder or any fsspec URL every worker reaches (e.g. "
-    "s3://bucket/prefix, file:///shared/parts; a multi-node Ray cluster needs one). Default: each stage's own folder. "
-    "Outputs do not change.",
+    help="Where workers leave intermediate parts: an existing folder, or a URL every worker reaches (file://, s3://, "
+    "gs://, gcs://, abfs://, az://; e.g. s3://bucket/prefix, file:///shared/parts; a multi-node Ray cluster needs "
+    "one). Default: each stage's own folder. Outputs do not change.",
 )
 @click.option("--force", is_flag=True, help="Rebuild every stage even when its identity is unchanged.")
 @click.option(
@@ -98,10 +98,9 @@ def build(
       telemetry-bench build --corpus xai4heat --json
       telemetry-bench build --corpus xai4heat --partitions 4 --workers 2 --memory-budget 2GB
       telemetry-bench build --corpus xai4heat --executor ray --partitions 4
-      telemetry-bench build --corpus xai4heat --executor ray --parts shared/parts
+      telemetry-bench build --corpus xai4heat --executor ray --parts .
     """
     from pipeline.core.executor import Resources, parse_bytes
-    from pipeline.core.parts import check_location
     from pipeline.harness.build import build as run_build
 
     resources = Resources(
@@ -111,7 +110,7 @@ def build(
         memory_budget=parse_bytes(memory_budget),
         executor=executor,
         ray_address=ray_address,
-        parts=check_location(parts) if parts else None,
+        parts=parts,
     )
 
     def show(outcome) -> None:

@@ -202,6 +202,17 @@ def iter_rows(handle: BinaryIO, limit: int = MAX_ROW_BYTES) -> Iterator[bytes]:
             return
 
 
+def check_text(text: str, what: str) -> str:
+    """`text` itself if it is valid Unicode (encodable as UTF-8); else a ValueError naming `what` and the first bad
+    character (not_unicode). Text from a file (a pickled string, an archive member's name, a file name) is checked
+    where it enters: a lone surrogate would otherwise fail later, far from its source, when a table or JSON is
+    written."""
+    problem = not_unicode(text)
+    if problem is not None:
+        raise ValueError(f"{what} {text[:80]!r} is not valid Unicode ({problem.removeprefix('$: ')})")
+    return text
+
+
 def digest(data: bytes | str) -> str:
     """xxh3-128 hex digest of bytes (str is UTF-8 encoded)."""
     if isinstance(data, str):

@@ -5,7 +5,7 @@ from __future__ import annotations
 import hashlib
 from pathlib import Path
 
-from pipeline.core.canonical import atomic_write_bytes
+from pipeline.core.canonical import atomic_write_bytes, check_text
 from pipeline.core.errors import ChecksumError
 
 SUMS_NAME = "SHA256SUMS"
@@ -27,7 +27,11 @@ def read_sums(folder: Path) -> dict[str, str]:
     """Relative path -> expected sha256, from `<hex>  <path>` lines."""
     sums: dict[str, str] = {}
     path = folder / SUMS_NAME
-    for number, line in enumerate(path.read_text(encoding="utf-8").splitlines(), start=1):
+    try:
+        text = path.read_text(encoding="utf-8")
+    except UnicodeDecodeError as exc:
+        raise ChecksumError(f"{path}: not UTF-8 text ({exc}); regenerate it with checksum --write") from exc
+    for number, line in enumerate(text.splitlines(), start=1):
         if not line.strip():
             continue
         parts = line.split(maxsplit=1)
@@ -61,12 +65,20 @@ def verify(folder: Path) -> dict[str, str]:
     return sums
 
 
-def list_files(folder: Path) -> list[str]:
-    return sorted(
+def list_files(folder: Path, sums: bool = False) -> list[str]:
+    """The raw files below `folder` (relative paths, sorted; SHA256SUMS files too with `sums`, as a folder's identity
+    has them); a name that is not UTF-8 is one line (it could not be recorded in a report or a manifest)."""
+    files = sorted(
         p.relative_to(folder).as_posix()
         for p in folder.rglob("*")
-        if p.is_file() and p.name != SUMS_NAME and not p.name.startswith(".")
+        if p.is_file() and (sums or p.name != SUMS_NAME) and not p.name.startswith(".")
     )
+    for rel in files:
+        try:
+            check_text(rel, "file name")
+        except ValueError as exc:
+            raise ChecksumError(f"{folder}: {exc}; rename the file") from None
+    return files
 
 
 def write_sums(folder: Path) -> int:

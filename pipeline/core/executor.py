@@ -63,6 +63,10 @@ class Resources:
     def __post_init__(self) -> None:
         if self.executor not in EXECUTORS:
             raise ConfigError(f"executor {self.executor!r} is not one of {', '.join(EXECUTORS)}")
+        if self.parts is not None:  # checked (and made absolute) wherever a build is given one, nothing created
+            from pipeline.core.parts import check_location
+
+            object.__setattr__(self, "parts", check_location(self.parts))
 
     @property
     def worker_count(self) -> int:

@@ -27,6 +27,7 @@ from pipeline.core.canonical import (
     write_json,
     write_jsonl,
 )
+from pipeline.core.checksums import list_files
 from pipeline.core.code_identity import PACKAGE_ROOT, import_closure
 from pipeline.core.errors import StageError
 
@@ -289,8 +290,7 @@ def require_manifest(folder: Path, what: str) -> StageManifest:
 
 def raw_inputs(folder: Path) -> dict[str, str]:
     """Content hash of every file of a raw corpus folder (its identity as an input)."""
-    files = sorted(p for p in folder.rglob("*") if p.is_file() and not p.name.startswith("."))
-    return {p.relative_to(folder).as_posix(): digest_file(p) for p in files}
+    return {rel: digest_file(folder / rel) for rel in list_files(folder, sums=True)}
 
 
 def config_digest(value: object) -> str:

@@ -2,9 +2,10 @@
 uncompressed Arrow IPC files.
 
 They live in the stage's own folder (`<stage>/.parts`, removed when the stage ends) unless the build is given a parts
-location (`--parts`): any URL that fsspec reaches, such as s3://bucket/prefix, gs://, abfs:// or file:// on a mount
-that every node shares. The workers of a multi-node cluster do not share the main machine's disk, so there the parts
-must go somewhere all of them reach. Parts are never outputs: where they go changes nothing that is written.
+location (`--parts`): an existing folder, or a URL of a scheme in SCHEMES (s3://bucket/prefix, gs://, abfs://, or
+file:// on a mount that every node shares). The workers of a multi-node cluster do not share the main machine's disk,
+so there the parts must go somewhere all of them reach. Parts are never outputs: where they go changes nothing that is
+written.
 """
 
 from __future__ import annotations
@@ -32,31 +33,53 @@ def _filesystem(location: str):
         from fsspec.core import url_to_fs
 
         return url_to_fs(location)
-    except (ImportError, ValueError) as exc:
+    except (ImportError, ValueError, TypeError) as exc:
+        reason = " ".join(str(exc).split())
         raise ConfigError(
-            f"parts location {location!r}: fsspec cannot open it ({exc}); install the package for its protocol (e.g. "
-            "s3fs for s3://, gcsfs for gs://) or give a local folder or file:// URL with --parts"
+            f"parts location {location!r}: fsspec cannot open it ({reason}); install the package for its protocol "
+            "(e.g. s3fs for s3://, gcsfs for gs://) or give a local folder or file:// URL with --parts"
         ) from exc
 
 
-PRIVATE = frozenset({"memory"})  # fsspec filesystems that live in one process: workers could not share them
+# The schemes a parts location may have: storage that every worker reaches and can write. Others (ftp, http, zip, tar,
+# github, reference, memory, chained URLs with ::) are read-only, private to one process or not storage at all.
+SCHEMES = ("file", "s3", "gs", "gcs", "abfs", "az")
+ADVICE = f"give an existing folder or a URL of {', '.join(s + '://' for s in SCHEMES)} with --parts"
 
 
 def check_location(location: str) -> str:
-    """A parts location as given (`--parts`): a URL fsspec can open (the package of its protocol installed), or a
-    local folder. Local folders and file:// URLs are made absolute (workers may start in another folder)."""
+    """A parts location as given (`--parts`): an existing local folder (made absolute: workers may start in another
+    folder), a file:// URL of one, or a URL of another scheme in SCHEMES whose package is installed. Nothing is created:
+    a folder that does not exist is refused, so a mistyped location cannot leave folders behind."""
+    where = f"parts location {location!r}"
+    if not location.strip():
+        raise ConfigError(f"{where} is empty; {ADVICE}")
     if not is_url(location):
-        return str(Path(location).expanduser().resolve())
-    fs, path = _filesystem(location)
-    protocols = {fs.protocol} if isinstance(fs.protocol, str) else set(fs.protocol)
-    if protocols & PRIVATE:
-        raise ConfigError(
-            f"parts location {location!r}: a {'/'.join(sorted(protocols))} filesystem lives in one process, and "
-            "workers run in others; give a folder or a URL every worker reaches (file://, s3://, gs://) with --parts"
-        )
-    if protocols & {"file", "local"}:
-        return "file://" + path  # fsspec made it absolute
+        return _local_folder(Path(location), where)
+    scheme, rest = location.split("://", 1)
+    if scheme not in SCHEMES:
+        raise ConfigError(f"{where}: scheme {scheme!r} is not one of {', '.join(SCHEMES)}; {ADVICE}")
+    if not rest.strip("/") and scheme != "file":
+        raise ConfigError(f"{where} names no bucket or container; {ADVICE}")
+    if scheme == "file":
+        if not rest:
+            raise ConfigError(f"{where} names no folder; {ADVICE}")
+        return "file://" + _local_folder(Path(_filesystem(location)[1]), where)  # fsspec made it absolute
+    _filesystem(location)  # the package of the protocol is installed
     return location
+
+
+def _local_folder(path: Path, where: str) -> str:
+    """The absolute path of an existing folder; a one-line error (and nothing created) otherwise."""
+    try:
+        folder = path.expanduser().resolve()
+        is_folder = folder.is_dir()
+    except (OSError, RuntimeError, ValueError) as exc:  # ~user unknown, a symlink loop, a NUL byte, a name too long
+        raise ConfigError(f"{where} is not a usable path ({exc}); {ADVICE}") from exc
+    if not is_folder:
+        what = "is a file, not a folder" if folder.exists() else "does not exist"
+        raise ConfigError(f"{where}: {str(folder)!r} {what}; create it first, or {ADVICE}")
+    return str(folder)
 
 
 def stage_parts(out: Path, location: str | None, stage: str) -> str:

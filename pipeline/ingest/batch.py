@@ -284,11 +284,11 @@ def _sorted_by_stream_time(obs: pl.DataFrame) -> bool:
 
 
 def _malformed(read: ReadFile, index: int, slices: list[Slice]) -> pl.DataFrame:
-    """One reject per value column of each record with the wrong number of fields."""
+    """One reject per value column of each record set aside: the wrong number of fields, or a cell too large."""
     code = {s.label: (None if s.unmapped else s.sid) for s in slices}
     rows = [
-        (index, number, label, code.get(label), None, text[:500], "malformed_row")
-        for number, text in read.malformed
+        (index, number, label, code.get(label), None, text[:500], reason)
+        for number, text, reason in read.malformed
         for label in read.value_labels
     ]
     return pl.DataFrame(rows, schema=REJECT_SCHEMA, orient="row")

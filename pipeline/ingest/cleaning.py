@@ -1,9 +1,10 @@
 """Declared cleaning rules, applied column-wise; every raw value cell ends as a value or a reason.
 
 Reasons, in the order they are decided (the first that applies wins):
-  malformed_row, missing_site, missing_timestamp, bad_timestamp, nonexistent_local_time, ambiguous_local_time,
-  unmapped_column, dropout_row, missing, unparseable, non_finite, sentinel, zero_dropout,
-  out_of_range, duplicate_timestamp, counter_first, counter_gap, counter_decrease, counter_jump.
+  malformed_row and oversized_cell (the reader sets the record aside), missing_site, missing_timestamp, bad_timestamp,
+  nonexistent_local_time, ambiguous_local_time, unmapped_column, dropout_row, missing, unparseable, non_finite,
+  sentinel, zero_dropout, out_of_range, duplicate_timestamp, counter_first, counter_gap, counter_decrease,
+  counter_jump.
 """
 
 from __future__ import annotations

@@ -1,20 +1,28 @@
 """Read a delimited text file as strings, keeping every record accounted for.
 
 Each record gets its 1-based record number (the header, if any, is record 1; equal to the line number
-unless a quoted field spans lines). Records with the wrong number of fields are returned
-separately, never dropped silently.
+unless a quoted field spans lines: quoted fields may hold line breaks). Records with the wrong number of fields,
+and records holding a cell over MAX_CELL_BYTES, are returned separately, never dropped silently.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+import functools
+from collections import Counter
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
 import pyarrow as pa
+import pyarrow.compute as pc
 import pyarrow.csv as pacsv
 
 from pipeline.core.errors import IngestError
+
+# A cell longer than this is no telemetry reading, name or time (a quoted field left open, a file pasted into a cell):
+# its record is set aside as oversized, so no reader ever holds or parses it as a value.
+MAX_CELL_BYTES = 64 << 10
+PREVIEW = 200  # characters of an oversized cell kept in its reject
 
 
 @dataclass
@@ -24,6 +32,21 @@ class RawTable:
     table: pa.Table  # every column as string, raw text kept ("" for an empty cell)
     rows: np.ndarray  # record number of each table row
     malformed: list[tuple[int, str]]  # (record number, text) of records with a wrong field count
+    oversized: list[tuple[int, str]] = field(default_factory=list)  # (record number, what) of records with a cell
+    # over MAX_CELL_BYTES, left out of `table`
+
+    @property
+    def set_aside(self) -> list[tuple[int, str, str]]:
+        """The records not in `table`, in file order: (record number, text, the reason each of its cells has)."""
+        return sorted(
+            [(n, text, "malformed_row") for n, text in self.malformed]
+            + [(n, text, "oversized_cell") for n, text in self.oversized]
+        )
+
+    @property
+    def records(self) -> int:
+        """Every data record of the file: those in `table` and those set aside."""
+        return self.table.num_rows + len(self.malformed) + len(self.oversized)
 
 
 def _decode_check(path: Path, data: bytes, encoding: str) -> bytes:
@@ -118,36 +141,88 @@ def read_strings(
         raise IngestError(f"{path}: header = false needs values.columns, the names of the columns in order")
     header = names
 
+    table, malformed = _parse(path, data, delimiter, header, first)
+    bad = sorted(malformed)
+    rows = np.arange(first, table.num_rows + first, dtype=np.int64)
+    if bad:
+        # Shift each good record's number past the malformed records before it.
+        bad_numbers = np.array([number for number, _ in bad], dtype=np.int64)
+        rows = rows + np.searchsorted(bad_numbers - np.arange(len(bad_numbers)), rows, side="right")
+    table, rows, oversized = _set_aside_oversized(table, rows)
+    return RawTable(path=path, header=header, table=table, rows=rows, malformed=bad, oversized=oversized)
+
+
+def _parse(
+    path: Path, data: bytes, delimiter: str, names: list[str], first: int
+) -> tuple[pa.Table, list[tuple[int, str]]]:
+    """The records as strings (quoted fields may hold line breaks) and the malformed ones; one IngestError line when
+    the text cannot be parsed at all."""
     malformed: list[tuple[int | None, str]] = []
 
     def on_invalid(row: pacsv.InvalidRow) -> str:
         malformed.append((row.number, row.text))
         return "skip"
 
-    def parse(threads: bool) -> pa.Table:
+    def parse(threads: bool, block_size: int) -> pa.Table:
+        malformed.clear()
         return pacsv.read_csv(
             pa.py_buffer(data),
-            read_options=pacsv.ReadOptions(use_threads=threads, column_names=header, skip_rows=first - 1),
-            parse_options=pacsv.ParseOptions(delimiter=delimiter, invalid_row_handler=on_invalid),
+            read_options=pacsv.ReadOptions(
+                use_threads=threads, column_names=names, skip_rows=first - 1, block_size=block_size
+            ),
+            parse_options=pacsv.ParseOptions(
+                delimiter=delimiter, invalid_row_handler=on_invalid, newlines_in_values=True
+            ),
             convert_options=pacsv.ConvertOptions(
-                column_types={name: pa.string() for name in header},
+                column_types={name: pa.string() for name in names},
                 strings_can_be_null=False,
                 quoted_strings_can_be_null=False,
                 null_values=[],
             ),
         )
 
-    try:
-        table = parse(threads=True)
-        if any(number is None for number, _ in malformed):
-            malformed.clear()
-            table = parse(threads=False)  # record numbers are only known single-threaded
-    except pa.ArrowInvalid as exc:
-        raise IngestError(f"{path}: cannot be parsed as delimited text ({exc}); check values.delimiter") from exc
-    bad = sorted((int(number), text) for number, text in malformed)
-    rows = np.arange(first, table.num_rows + first, dtype=np.int64)
-    if bad:
-        # Shift each good record's number past the malformed records before it.
-        bad_numbers = np.array([number for number, _ in bad], dtype=np.int64)
-        rows = rows + np.searchsorted(bad_numbers - np.arange(len(bad_numbers)), rows, side="right")
-    return RawTable(path=path, header=header, table=table, rows=rows, malformed=bad)
+    block, threads = 1 << 20, True
+    while True:
+        try:
+            table = parse(threads, block)
+        except pa.ArrowInvalid as exc:
+            if "straddl" in str(exc) and block <= len(data):  # a record longer than a block: the file as one block
+                block, threads = len(data) + 1, False
+                continue
+            raise IngestError(
+                f"{path}: cannot be parsed as delimited text ({exc}); check values.delimiter and the file's quotes"
+            ) from exc
+        if threads and any(number is None for number, _ in malformed):
+            threads = False  # record numbers are only known single-threaded
+            continue
+        return table, _numbered(path, malformed)
+
+
+def _numbered(path: Path, malformed: list[tuple[int | None, str]]) -> list[tuple[int, str]]:
+    """The malformed records with their numbers. With quoted fields over lines, pyarrow (26) may also report some
+    records a second time without a number, even single-threaded: those are dropped when each is reported with one."""
+    numbered = [(n, text) for n, text in malformed if n is not None]
+    unnumbered = Counter(text for n, text in malformed if n is None)
+    if unnumbered - Counter(text for _, text in numbered):
+        raise IngestError(
+            f"{path}: {unnumbered.total()} malformed records have no record number; check the file's quotes"
+        )
+    return numbered
+
+
+def _set_aside_oversized(table: pa.Table, rows: np.ndarray) -> tuple[pa.Table, np.ndarray, list[tuple[int, str]]]:
+    """The records with a cell over MAX_CELL_BYTES, out of the table: (record number, which cell and its start)."""
+    over = [pc.greater(pc.binary_length(column), MAX_CELL_BYTES) for column in table.columns]
+    if not over or not any(pc.any(o).as_py() for o in over):
+        return table, rows, []
+    mask = functools.reduce(pc.or_, over)
+    oversized = []
+    for index in np.flatnonzero(mask.to_numpy(zero_copy_only=False)):
+        name, cell = next(
+            (n, c[index].as_py())
+            for n, c, o in zip(table.column_names, table.columns, over, strict=True)
+            if o[index].as_py()
+        )
+        oversized.append((int(rows[index]), f"{name!r} holds {len(cell.encode()):,} bytes: {cell[:PREVIEW]}"))
+    keep = pc.invert(mask)
+    return table.filter(keep), rows[keep.to_numpy(zero_copy_only=False)], oversized

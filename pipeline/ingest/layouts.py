@@ -5,6 +5,7 @@ from __future__ import annotations
 import contextlib
 import re
 import zipfile
+import zlib
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -31,7 +32,7 @@ class ReadFile:
     rel: str
     frame: pl.DataFrame
     slices: list[Slice]
-    malformed: list[tuple[int, str]]
+    malformed: list[tuple[int, str, str]]  # records set aside: (record number, text, reason of each value cell)
     value_labels: list[str]  # value columns, for the cells of malformed records
     cells: int
     shared: bool = False  # holds many streams: every batch reads it and keeps only the cells it owns
@@ -165,9 +166,9 @@ def read_wide(path: Path, rel: str, mapping: CorpusMapping, resolver: Resolver, 
         rel,
         frame,
         slices,
-        raw.malformed,
+        raw.set_aside,
         columns,
-        (raw.table.num_rows + len(raw.malformed)) * len(columns),
+        raw.records * len(columns),
         shared=True,
     )
 
@@ -200,9 +201,7 @@ def read_long(path: Path, rel: str, mapping: CorpusMapping, resolver: Resolver, 
         sid = pair.replace_strict(codes, default=None, return_dtype=pl.Int32)
     frame = frame.with_columns(sid=sid)
     slices = [Slice(column=_input(layout.value_column), label=layout.value_column, sid=None)]
-    return ReadFile(
-        rel, frame, slices, raw.malformed, [layout.value_column], raw.table.num_rows + len(raw.malformed), shared=True
-    )
+    return ReadFile(rel, frame, slices, raw.set_aside, [layout.value_column], raw.records, shared=True)
 
 
 def read_file_per_stream(
@@ -225,33 +224,75 @@ def read_file_per_stream(
         sid=code if code is not None else -1,
         unmapped=code is None,
     )
-    return ReadFile(rel, frame, [sl], raw.malformed, [layout.value_column], raw.table.num_rows + len(raw.malformed))
+    return ReadFile(rel, frame, [sl], raw.set_aside, [layout.value_column], raw.records)
 
 
 READERS = {"wide_csv": read_wide, "long_csv": read_long, "file_per_stream": read_file_per_stream}
 
 
-def _members(path: Path) -> list[tuple[str, bytes | None, int]]:
-    """(member name, bytes or None when over the size limit, size) of an archive (.zip) or a folder, sorted."""
-    if path.is_dir():
-        return [
-            (p.relative_to(path).as_posix(), None, p.stat().st_size) for p in sorted(path.rglob("*")) if p.is_file()
-        ]
+def open_archive(path: Path) -> zipfile.ZipFile:
+    """A zip archive of value members; one IngestError line when it is not a zip, or when a member's name is not the
+    UTF-8 the archive says it is (zipfile cannot list such an archive at all)."""
     try:
-        with zipfile.ZipFile(path) as archive:
-            return [
-                (info.filename, None, info.file_size)
-                for info in sorted(archive.infolist(), key=lambda i: i.filename)
-                if not info.is_dir()
-            ]
+        return zipfile.ZipFile(path)
     except zipfile.BadZipFile as exc:
         raise IngestError(
             f"{path}: not a zip archive ({exc}); restore the archive or point values.files at the folder"
         ) from exc
+    except UnicodeDecodeError as exc:
+        raise IngestError(
+            f"{path}: a member's name is not valid UTF-8 although the archive says it is ({exc}); restore the archive "
+            "or extract it and point values.files at the folder"
+        ) from exc
 
 
-def _member_bytes(path: Path, archive: zipfile.ZipFile | None, name: str) -> bytes:
-    return (path / name).read_bytes() if archive is None else archive.read(name)
+def _members(path: Path) -> list[tuple[str, int]]:
+    """(member name, size) of an archive (.zip, its declared sizes) or a folder, sorted by name."""
+    if path.is_dir():
+        return [(p.relative_to(path).as_posix(), p.stat().st_size) for p in sorted(path.rglob("*")) if p.is_file()]
+    with open_archive(path) as archive:
+        return [
+            (info.filename, info.file_size)
+            for info in sorted(archive.infolist(), key=lambda i: i.filename)
+            if not info.is_dir()
+        ]
+
+
+# Zip members are inflated a chunk at a time, so what a member holds is bounded by what is read, never by what its
+# header declares (a member may declare 1,000 bytes and inflate to gigabytes). zipfile inflates bzip2 and lzma
+# members without a bound on each step, so only stored and deflated members are read.
+CHUNK = 1 << 20
+BOUNDED_COMPRESSION = {zipfile.ZIP_STORED: "stored", zipfile.ZIP_DEFLATED: "deflated"}
+
+
+class OversizedMember(ValueError):
+    """A member holds more bytes than values.max_member_bytes (found while reading, whatever it declares)."""
+
+
+class UnsupportedCompression(ValueError):
+    """A zip member compressed by a method that is not inflated within a bound."""
+
+
+def _member_bytes(path: Path, archive: zipfile.ZipFile | None, name: str, limit: int) -> bytes:
+    """A member's bytes, reading (inflating) at most `limit` + 1 of them: one more is an OversizedMember."""
+    if archive is None:
+        with (path / name).open("rb") as handle:
+            data = handle.read(limit + 1)
+    else:
+        info = archive.getinfo(name)
+        if info.compress_type not in BOUNDED_COMPRESSION:
+            raise UnsupportedCompression(
+                f"compression method {info.compress_type} is not read (only {', '.join(BOUNDED_COMPRESSION.values())} "
+                "members are inflated within a bound); recompress the archive with deflate"
+            )
+        read = bytearray()
+        with archive.open(info) as member:
+            while len(read) <= limit and (chunk := member.read(min(CHUNK, limit + 1 - len(read)))):
+                read += chunk
+        data = bytes(read)  # the unpickler reads bytes in place (a bytearray it would copy)
+    if len(data) > limit:
+        raise OversizedMember(f"more than {limit:,} bytes once read")
+    return data
 
 
 def _stream_statistics(folder: Path, pattern: str | None) -> dict[str, dict]:
@@ -283,7 +324,7 @@ def _read_members(
 ) -> tuple[list[ReadFile], set[str]]:
     """The members this scope owns, loaded through the restricted unpickler; returns (reads, keys seen)."""
     reads, seen = [], set()
-    for name, _, size in members:
+    for name, size in members:
 
         def refuse(reason: str, detail: str, member: str = name) -> None:
             resolver.rejected_members.append({"source": rel, "member": member, "reason": reason, "detail": detail})
@@ -343,11 +384,18 @@ def _load_member(
         refuse("oversized_member", f"{size:,} bytes > {layout.max_member_bytes:,}")
         return None
     try:
-        series = load_series(_member_bytes(path, archive, name), layout.max_member_bytes)
+        series = load_series(_member_bytes(path, archive, name, layout.max_member_bytes), layout.max_member_bytes)
     except UnsafePickle as exc:
         refuse("unsafe_pickle", str(exc))
         return None
-    except (ValueError, zipfile.BadZipFile, OSError) as exc:
+    except OversizedMember as exc:
+        refuse("oversized_member", f"declared {size:,} bytes, {exc}")
+        return None
+    except UnsupportedCompression as exc:
+        refuse("unsupported_compression", str(exc))
+        return None
+    except (ValueError, zipfile.BadZipFile, zlib.error, EOFError, RuntimeError, NotImplementedError, OSError) as exc:
+        # a corrupt pickle, a bad CRC, a member shorter than it declares, an encrypted one, an unreadable file
         refuse("corrupt_pickle", str(exc))
         return None
     if series.stream_id != key:
@@ -376,7 +424,7 @@ def read_bts(path: Path, rel: str, mapping: CorpusMapping, resolver: Resolver, s
     statistics = _stream_statistics(path.parent, layout.metadata_csv)
     members = _members(path)
     with contextlib.ExitStack() as stack:
-        archive = None if path.is_dir() else stack.enter_context(zipfile.ZipFile(path))  # opened once, not per member
+        archive = None if path.is_dir() else stack.enter_context(open_archive(path))  # opened once, not per member
         reads, seen = _read_members(path, rel, members, archive, layout, statistics, resolver, scope)
     if resolver.by_stream_key:
         for key in sorted(set(resolver.catalog.points_by_key) - seen):

@@ -12,7 +12,7 @@ from contracts.corpus_metadata import BrickMetadata, CounterRule, TableMetadata
 from pipeline.core.errors import IngestError
 from pipeline.ingest.brick import read_brick
 from pipeline.ingest.catalog import Catalog, Point, TableRow
-from pipeline.ingest.csvread import read_strings
+from pipeline.ingest.csvread import MAX_CELL_BYTES, read_strings
 
 UNCONFIRMED = "CHECK "  # the prefix of a point class `corpus draft` proposed (pipeline/ingest/draft.py)
 
@@ -75,6 +75,10 @@ def _read_table(raw: Path, meta: TableMetadata) -> Catalog:
         )
     for number, text in table.malformed:
         raise IngestError(f"{table.path}: row {number}: wrong number of fields in {text!r}; fix the row")
+    for number, text in table.oversized:
+        raise IngestError(
+            f"{table.path}: row {number}: a cell over {MAX_CELL_BYTES:,} bytes ({text[:80]!r}); fix the row"
+        )
     catalog = Catalog()
     keyed = meta.site_column is not None or meta.files_column is not None
     rows: list[TableRow] = []

@@ -26,6 +26,7 @@ from pipeline.ingest.batch import (
     ingest_batch_here,
     value_files,
 )
+from pipeline.ingest.layouts import open_archive
 from pipeline.ingest.parquet import RowGroupWriter, write_frame
 from pipeline.ingest.tables import TABLES
 
@@ -47,7 +48,7 @@ def raw_value_bytes(files: list[tuple[Path, str]]) -> int:
         if path.is_dir():
             total += sum(p.stat().st_size for p in path.rglob("*") if p.is_file())
         elif zipfile.is_zipfile(path):
-            with zipfile.ZipFile(path) as archive:
+            with open_archive(path) as archive:
                 total += sum(info.file_size for info in archive.infolist())
         else:
             total += path.stat().st_size
@@ -286,7 +287,7 @@ def _file_accounts(
         for rel, n in result.observations_by_source.items():
             per_file_obs[rel] = per_file_obs.get(rel, 0) + n
     per_file_rej = dict(rejects.group_by("source").len().iter_rows())
-    return [
+    files = [
         FileAccount(
             source=rel,
             raw_value_cells=accounts[rel][1],
@@ -295,6 +296,13 @@ def _file_accounts(
         )
         for rel in sorted(accounts, key=lambda rel: accounts[rel][0])
     ]
+    for account in files:  # the corpus's sums can balance while a file's do not
+        if account.observations + account.rejects != account.raw_value_cells:
+            raise StageError(
+                f"{account.source}: accounting broken: {account.observations} observations + {account.rejects} "
+                f"rejects != {account.raw_value_cells} raw value cells of the file (a bug: please report it)"
+            )
+    return files
 
 
 def read_report(stage_dir: Path) -> IngestReport:

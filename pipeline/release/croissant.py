@@ -93,6 +93,9 @@ class _Fields:
         parent, meaning = self.split, info.description or ""
         if kind := _scalar(info.annotation):
             return self.field(parent, name, kind, meaning, name)
+        if name == "difficulty" and not self.difficulty_keys:  # no episode has one: nothing to type (Croissant has
+            self.untyped.add(name)  # no field without a type or sub-fields)
+            return None
         if name == "difficulty":
             subs = [
                 self.field(
@@ -111,6 +114,9 @@ class _Fields:
                     subs.append(self.field(f"{parent}/{name}", sub, kind, sub_meaning, name, sub))
                 else:
                     self.untyped.add(f"{name}[].{sub}")
+            if not subs:
+                self.untyped.add(name)
+                return None
             return self.field(parent, name, None, meaning, name, sub_fields=subs, repeated=True)
         self.untyped.add(name)
         return None
@@ -162,8 +168,21 @@ def croissant(mapping: CorpusMapping, manifest: dict, difficulty_keys: list[str]
             distribution=files,
             record_sets=record_sets,
         )
+    except mlc.ValidationError as exc:
+        raise StageError(f"{mapping.name}: croissant.json does not validate: {_first_issue(str(exc))}") from exc
     finally:
         logger.level = level
     if metadata.issues.errors:
-        raise StageError(f"{mapping.name}: croissant.json does not validate: {metadata.issues.report()}")
+        report = metadata.issues.report()
+        raise StageError(f"{mapping.name}: croissant.json does not validate: {_first_issue(report)}")
     return metadata.to_json()
+
+
+def _first_issue(report: str) -> str:
+    """mlcroissant's report (a count, then one line per issue naming its node) as one line: the first issue, its node
+    path (e.g. RecordSet(train) > Field(difficulty)) first, and how many others there are."""
+    issues = [line.strip().lstrip("-").strip() for line in report.splitlines() if line.strip().startswith("-")]
+    if not issues:
+        return " ".join(report.split())
+    more = f" (and {len(issues) - 1} more)" if len(issues) > 1 else ""
+    return " ".join(issues[0].split()) + more
