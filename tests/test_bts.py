@@ -41,7 +41,8 @@ def test_synth_is_deterministic(tmp_path):
 
 @pytest.mark.slow
 def test_build_from_synthetic_site_b_with_a_malicious_member(tmp_path):
-    """Long enough (two years) for time-blocked splits, so every stage runs on the synthetic data."""
+    """Long enough (two years) for time-blocked splits, so every stage runs on the synthetic data (the release gate
+    then refuses it: the synthetic readings have no gap to abstain on)."""
     raw = tmp_path / "raw"
     result = run(tmp_path / "art", "synth", "bts", "--streams", "4", "--days", "730", "--seed", "7", "--out", str(raw))
     assert result.exit_code == 0, result.output
@@ -59,7 +60,11 @@ def test_build_from_synthetic_site_b_with_a_malicious_member(tmp_path):
         for name, data in sorted(members.items()):
             target.writestr(name, data)
     result = run(tmp_path / "art", "build", "--corpus", "bts", "--raw", str(raw), "--json")
-    assert result.exit_code == 0, result.output
+    # The synthetic readings have no gaps, so no commitment can be an abstention: every stage runs, and the release
+    # gate refuses the release in one line (a release whose commitments cannot abstain tests no quality decision).
+    assert result.exit_code == 1 and "Traceback" not in result.output
+    errors = [line for line in result.output.splitlines() if line.startswith("error:")]
+    assert len(errors) == 1 and "commitment_mix" in errors[0] and "no abstain row" in errors[0], errors
     assert not marker.exists(), "the pickle ran code"
     report = json.loads((tmp_path / "art" / "bts" / "ingest" / "report.json").read_text())
     refused = {m["member"]: m["reason"] for m in report["rejected_members"]}
@@ -68,8 +73,8 @@ def test_build_from_synthetic_site_b_with_a_malicious_member(tmp_path):
     # The metadata CSV still lists the two refused streams: their counts cannot be checked, nothing else disagrees.
     assert not [n for n in report["notes"] if "says" in n or "in the graph" in n]
     assert report["streams"] == 3 and report["synthetic"] is True
-    assert (tmp_path / "art" / "bts" / "release" / "release.json").is_file()
-    for stage in ("ingest", "store", "tasks", "episodes", "audit", "release"):
+    assert not (tmp_path / "art" / "bts" / "release" / "release.json").is_file()
+    for stage in ("ingest", "store", "tasks", "episodes", "audit"):
         assert (
             json.loads((tmp_path / "art" / "bts" / stage / "manifest.json").read_text())["details"]["synthetic"] is True
         )
