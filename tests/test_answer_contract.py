@@ -176,7 +176,7 @@ def test_perturbed_oracle_answers(real_artifacts, oracle_trace, tmp_path, name):
         )
     else:
         marked = {t["episode_id"] for t in turns if t["action"]["kind"] == "ask_user"}
-    assert len(marked) >= 20 and not [i for i in marked if rows[i]["accomplished"]]
+    assert len(marked) >= 10 and not [i for i in marked if rows[i]["accomplished"]]
     assert all(rows[i]["accomplished"] for i in rows if i not in marked) or expected == "none_with_float"
     assert math.isclose(
         summary["accomplished_rate"], sum(r["accomplished"] for r in rows.values()) / len(rows), abs_tol=1e-4

@@ -54,7 +54,7 @@ def _outputs(ws: Workspace, corpus: str) -> dict[str, bytes]:
     for stage in STAGES:
         folder = ws.stage_dir(corpus, stage)
         for path in sorted(folder.iterdir()):
-            if path.name != STORE_FILE:
+            if path.name not in (STORE_FILE, "outputs.local.json"):  # the store file's own size and digest
                 files[f"{stage}/{path.name}"] = path.read_bytes()
         assert not (folder / ".parts").exists(), "batch folders must not outlive the stage"
     return files

@@ -47,7 +47,11 @@ def _files(ws: Workspace, corpus: str) -> dict[str, bytes]:
         folder = ws.stage_dir(corpus, stage)
         if folder.is_dir():
             files.update(
-                {f"{stage}/{p.name}": p.read_bytes() for p in sorted(folder.iterdir()) if p.name != STORE_FILE}
+                {
+                    f"{stage}/{p.name}": p.read_bytes()
+                    for p in sorted(folder.iterdir())
+                    if p.name not in (STORE_FILE, "outputs.local.json")
+                }
             )
             assert not (folder / ".parts").exists(), "parts must not outlive the stage"
     files["store/store.duckdb (logical)"] = repr(
