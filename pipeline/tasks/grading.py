@@ -17,7 +17,7 @@ import re
 from typing import Any
 
 from contracts.answers import AnswerForm, FormField, Rejection
-from pipeline.core.errors import TimestampError
+from pipeline.core.errors import TimestampError, shown
 from pipeline.tasks.units import refusal
 from pipeline.tools.timeutil import parse_us
 
@@ -41,12 +41,6 @@ def instant(value: Any) -> int | None:
 def code(value: str) -> str:
     """A code as compared: lower case, runs of spaces, hyphens and underscores as one underscore."""
     return SEPARATORS.sub("_", value.strip().lower()).strip("_")
-
-
-def shown(value: Any, width: int = 60) -> str:
-    """An answer as a rejection's detail quotes it: its repr, cut to `width` characters (an answer may be huge)."""
-    text = repr(value) if not isinstance(value, dict | list) else f"a JSON {type(value).__name__}"
-    return text if len(text) <= width else f"{text[: width - 3]}..."
 
 
 def number_and_unit(value: Any) -> tuple[float, str] | None:

@@ -11,6 +11,8 @@ from __future__ import annotations
 
 import re
 
+from pipeline.core.errors import shown
+
 # The limits of a unit expression (one home: the grader and its tests read them from here).
 MAX_LENGTH = 48  # characters: "kilojoule / (kilogram * kelvin)" is 31; declared spellings are matched before this
 MAX_DEPTH = 3  # nested parentheses
@@ -38,11 +40,11 @@ def refusal(text: str) -> str | None:
         parser = _Parser(tokens)
         power = parser.expression(0)
         if parser.at < len(tokens):
-            raise _Refused(f"unexpected {tokens[parser.at][1]!r}")
+            raise _Refused(f"unexpected {shown(tokens[parser.at][1], 20)}")
     except _Refused as exc:
-        return f"{text!r} is not a unit expression ({exc})"
+        return f"{shown(text)} is not a unit expression ({exc})"
     if power > MAX_POWER:
-        return f"{text!r} raises a unit to the power {power:g}, more than {MAX_POWER}"
+        return f"{shown(text)} raises a unit to the power {power:g}, more than {MAX_POWER}"
     return None
 
 
@@ -53,12 +55,12 @@ def _tokens(text: str) -> list[tuple[str, str]]:
     while at < len(text):
         found = TOKEN.match(text, at)
         if found is None:
-            raise _Refused(f"{text[at]!r} is not part of a unit")
+            raise _Refused(f"{shown(text[at])} is not part of a unit")
         kind, end = found.lastgroup, found.end()
         if kind == "name":
             end = next((i for i in range(at, end) if not (text[i].isalpha() or text[i] in SYMBOLS)), end)
             if end == at:
-                raise _Refused(f"{text[at]!r} is not part of a unit")
+                raise _Refused(f"{shown(text[at])} is not part of a unit")
         if kind != "space":
             tokens.append((kind, text[at:end]))
         at = end
@@ -104,20 +106,24 @@ class _Parser:
         elif kind is None:
             raise _Refused("a unit is missing")
         else:
-            raise _Refused(f"{self.tokens[self.at][1]!r} where a unit name is expected (numbers only as powers)")
+            raise _Refused(
+                f"{shown(self.tokens[self.at][1], 20)} where a unit name is expected (numbers only as powers)"
+            )
         if self.kind() in ("power", "super"):
-            power *= abs(self.exponent())
+            power *= abs(self.exponent(depth))
             if self.kind() in ("power", "super"):
                 raise _Refused("one power per unit: write m**6, not m**2**3")
         return power
 
-    def exponent(self) -> float:
-        """`**` or `^` then a number (signed, or in parentheses), or superscript digits."""
+    def exponent(self, depth: int) -> float:
+        """`**` or `^` then a number (signed, or in parentheses, which count as nesting too), or superscript digits."""
         kind, text = self.tokens[self.at]
         self.at += 1
         if kind == "super":
             return float(text.translate(SUPERSCRIPTS))
         closing = self.kind() == "open"
+        if closing and depth >= MAX_DEPTH:
+            raise _Refused(f"parentheses nested deeper than {MAX_DEPTH}")
         self.at += closing
         sign = -1.0 if self.kind() == "sign" and self.tokens[self.at][1] == "-" else 1.0
         self.at += self.kind() == "sign"
