@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import math
 import os
+import re
 import tempfile
 from pathlib import Path
 from typing import Any
@@ -54,26 +55,60 @@ class JSONTooDeep(json.JSONDecodeError):
 
 def json_depth(value: Any) -> int:
     """How deeply a parsed JSON value nests (a scalar is 0, [] and {} are 1); iterative, so any depth is measured."""
-    deepest, stack = 0, [(value, 1)]
-    while stack:
-        item, level = stack.pop()
-        children = item.values() if isinstance(item, dict) else item if isinstance(item, list) else None
-        if children is not None:
-            deepest = max(deepest, level)
-            stack.extend((child, level + 1) for child in children)
-    return deepest
+    return _walk(value)[0]
 
 
-def loads_untrusted(text: str | bytes, max_depth: int = MAX_JSON_DEPTH) -> Any:
-    """json.loads for input from outside (agents, MCP clients, users): JSONTooDeep beyond max_depth levels instead of a
-    RecursionError; other bad input is json.JSONDecodeError (UnicodeDecodeError for bytes), both ValueErrors."""
+class NotUnicode(json.JSONDecodeError):
+    """Untrusted JSON whose text holds a lone surrogate (`"\\ud800"`): JSON allows the escape, but no UTF-8 text holds
+    the character, so every writer after would fail on it. A JSONDecodeError, like every other bad JSON."""
+
+    def __init__(self, text: str | bytes) -> None:
+        doc = text if isinstance(text, str) else text[:200].decode("utf-8", "replace")
+        super().__init__("a string holds a lone surrogate (\\ud800-\\udfff): not valid Unicode", doc, 0)
+
+    def __str__(self) -> str:  # where in the text does not matter (the value holds the string, not its position)
+        return self.msg
+
+
+SURROGATE = re.compile("[\ud800-\udfff]")
+
+
+def _refuse_constant(name: str) -> float:
+    raise ValueError(f"{name} is not a JSON number")
+
+
+def loads_untrusted(text: str | bytes, max_depth: int = MAX_JSON_DEPTH, allow_nan: bool = True) -> Any:
+    """json.loads for input from outside (agents, MCP clients, users, files): JSONTooDeep beyond max_depth levels
+    instead of a RecursionError, NotUnicode for a string or key with a lone surrogate; with allow_nan=False, NaN and
+    Infinity (not JSON, though Python writes them) are refused too. Other bad input is json.JSONDecodeError
+    (UnicodeDecodeError for bytes): all are ValueErrors."""
     try:
-        value = json.loads(text)
+        value = json.loads(text, parse_constant=None if allow_nan else _refuse_constant)
     except RecursionError as exc:
         raise JSONTooDeep(max_depth, text) from exc
-    if json_depth(value) > max_depth:
+    deepest, lone = _walk(value)
+    if deepest > max_depth:
         raise JSONTooDeep(max_depth, text)
+    if lone:
+        raise NotUnicode(text)
     return value
+
+
+def _walk(value: Any) -> tuple[int, bool]:
+    """How deeply a parsed JSON value nests, and whether a string or key in it holds a lone surrogate (one pass)."""
+    deepest, lone, stack = 0, False, [(value, 1)]
+    while stack:
+        item, level = stack.pop()
+        if isinstance(item, str):
+            lone = lone or SURROGATE.search(item) is not None
+        elif isinstance(item, dict):
+            deepest = max(deepest, level)
+            lone = lone or any(SURROGATE.search(key) for key in item)
+            stack.extend((child, level + 1) for child in item.values())
+        elif isinstance(item, list):
+            deepest = max(deepest, level)
+            stack.extend((child, level + 1) for child in item)
+    return deepest, lone
 
 
 def digest(data: bytes | str) -> str:
