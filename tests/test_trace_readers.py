@@ -219,3 +219,38 @@ def test_a_validation_error_is_one_short_line():
     assert "\n" not in line and len(line) < 400
     assert line.startswith("x: Input should be a valid integer") and line.endswith("; and 1 more")
     assert "w: required, missing" not in line and "y: Input should be a valid integer" in line
+
+
+@pytest.mark.parametrize("unit", ["degC/0", "(" * 3000 + "degC" + ")" * 3000])
+def test_hostile_units_in_a_saved_answer_are_wrong_units_in_score_and_evaluate(played, tmp_path, unit):
+    base, trace = played
+
+    def hostile(rows: list[dict]) -> None:
+        fields = first(rows, "answer")["action"]["fields"]
+        fields.update({name: f"12 {unit}" for name in fields})
+
+    damaged = damaged_copy(trace, hostile, tmp_path / "units.jsonl")
+    scored = cli(base, "score", damaged, "--release", base / "artifacts" / "xai4heat" / "release", "--json")
+    assert scored.exit_code == 0, (scored.output, scored.exception)
+    assert json.loads(scored.output)["summaries"][0]["rejections"] == {"wrong_unit": 1}
+    evaluated = cli(base, "evaluate", "--trace", damaged, *on_release(base), "--json")
+    assert evaluated.exit_code == 0 and json.loads(evaluated.output)["rejections"] == {"wrong_unit": 1}
+
+
+def test_a_damaged_episode_file_is_one_error_line(played, tmp_path):
+    # a trace of the project's audit stage, whose episode file (the one its hash names) holds a line that is no episode
+    from pipeline.core.canonical import digest_file
+
+    base, trace = played
+    audit = tmp_path / "artifacts" / "xai4heat" / "audit"
+    audit.mkdir(parents=True)
+    lines = (RELEASE / "test.jsonl").read_text(encoding="utf-8").split("\n")
+    lines[1] = json.dumps({**json.loads(lines[1]), "phases": "none"})
+    (audit / "test.jsonl").write_text("\n".join(lines), encoding="utf-8")
+    rows = rows_of(trace)
+    rows[0].update(episode_set="audit", episode_set_hash=digest_file(audit / "test.jsonl"))
+    damaged = written(tmp_path / "audit.jsonl", rows)
+    result = CliRunner().invoke(
+        main, ["--root", str(REPO), "--artifacts", str(tmp_path / "artifacts"), "score", str(damaged)]
+    )
+    one_error_line(result, f"{audit / 'test.jsonl'}: line 2: not an episode (phases: ", "build again")

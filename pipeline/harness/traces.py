@@ -35,8 +35,28 @@ def episode_file(ws: Workspace, corpus: str, split: str) -> tuple[str, Path]:
     raise StageError(f"{ws.stage_dir(corpus, 'episodes')}: no episodes for {split}; run `telemetry-bench build` first")
 
 
+EPISODES_FIX = (
+    "build again (`telemetry-bench build`), or check a release folder with `telemetry-bench verify --release`"
+)
+
+
 def load_episodes(path: Path) -> list[Episode]:
-    return [Episode.model_validate_json(line) for line in path.read_text(encoding="utf-8").splitlines() if line]
+    """Every episode of an episode file (one a line, split at newlines only), each validated; a line that is not one is
+    one error line naming it, not pydantic's many."""
+    try:
+        lines = path.read_text(encoding="utf-8").split("\n")
+    except UnicodeDecodeError as exc:
+        raise RunError(f"{path}: not UTF-8 text ({exc}); {EPISODES_FIX}") from exc
+    episodes = []
+    for number, line in enumerate(lines, start=1):
+        if line:
+            try:
+                episodes.append(Episode.model_validate_json(line))
+            except ValidationError as exc:
+                raise RunError(
+                    f"{path}: line {number}: not an episode ({validation_problems(exc)}); {EPISODES_FIX}"
+                ) from exc
+    return episodes
 
 
 def score_rank(score: EpisodeScore) -> tuple[bool, bool, bool]:
