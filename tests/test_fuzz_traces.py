@@ -1,7 +1,7 @@
-"""Damaged traces and ground-truth files through `score`, `evaluate` and `validate-gt` (issue 44): a valid file with one
-value replaced (hostile JSON, lone surrogates, NaN, paths, hostile units), a key dropped or added, or its bytes cut,
-repeated or flipped, ends in exit status 0, or 1 with one `error:` line; never a traceback. Few examples in make test,
-many in make fuzz."""
+"""Damaged traces and ground-truth files through `score`, `evaluate`, `run --resume` and `validate-gt` (issue 44):
+a valid file with one value replaced (hostile JSON, lone surrogates, NaN, paths, hostile units), a key dropped or
+added, or its bytes cut, repeated or flipped, ends in exit status 0, or 1 with one `error:` line (a refused trace is
+left as it was); never a traceback. Few examples in make test, many in make fuzz."""
 
 from __future__ import annotations
 
@@ -58,7 +58,7 @@ def mutated(data: st.DataObject, value: Any) -> Any:
     """The value with one place in it replaced by hostile JSON, dropped (a key) or added to (a key)."""
     children = sorted(value) if isinstance(value, dict) else list(range(len(value))) if isinstance(value, list) else []
     if not children or data.draw(st.integers(0, 3)) == 0:
-        return data.draw(VALUES, label="replacement")
+        return data.draw(SCALARS | VALUES, label="replacement")  # scalars often keep a record valid: deeper paths run
     child = data.draw(st.sampled_from(children), label="at")
     copy = dict(value) if isinstance(value, dict) else list(value)
     how = data.draw(st.sampled_from(["descend", "descend", "drop", "add"]), label="how")
@@ -124,6 +124,30 @@ def test_damaged_traces_score_and_evaluate_or_stop_in_one_line(played):
         trace.write_bytes(damaged_bytes(data, rows))
         ends_well(CliRunner().invoke(main, ["score", str(trace), where[0], where[1]]))
         ends_well(CliRunner().invoke(main, ["evaluate", "--trace", str(trace), *where]))
+
+    check()
+
+
+@pytest.mark.fuzz
+def test_damaged_traces_resume_or_stop_in_one_line(played):
+    base, where, rows = played
+    trace = base / "resumed.jsonl"
+    resume = ["run", *where, "--split", "test", "--agent", "oracle", "--limit", "2", "--resume", "--out", str(trace)]
+    ends = {(r["episode_id"], r["run"]) for r in rows if r["type"] == "end"}
+
+    @fuzz_settings(15, 200)
+    @given(st.data())
+    def check(data):
+        trace.write_bytes(damaged_bytes(data, rows))
+        before = trace.read_bytes()
+        result = CliRunner().invoke(main, resume)
+        ends_well(result)
+        if result.exit_code == 1:
+            assert trace.read_bytes() == before  # a refused trace is left as it was
+            return
+        records = [json.loads(line) for line in trace.read_text(encoding="utf-8").splitlines()]
+        assert {(r["episode_id"], r["run"]) for r in records if r["type"] == "end"} == ends  # every episode run, once
+        ends_well(CliRunner().invoke(main, ["score", str(trace), where[0], where[1]]))
 
     check()
 
