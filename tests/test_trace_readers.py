@@ -254,3 +254,11 @@ def test_a_damaged_episode_file_is_one_error_line(played, tmp_path):
         main, ["--root", str(REPO), "--artifacts", str(tmp_path / "artifacts"), "score", str(damaged)]
     )
     one_error_line(result, f"{audit / 'test.jsonl'}: line 2: not an episode (phases: ", "build again")
+
+
+def test_a_price_table_that_is_not_text_is_one_error_line(played, tmp_path):
+    base, trace = played
+    prices = tmp_path / "prices.toml"
+    prices.write_bytes(b"\xff\xfe[models]")
+    release = base / "artifacts" / "xai4heat" / "release"
+    one_error_line(cli(base, "score", trace, "--release", release, "--prices", prices), f"{prices}: not valid TOML")

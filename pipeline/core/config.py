@@ -67,7 +67,7 @@ def _load_model(path: Path, model: type[M], needed_for: str, default: M | None =
         raise ConfigError(f"{path}: missing; {needed_for}")
     try:
         return model.model_validate(tomllib.loads(path.read_text(encoding="utf-8")))
-    except tomllib.TOMLDecodeError as exc:
+    except (tomllib.TOMLDecodeError, UnicodeDecodeError) as exc:
         raise ConfigError(f"{path}: not valid TOML ({exc}); fix the syntax") from exc
     except ValidationError as exc:
         raise ConfigError(_format_validation(path, exc)) from exc
