@@ -22,7 +22,7 @@ CORPORA = ["hhw", "xai4heat", "ucam", "pvdaq"]
 # The agent replays the oracle's actions (everything right), except the commitment: "answer" always, or the
 # majority outcome of the train release (what a user sees of it), with a reason that fits the decision (the oracle's
 # when the decision is the oracle's, the most permissive one for it otherwise), also in the rationale follow-up.
-AGENT = r'''
+AGENT = r"""
 import collections, json, sys
 
 trace, train, mode = sys.argv[1:4]
@@ -50,7 +50,7 @@ for line in sys.stdin:
             action = {**action, "fields": {"reason": reason}}
         sys.stdout.write(json.dumps(action) + "\n")
         sys.stdout.flush()
-'''
+"""
 
 
 @pytest.mark.parametrize("corpus", CORPORA)
