@@ -13,6 +13,8 @@ from contracts.corpus_metadata import BrickMetadata, Metadata
 from contracts.tasks import SplitKind, SplitOverrides
 
 TIME_FORMATS_NAMED = ("iso8601", "epoch_s", "epoch_ms", "epoch_us")
+CORPUS_NAME = r"^[a-z0-9][a-z0-9_-]*$"  # a corpus name names folders (artifacts/<name>/): never a path
+CorpusName = Annotated[str, Field(pattern=CORPUS_NAME)]
 
 
 def _known_time_format(value: str) -> str:
@@ -327,7 +329,7 @@ class Cleaning(Frozen):
 class CorpusMapping(Frozen):
     """Everything needed to turn data/raw/<name> into normalized tables."""
 
-    name: str = Field(pattern=r"^[a-z0-9][a-z0-9_-]*$", description="Corpus name; also its artifacts folder.")
+    name: CorpusName = Field(description="Corpus name; also its artifacts folder.")
     title: str = Field(description="One-line description shown in reports.")
     raw_dir: str | None = Field(None, description="Raw folder relative to the project root (default data/raw/<name>).")
     metadata: Metadata = Field(

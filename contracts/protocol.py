@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Annotated, Any, Literal
 
-from pydantic import Field
+from pydantic import Field, TypeAdapter
 
 from contracts.base import Frozen
 
@@ -41,3 +41,4 @@ class Plan(Frozen):
 
 
 Action = Annotated[AskUser | CallTool | Answer | Plan, Field(discriminator="kind")]
+ACTION = TypeAdapter(Action)  # validates any of them by its kind (the runner's parser, a trace's recorded actions)

@@ -4,11 +4,14 @@ from __future__ import annotations
 
 from typing import Any, Literal
 
-from pydantic import Field
+from pydantic import Field, field_validator, model_validator
 
 from contracts.answers import Rejection
 from contracts.base import Frozen
+from contracts.corpus import CorpusName
 from contracts.episodes import Outcome
+from contracts.protocol import ACTION
+from contracts.tasks import Split
 
 ProtocolIssue = Literal[
     "premature_tool",
@@ -33,12 +36,14 @@ class TraceHeader(Frozen):
     """First line of a trace file."""
 
     type: Literal["header"] = "header"
-    corpus: str
-    split: str
-    episode_set: str = Field(description="Which episode file was played (episodes or audit stage).")
+    corpus: CorpusName = Field(description="The corpus played: a name (it names a folder), never a path.")
+    split: Split
+    episode_set: Literal["episodes", "audit", "release"] = Field(
+        description="Which episode file was played (the episodes or audit stage's, or a release folder's)."
+    )
     episode_set_hash: str = Field(description="xxh3-128 of that file's bytes; scoring checks it.")
     agent: str
-    repeat: int
+    repeat: int = Field(ge=1)
     settings: dict[str, Any]
     versions: dict[str, str]
 
@@ -48,11 +53,11 @@ class TurnRecord(Frozen):
 
     type: Literal["turn"] = "turn"
     episode_id: str
-    run: int
+    run: int = Field(ge=0)
     player: str | None = Field(None, description="Which shortcut policy played (controller runs only).")
-    turn: int
+    turn: int = Field(ge=0)
     action: dict[str, Any] | None = Field(
-        description="The action as played (None when the agent's output did not parse)."
+        description="The action as played, one of the protocol's (None when the agent's output did not parse)."
     )
     raw: Any = Field(None, description="The agent's raw output when it did not parse or held several actions.")
     call_id: str | None = None
@@ -63,13 +68,28 @@ class TurnRecord(Frozen):
     elapsed_ms: float = Field(0.0, description="Wall time of the agent's turn (not used by scoring).")
     usage: dict[str, int] | None = Field(None, description="Token usage when the agent reports it.")
 
+    @field_validator("action")
+    @classmethod
+    def _an_action(cls, value: dict[str, Any] | None) -> dict[str, Any] | None:
+        """A recorded action is one the protocol allows, so that whoever reads a trace may rely on its fields."""
+        if value is not None:
+            ACTION.validate_python(value)
+        return value
+
+    @model_validator(mode="after")
+    def _a_call_has_its_id_and_result(self) -> TurnRecord:
+        """The runner names every tool call and records what it returned: later references and scoring read both."""
+        if (self.action or {}).get("kind") == "call_tool" and (self.call_id is None or self.tool_result is None):
+            raise ValueError("a call_tool turn has its call_id and tool_result (the runner records both)")
+        return self
+
 
 class EpisodeEnd(Frozen):
     type: Literal["end"] = "end"
     episode_id: str
-    run: int
+    run: int = Field(ge=0)
     player: str | None = None
-    turns: int
+    turns: int = Field(ge=0)
     stopped: bool
     infra_error: str | None = Field(
         None,

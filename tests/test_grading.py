@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import subprocess
+import sys
+
 import pytest
 
 from contracts.answers import AnswerForm, Tolerance
@@ -72,6 +75,46 @@ def test_numbers(gold, answer, expected):
 )
 def test_numbers_with_units(answer, expected):
     assert verdict(MEAN, 20.66667, answer) == expected
+
+
+HOSTILE_UNITS = [
+    "degC/0",  # pint divided by zero (ZeroDivisionError)
+    "degF*" * 3000,  # past Python's recursion limit
+    "(" * 3000 + "degC" + ")" * 3000,
+    "((((degC))))",  # deeper than MAX_DEPTH
+    "(km**4)**4",  # power 16 overall
+    "degC**2**2",
+    "m²²",  # a superscript tower
+    "kW/1000",  # a number that is not a power
+]
+
+
+@pytest.mark.parametrize("unit", HOSTILE_UNITS)
+def test_a_unit_outside_the_grammar_is_a_wrong_unit_never_an_exception(unit):
+    rejected = grade(MEAN, {"mean": 20.0}, {"mean": f"20 {unit}"})
+    assert [r.reason for r in rejected] == ["wrong_unit"]
+    assert len(rejected[0].detail) < 120  # names the unit and why, without quoting thousands of characters
+
+
+def test_a_power_tower_is_refused_before_pint_computes_it():
+    # 9**9**9 took pint minutes, and grading runs outside --turn-timeout: the grammar refuses it first
+    script = (
+        "from tests.test_grading import MEAN; from pipeline.tasks.grading import grade; "
+        "print(grade(MEAN, {'mean': 20.0}, {'mean': '20 degC**9**9**9'})[0].reason)"
+    )
+    done = subprocess.run([sys.executable, "-c", script], cwd=REPO, capture_output=True, text=True, timeout=60)
+    assert done.stdout.strip() == "wrong_unit", done.stderr
+
+
+@pytest.mark.parametrize(
+    ("answer"), ["7.2 m³/h", "7.2 m**3/h", "7.2 m^3 / h", "7.2 (m**3)/(h)", "7.2 1/h*m³", "2 dm**3/s", "2 dm³·s⁻¹"]
+)
+def test_units_in_the_grammar_still_convert(answer):
+    assert verdict(one("mean", "L-PER-SEC"), 2.0, answer) is None
+
+
+def test_an_integer_beyond_any_float_is_a_format_error():
+    assert verdict(MEAN, 20.0, 10**400) == "format_error"
 
 
 def test_power_and_energy_convert_within_their_dimension():

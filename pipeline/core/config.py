@@ -16,23 +16,16 @@ from contracts.hub_licenses import HubLicenses
 from contracts.lexicon import PointLexicon
 from contracts.runtime import PriceTable
 from contracts.tasks import WINDOW_SLOT, FamiliesConfig, Family
-from pipeline.core.errors import ConfigError, UnknownCorpusError
+from pipeline.core.errors import ConfigError, UnknownCorpusError, validation_problems
 from pipeline.core.workspace import Workspace
 
 M = TypeVar("M", bound=BaseModel)
 
 
 def _format_validation(path: Path, exc: ValidationError) -> str:
-    problems = []
-    for err in exc.errors():
-        where = ".".join(str(part) for part in err["loc"]) or "(top level)"
-        if err["type"] == "missing":  # say the fix: every declaration a family needs is named in its contract
-            problems.append(
-                f"{where}: required, not declared; add `{err['loc'][-1]} = ...` there (contracts/ describe each field)"
-            )
-        else:
-            problems.append(f"{where}: {err['msg']}")
-    return f"{path}: invalid configuration: " + "; ".join(problems)
+    # say the fix for a missing key: every declaration a family needs is named in its contract
+    fix = "required, not declared; add `{name} = ...` there (contracts/ describe each field)"
+    return f"{path}: invalid configuration: {validation_problems(exc, missing=fix)}"
 
 
 def load_mapping(path: Path) -> CorpusMapping:
@@ -74,7 +67,7 @@ def _load_model(path: Path, model: type[M], needed_for: str, default: M | None =
         raise ConfigError(f"{path}: missing; {needed_for}")
     try:
         return model.model_validate(tomllib.loads(path.read_text(encoding="utf-8")))
-    except tomllib.TOMLDecodeError as exc:
+    except (tomllib.TOMLDecodeError, UnicodeDecodeError) as exc:
         raise ConfigError(f"{path}: not valid TOML ({exc}); fix the syntax") from exc
     except ValidationError as exc:
         raise ConfigError(_format_validation(path, exc)) from exc

@@ -1,7 +1,13 @@
 """The project's exceptions: one root, one subclass per stage. Messages say what, where and how to fix."""
 
+from __future__ import annotations
+
 import pickle
 from pathlib import Path
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from pydantic import ValidationError
 
 
 class TelemetryBenchError(Exception):
@@ -127,3 +133,36 @@ class ReferenceError_(ValueError):
     def __init__(self, message: str, argument: str) -> None:
         super().__init__(message)
         self.argument = argument
+
+
+MOST_PROBLEMS = 3  # problems of one validation error a message names; the rest are counted
+# Characters of a field's path and of a problem's text in it: both may quote the input (a key, a value), which may be
+# huge; a project validator's message says the fix and is kept whole up to the longer limit.
+FIELD_WIDTH, PROBLEM_WIDTH = 80, 300
+
+
+def clipped(text: str, width: int = PROBLEM_WIDTH) -> str:
+    """Text for a one-line message: its whitespace runs as one space, cut to `width` characters."""
+    text = " ".join(text.split())  # one line whatever the input held
+    return text if len(text) <= width else text[: width - 3] + "..."
+
+
+def shown(value: object, width: int = 60) -> str:
+    """A value from outside as a message quotes it: its repr cut to `width` characters (it may be huge), a JSON
+    object or array by its kind alone (its repr may nest deeply)."""
+    text = f"a JSON {type(value).__name__}" if isinstance(value, dict | list) else repr(value)
+    return text if len(text) <= width else f"{text[: width - 3]}..."
+
+
+def validation_problems(exc: ValidationError, missing: str = "required, missing") -> str:
+    """A pydantic ValidationError as one line: `field: problem` for the first few problems (the field a dotted path,
+    `(top level)` for the whole value; `missing` says what a missing field needs), and how many more. Pydantic's own
+    text spans lines and quotes the input; a message of the project's is one line (the CLI prints it after `error:`)."""
+    problems = []
+    errors = exc.errors(include_url=False, include_input=False)
+    for err in errors[:MOST_PROBLEMS]:
+        where = clipped(".".join(str(part) for part in err["loc"]), FIELD_WIDTH) or "(top level)"
+        what = missing.format(name=err["loc"][-1] if err["loc"] else "") if err["type"] == "missing" else err["msg"]
+        problems.append(f"{where}: {clipped(what, PROBLEM_WIDTH)}")
+    more = len(errors) - MOST_PROBLEMS
+    return "; ".join(problems) + (f"; and {more} more" if more > 0 else "")

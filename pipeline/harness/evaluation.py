@@ -13,13 +13,15 @@ from collections import Counter, defaultdict
 from pathlib import Path
 from typing import Any
 
+from pydantic import ValidationError
 from rapidfuzz.distance import Levenshtein
 from rouge_score import rouge_scorer
 
+from contracts.ground_truth import Trajectory
 from pipeline.core.config import load_episodes_config, load_families
-from pipeline.core.errors import EvaluationError
+from pipeline.core.errors import EvaluationError, clipped, shown, validation_problems
 from pipeline.core.workspace import Workspace
-from pipeline.harness.traces import load_episodes, read_trace
+from pipeline.harness.traces import load_episodes, played_on, read_trace
 from pipeline.release.ground_truth import render_action
 from pipeline.release.gt_validate import load
 from pipeline.release.playable import Release
@@ -215,20 +217,16 @@ def evaluate(ws: Workspace, gt_path: Path | None, trace_path: Path, release: Rel
     simulator phrases and tool store, and by default its ground_truth/<split>.jsonl."""
     header, turns, runs = read_trace(trace_path)
     if release is not None:
-        episodes_path, keywords, store = release.episodes_path(header.split), release.keywords(), release.store()
+        episodes_path, keywords = release.episodes_path(header.split), release.keywords()
         gt_path = gt_path or release.folder / "ground_truth" / f"{header.split}.jsonl"
     else:
         if gt_path is None:
             raise EvaluationError("give --ground-truth FILE, or --release DIR to use the release's own trajectories")
         episodes_path = ws.stage_dir(header.corpus, header.episode_set) / f"{header.split}.jsonl"
-        keywords, store = slot_keywords(load_episodes_config(ws)), ToolStore.for_corpus(ws, header.corpus)
-    episodes = {e.id: e for e in load_episodes(episodes_path)}
-    try:
-        trajectories = {t.get("episode_id"): t for t in load(gt_path) if isinstance(t, dict)}
-    except (OSError, ValueError) as exc:
-        raise EvaluationError(
-            f"{gt_path}: not ground-truth trajectories ({exc}); check it with `telemetry-bench validate-gt`"
-        ) from exc
+        keywords = slot_keywords(load_episodes_config(ws))
+    episodes = {e.id: e for e in played_on(trace_path, header, turns, episodes_path)}
+    trajectories = _trajectories(gt_path)  # both files read and checked before the store opens
+    store = release.store() if release is not None else ToolStore.for_corpus(ws, header.corpus)
     rows = []
     try:
         for (episode_id, run), played in sorted(turns.items()):
@@ -258,6 +256,33 @@ def evaluate(ws: Workspace, gt_path: Path | None, trace_path: Path, release: Rel
         "rejections": dict(sorted(rejections.items())),
         "weights": WEIGHTS,
     }
+
+
+def _trajectories(path: Path) -> dict[str, dict]:
+    """The trajectories of a ground-truth file by episode id, each validated against the contract before use (those
+    without an episode id are someone else's scenarios: not ours to compare)."""
+    try:
+        loaded = load(path)
+    except (OSError, ValueError) as exc:
+        raise EvaluationError(
+            f"{path}: not ground-truth trajectories ({clipped(str(exc))}); check it with `telemetry-bench validate-gt`"
+        ) from exc
+    trajectories = {}
+    for where, data in loaded:
+        try:
+            trajectory = Trajectory.model_validate(data)
+        except ValidationError as exc:
+            raise EvaluationError(
+                f"{path}: {where}: {validation_problems(exc)}; check it with `telemetry-bench validate-gt`"
+            ) from exc
+        episode_id = (trajectory.model_extra or {}).get("episode_id")
+        if episode_id is not None and not isinstance(episode_id, str):
+            raise EvaluationError(
+                f"{path}: {where}: episode_id: {shown(episode_id)} is not text; export the trajectories again"
+            )
+        if episode_id is not None:
+            trajectories[episode_id] = data
+    return trajectories
 
 
 def export_ground_truth(ws: Workspace, corpus: str, split: str, out: Path) -> int:

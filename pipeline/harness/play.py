@@ -13,23 +13,23 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from contracts.episodes import Episode
-from contracts.runtime import EpisodeScore, TraceHeader, TurnRecord
+from contracts.runtime import EpisodeEnd, EpisodeScore, TraceHeader, TurnRecord
 from contracts.tasks import SPLITS
-from pipeline.core.canonical import atomic_write_bytes, canonical_bytes, digest_file, loads_untrusted
+from pipeline.core.canonical import atomic_write_bytes, canonical_bytes, digest_file
 from pipeline.core.config import load_answers, load_episodes_config, load_families, load_mapping, select_corpora
-from pipeline.core.errors import RunError
+from pipeline.core.errors import RunError, shown
 from pipeline.core.workspace import Workspace
 from pipeline.runtime.agents import AGENTS, Agent
 from pipeline.runtime.identity import behaviour
 from pipeline.runtime.preflight import preflight
-from pipeline.runtime.runner import RECORD_DEPTH, run_episode
+from pipeline.runtime.runner import run_episode
 from pipeline.runtime.scoring import score_episode
 from pipeline.runtime.simulator import slot_keywords
 from pipeline.tools.access import ToolStore
 
 if TYPE_CHECKING:
     from pipeline.release.playable import Release
-from pipeline.harness.traces import episode_file, load_episodes, score_rank, score_traces
+from pipeline.harness.traces import episode_file, load_episodes, score_rank, score_traces, trace_record
 
 
 def make_agent(name: str, options: dict | None = None) -> Agent:
@@ -92,7 +92,7 @@ def run_agent(
     options = dict(agent_options or {})
     header = _trace_header(corpus, split, stage, path, agent_name, repeat, limit, options, concurrency)
     units = [(run, episode) for run in range(repeat) for episode in episodes]
-    kept = _resumable(out, header) if resume and out.exists() else {}
+    kept = _resumable(out, header, units) if resume and out.exists() else {}
     store = release.store() if release is not None else ToolStore.for_corpus(ws, corpus)
     try:
         player = _EpisodePlayer(ws, store, agent_name, agent_options, keywords)  # a plugin that cannot start fails here
@@ -256,8 +256,12 @@ def _unit_lines(lines: list[bytes]) -> dict[tuple[str, int], list[bytes]]:
     return grouped
 
 
-def _resumable(out: Path, header: TraceHeader) -> dict[tuple[str, int], list[bytes]]:
-    """The finished episode runs of an existing trace, by (episode, run); refuses one of other settings."""
+RESUME_FIX = "give another --out, or drop --resume to start over"
+
+
+def _resumable(out: Path, header: TraceHeader, units: list[tuple[int, Episode]]) -> dict[tuple[str, int], list[bytes]]:
+    """The finished episode runs of an existing trace, by (episode, run); refuses one of other settings, and one whose
+    records are not valid or name an episode run this run does not play (nothing is dropped in silence)."""
     data = out.read_bytes()
     lines = data.split(b"\n")
     if lines and lines[-1] != b"":  # the last line was being written when the run stopped
@@ -265,12 +269,7 @@ def _resumable(out: Path, header: TraceHeader) -> dict[tuple[str, int], list[byt
     lines = [line for line in lines if line]
     if not lines:
         return {}
-    try:
-        old = TraceHeader.model_validate_json(lines[0])
-    except ValueError as exc:
-        raise RunError(
-            f"{out}: line 1 is not a trace header ({exc}); give another --out, or drop --resume to start over"
-        ) from exc
+    old = _resumed_record(out, 1, lines[0])
     mine, theirs = header.model_dump(exclude={"versions"}), old.model_dump(exclude={"versions"})
     for dumped in (mine, theirs):  # where the model is served and how the run runs may change; what it plays not
         dumped["settings"] = {
@@ -288,20 +287,30 @@ def _resumable(out: Path, header: TraceHeader) -> dict[tuple[str, int], list[byt
             f"{out}: cannot resume a trace played with other settings ({', '.join(differ)}); "
             "give the same options, another --out, or drop --resume to start over"
         )
-    records = []
+    playing = {(e.id, run) for run, e in units}
+    grouped: dict[tuple[str, int], list[bytes]] = defaultdict(list)
+    finished = set()
     for number, line in enumerate(lines[1:], start=2):
-        try:
-            data = loads_untrusted(line, max_depth=RECORD_DEPTH)
-        except (json.JSONDecodeError, UnicodeDecodeError) as exc:
+        record = _resumed_record(out, number, line)
+        unit = (record.episode_id, record.run)
+        if unit not in playing:
             raise RunError(
-                f"{out}: line {number} is not JSON ({exc}); it was not written by `telemetry-bench run`"
-            ) from exc
-        if not isinstance(data, dict) or "episode_id" not in data or "run" not in data:
-            raise RunError(f"{out}: line {number} is not a trace record; it was not written by `telemetry-bench run`")
-        records.append((data, line))
-    finished = {(d["episode_id"], d["run"]) for d, _ in records if d.get("type") == "end" and not d.get("infra_error")}
-    grouped = _unit_lines([line for d, line in records if (d.get("episode_id"), d.get("run")) in finished])
-    return dict(grouped)
+                f"{out}: line {number}: episode {shown(record.episode_id)} run {record.run} is not one this run "
+                f"plays (its split and --repeat); {RESUME_FIX}"
+            )
+        grouped[unit].append(line)
+        if isinstance(record, EpisodeEnd) and not record.infra_error:
+            finished.add(unit)
+    return {unit: grouped[unit] for unit in grouped if unit in finished}
+
+
+def _resumed_record(out: Path, number: int, line: bytes) -> TraceHeader | TurnRecord | EpisodeEnd:
+    """One line of the trace to resume, validated as its record (one error line naming the file, line and field)."""
+    try:
+        text = line.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise RunError(f"{out}: line {number}: not UTF-8 text ({exc}); {RESUME_FIX}") from exc
+    return trace_record(out, number, text, fix=f"it was not written by `telemetry-bench run`: {RESUME_FIX}")
 
 
 def _reorder(out: Path, units: list[tuple[int, Episode]]) -> None:

@@ -15,6 +15,7 @@ from contracts.answers import AnswerForm, AnswersConfig
 from contracts.build import BuildConfig
 from contracts.corpus import CorpusMapping
 from contracts.episodes import AuditConfig, Episode, EpisodesConfig
+from contracts.ground_truth import Trajectory
 from contracts.hub_licenses import HubLicenses
 from contracts.ingest import IngestReport
 from contracts.leaderboard import Leaderboard
@@ -50,6 +51,7 @@ MODELS = {
     "agent_observation": AgentObservation,
     "point_lexicon": PointLexicon,
     "hub_licenses": HubLicenses,
+    "ground_truth_trajectory": Trajectory,  # the seed's format; gt_validate reads this file at run time
 }
 
 

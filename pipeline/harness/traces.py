@@ -14,7 +14,7 @@ from contracts.runtime import EpisodeEnd, EpisodeScore, TraceHeader, TurnRecord
 from contracts.tasks import SPLITS
 from pipeline.core.canonical import TooLarge, digest_file, iter_rows, loads_untrusted
 from pipeline.core.config import load_episodes_config
-from pipeline.core.errors import RunError, StageError
+from pipeline.core.errors import RunError, StageError, clipped, shown, validation_problems
 from pipeline.core.workspace import Workspace
 from pipeline.runtime.identity import display_name, identity
 from pipeline.runtime.runner import RECORD_DEPTH
@@ -36,13 +36,16 @@ def episode_file(ws: Workspace, corpus: str, split: str) -> tuple[str, Path]:
     raise StageError(f"{ws.stage_dir(corpus, 'episodes')}: no episodes for {split}; run `telemetry-bench build` first")
 
 
-RESTORE_EPISODES = "download the release again, or rebuild it: `telemetry-bench build`"
+RESTORE_EPISODES = (
+    "build again (`telemetry-bench build`), or download the release again and check it with "
+    "`telemetry-bench verify --release`"
+)
 
 
 def load_episodes(path: Path) -> list[Episode]:
-    """The episodes of a split file, read a row at a time (each within MAX_ROW_BYTES); a row that is not an episode
-    stops the read in one line naming it (a release's files are checked against their digests first, but a release
-    can be rewritten whole)."""
+    """The episodes of a split file, read a row at a time (each within MAX_ROW_BYTES, split at newlines only), each
+    validated; a row that is not an episode stops the read in one line naming it (a release's files are checked
+    against their digests first, but a release can be rewritten whole)."""
     episodes = []
     try:
         with path.open("rb") as handle:
@@ -51,10 +54,8 @@ def load_episodes(path: Path) -> list[Episode]:
                     try:
                         episodes.append(Episode.model_validate_json(row))
                     except ValidationError as exc:
-                        error = exc.errors()[0]
-                        where = ".".join(str(part) for part in error["loc"]) or "the row"
                         raise RunError(
-                            f"{path}: row {number}: not an episode ({where}: {error['msg']}); {RESTORE_EPISODES}"
+                            f"{path}: row {number}: not an episode ({validation_problems(exc)}); {RESTORE_EPISODES}"
                         ) from exc
     except TooLarge as exc:
         raise RunError(f"{path}: {exc}; {RESTORE_EPISODES}") from exc
@@ -66,6 +67,10 @@ def score_rank(score: EpisodeScore) -> tuple[bool, bool, bool]:
     return score.accomplished, score.task, score.protocol
 
 
+WRITTEN_BY_RUN = "was it written by `telemetry-bench run`? score the trace it wrote, or play the agent again"
+RECORDS: dict[str, type[TraceHeader | TurnRecord | EpisodeEnd]] = {"turn": TurnRecord, "end": EpisodeEnd}
+
+
 def _trace_lines(path: Path, first_only: bool = False) -> list[str]:
     """The trace's lines, split at newlines only: a record's strings may hold U+0085, U+2028 and the other characters
     str.splitlines also breaks at (agents write them; the trace keeps them as they came)."""
@@ -74,19 +79,59 @@ def _trace_lines(path: Path, first_only: bool = False) -> list[str]:
     try:
         with path.open("rb") as handle:
             data = handle.readline() if first_only else handle.read()
-        lines = data.decode("utf-8").split("\n")
-        return lines[:-1] if lines[-1] == "" else lines
+        text = data.decode("utf-8")
     except UnicodeDecodeError as exc:
-        raise RunError(f"{path}: not UTF-8 text ({exc}); was it written by `telemetry-bench run`?") from exc
+        raise RunError(f"{path}: not UTF-8 text ({exc}); {WRITTEN_BY_RUN}") from exc
+    # records end in \n only: a string may hold U+2028 or U+0085 as they are, which str.splitlines would split at
+    lines = text.split("\n")
+    return lines[:-1] if lines and not lines[-1] else lines
+
+
+def played_on(path: Path, header: TraceHeader, turns: _Turns, episodes_path: Path) -> list[Episode]:
+    """The episodes of the file a trace says it was played on: refused when the file is not that one any more, or
+    when the trace holds an episode the file does not (never dropped in silence)."""
+    if not episodes_path.is_file() or digest_file(episodes_path) != header.episode_set_hash:
+        raise RunError(
+            f"{path}: played on an episode set that {episodes_path} no longer is (hash differs); "
+            "re-run the agent on the current build"
+        )
+    episodes = load_episodes(episodes_path)
+    known = {e.id for e in episodes}
+    for (episode_id, _), number in sorted(turns.first_line.items(), key=lambda item: item[1]):
+        if episode_id not in known:
+            raise RunError(
+                f"{path}: line {number}: episode_id: {shown(episode_id)} is not an episode of {episodes_path}; "
+                "the trace was changed after `telemetry-bench run` wrote it: play the agent again"
+            )
+    return episodes
+
+
+def trace_record(
+    path: Path, number: int, line: str, fix: str = WRITTEN_BY_RUN
+) -> TraceHeader | TurnRecord | EpisodeEnd:
+    """Line `number` of a trace validated as its record (the header on line 1, turns and ends after), or one RunError
+    line naming the file, the line, the field and `fix`. Strings are valid Unicode, numbers finite."""
+    where, expected = f"{path}: line {number}", "a trace header" if number == 1 else "a trace record"
+    try:
+        data = loads_untrusted(line, max_depth=RECORD_DEPTH)
+    except ValueError as exc:
+        raise RunError(f"{where}: not {expected} ({clipped(str(exc))}); {fix}") from exc
+    if not isinstance(data, dict):
+        raise RunError(f"{where}: not {expected} (a JSON {type(data).__name__}, not an object); {fix}")
+    kind = data.get("type")
+    model = TraceHeader if number == 1 else RECORDS.get(kind) if isinstance(kind, str) else None
+    if model is None:
+        raise RunError(f"{where}: not {expected} (type: {shown(kind)}, not turn or end); {fix}")
+    try:
+        return model.model_validate(data)
+    except ValidationError as exc:
+        raise RunError(f"{where}: {validation_problems(exc)}; {fix}") from exc
 
 
 def _header(path: Path, lines: list[str]) -> TraceHeader:
-    try:
-        return TraceHeader.model_validate_json(lines[0])
-    except (IndexError, ValueError) as exc:
-        raise RunError(
-            f"{path}: line 1 is not a trace header ({exc}); was it written by `telemetry-bench run`?"
-        ) from exc
+    if not lines:
+        raise RunError(f"{path}: empty, no trace header; {WRITTEN_BY_RUN}")
+    return trace_record(path, 1, lines[0])
 
 
 def trace_header(path: Path) -> TraceHeader:
@@ -101,38 +146,36 @@ def agent_name(header: TraceHeader) -> str:
 
 def read_trace(path: Path) -> tuple[TraceHeader, dict, set[int]]:
     """The header, the turns by (episode, run) and player, and the runs; episode runs that ended in infra_error are
-    in `turns.infra` (a set of (episode, run)), left out of the scores."""
+    in `turns.infra` (a set of (episode, run)), left out of the scores. Every line is validated as its record first."""
     lines = _trace_lines(path)
     header = _header(path, lines)
     turns: _Turns = _Turns(lambda: defaultdict(list))
     runs: set[int] = set()
     for number, line in enumerate(lines[1:], start=2):
-        try:
-            data = loads_untrusted(line, max_depth=RECORD_DEPTH)
-            if not isinstance(data, dict):
-                raise ValueError(f"a JSON {type(data).__name__}, not an object")
-            if data.get("type") == "turn":
-                record = TurnRecord.model_validate(data)
-                turns[(record.episode_id, record.run)][record.player].append(record)
-                runs.add(record.run)
-            elif data.get("type") == "end":
-                end = EpisodeEnd.model_validate(data)
-                runs.add(end.run)
-                turns.ended.add((end.episode_id, end.run))
-                if end.infra_error:
-                    turns.infra.add((end.episode_id, end.run))
-        except ValueError as exc:
-            raise RunError(f"{path}: line {number}: not a trace record ({exc})") from exc
+        record = trace_record(path, number, line)
+        if record.run >= header.repeat:
+            raise RunError(f"{path}: line {number}: run: {record.run} is not below the header's repeat {header.repeat}")
+        unit = (record.episode_id, record.run)
+        turns.first_line.setdefault(unit, number)
+        runs.add(record.run)
+        if isinstance(record, TurnRecord):
+            turns[unit][record.player].append(record)
+        else:
+            turns.ended.add(unit)
+            if record.infra_error:
+                turns.infra.add(unit)
     return header, turns, runs
 
 
 class _Turns(defaultdict):
-    """Turns by (episode, run) and player, with the episode runs that ended, and those that ended in infra_error."""
+    """Turns by (episode, run) and player, with the episode runs that ended, those that ended in infra_error, and the
+    line each episode run starts on (for messages)."""
 
     def __init__(self, *args: Any) -> None:
         super().__init__(*args)
         self.ended: set[tuple[str, int]] = set()
         self.infra: set[tuple[str, int]] = set()
+        self.first_line: dict[tuple[str, int], int] = {}
 
 
 class Played(NamedTuple):
@@ -172,14 +215,9 @@ def scored_trace(ws: Workspace, path: Path, release: Release | None = None) -> S
         episodes_path, keywords = release.episodes_path(header.split), release.keywords()
     else:
         episodes_path, keywords = ws.stage_dir(header.corpus, header.episode_set) / f"{header.split}.jsonl", None
-    if not episodes_path.is_file() or digest_file(episodes_path) != header.episode_set_hash:
-        raise RunError(
-            f"{path}: played on an episode set that {episodes_path} no longer is (hash differs); "
-            "re-run the agent on the current build"
-        )
+    episodes = played_on(path, header, turns, episodes_path)
     keywords = keywords or slot_keywords(load_episodes_config(ws))
     out = []
-    episodes = load_episodes(episodes_path)
     for run in sorted(runs):
         for episode in episodes:
             if (episode.id, run) in turns.infra:  # the endpoint failed, not the agent: not scored (counted apart)

@@ -5,6 +5,7 @@ from __future__ import annotations
 import re
 from typing import TYPE_CHECKING
 
+from contracts.corpus import CORPUS_NAME
 from pipeline.core import checksums
 from pipeline.core.config import load_mapping, select_corpora
 from pipeline.core.workspace import Workspace
@@ -54,7 +55,7 @@ def draft_corpus(
     from pipeline.core.errors import ConfigError
     from pipeline.ingest.draft import draft
 
-    if not re.fullmatch(r"[a-z0-9][a-z0-9_-]*", name):
+    if not re.fullmatch(CORPUS_NAME, name):
         raise ConfigError(f"--name {name!r}: use lowercase letters, digits, '_' and '-' (it names folders)")
     raw = Path(folder).resolve()
     if not raw.is_dir():

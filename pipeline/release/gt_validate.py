@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 import re
-from collections import defaultdict
+from collections import Counter, defaultdict
 from pathlib import Path
 from typing import Any
 
@@ -12,20 +12,24 @@ from jsonschema import Draft7Validator
 
 from pipeline.core.canonical import loads_untrusted
 from pipeline.core.code_identity import PACKAGE_ROOT
+from pipeline.core.errors import FIELD_WIDTH, clipped
 
 DATA_FILES = ("contracts/schemas/ground_truth_trajectory.schema.json",)  # read at run time: part of the code identity
 SCHEMA_PATH = PACKAGE_ROOT / DATA_FILES[0]
 IDENTIFIER = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 FLAGS = ("name", "action", "arguments", "outputs")
+FINDING_WIDTH = 500  # characters of one finding: names and values in it come from the file and may be huge
 
 
-def load(path: Path) -> list[Any]:
-    """Trajectories of a .json file (one object or a list) or a .jsonl file (one per line)."""
+def load(path: Path) -> list[tuple[str, Any]]:
+    """Trajectories of a .json file (one object or a list) or a .jsonl file (one per line), each with where it is
+    (`line 3`, `item 2`). Strings must be valid Unicode and numbers finite (a ValueError, like bad JSON)."""
     text = path.read_text(encoding="utf-8")
-    if path.suffix == ".jsonl":
-        return [loads_untrusted(line) for line in text.splitlines() if line.strip()]
+    if path.suffix == ".jsonl":  # lines end in \n: a string may hold U+2028 as it is, which splitlines would split at
+        lines = enumerate(text.split("\n"), start=1)
+        return [(f"line {n}", loads_untrusted(line)) for n, line in lines if line.strip()]
     data = loads_untrusted(text)
-    return data if isinstance(data, list) else [data]
+    return [(f"item {n}", t) for n, t in enumerate(data, start=1)] if isinstance(data, list) else [("item 1", data)]
 
 
 def _references(value: Any, key: str | None = None) -> list[tuple[str, bool]]:
@@ -45,80 +49,88 @@ def _references(value: Any, key: str | None = None) -> list[tuple[str, bool]]:
 
 
 def _cycle(names: list[str], edges: dict[str, set[str]]) -> list[str] | None:
+    """The first cycle of links met walking from each name in order (a depth-first walk on an explicit stack: a chain
+    of any length is walked without recursion)."""
     state: dict[str, int] = {}
-    path: list[str] = []
-
-    def visit(node: str) -> list[str] | None:
-        state[node] = 1
-        path.append(node)
-        for nxt in sorted(edges.get(node, ())):
-            if state.get(nxt) == 1:
+    for start in names:
+        if start in state:
+            continue
+        state[start], path, stack = 1, [start], [iter(sorted(edges.get(start, ())))]
+        while stack:
+            nxt = next(stack[-1], None)
+            if nxt is None:
+                state[path.pop()] = 2
+                stack.pop()
+            elif state.get(nxt) == 1:
                 return path[path.index(nxt) :] + [nxt]
-            if state.get(nxt) is None and (found := visit(nxt)):
-                return found
-        state[node] = 2
-        path.pop()
-        return None
-
-    for name in names:
-        if state.get(name) is None and (found := visit(name)):
-            return found
+            elif nxt not in state:
+                state[nxt] = 1
+                path.append(nxt)
+                stack.append(iter(sorted(edges.get(nxt, ()))))
     return None
 
 
 def check(trajectory: Any, validator: Draft7Validator) -> list[str]:
-    """Findings for one trajectory, each naming the step it concerns (empty: clean)."""
+    """Findings for one trajectory, each naming the step it concerns (empty: clean). The schema's findings come first;
+    the rules after read only the steps and links whose names are text (the schema names the others)."""
     findings = [
-        f"schema: {'/'.join(map(str, e.path)) or '(top)'}: {e.message}"
-        for e in sorted(validator.iter_errors(trajectory), key=str)
+        f"schema: {clipped('/'.join(map(str, e.path)), FIELD_WIDTH) or '(top)'}: {clipped(e.message)}"
+        for e in sorted(validator.iter_errors(trajectory), key=lambda e: (list(map(str, e.path)), e.message))
     ]
-    if not isinstance(trajectory, dict):
-        return findings
-    steps = [s for s in trajectory.get("execution_steps") or [] if isinstance(s, dict)]
-    links = [link for link in trajectory.get("execution_links") or [] if isinstance(link, dict)]
-    return (
-        findings
-        + _graph_findings(steps, links)
-        + _finish_findings(steps, links)
-        + _step_findings(steps)
-        + _agent_findings(trajectory, steps)
-    )
+    if isinstance(trajectory, dict):
+        steps = [s for s in _listed(trajectory, "execution_steps") if isinstance(s.get("name"), str)]
+        links = [
+            link
+            for link in _listed(trajectory, "execution_links")
+            if isinstance(link.get("source"), str) and isinstance(link.get("target"), str)
+        ]
+        findings += _graph_findings(steps, links) + _finish_findings(steps, links) + _step_findings(steps)
+        findings += _agent_findings(trajectory, steps)
+    return [clipped(f, FINDING_WIDTH) for f in findings]
+
+
+def _listed(trajectory: dict, key: str) -> list[dict]:
+    """The objects of one of the trajectory's lists (nothing when it is not a list)."""
+    items = trajectory.get(key)
+    return [item for item in items if isinstance(item, dict)] if isinstance(items, list) else []
 
 
 def _graph_findings(steps: list[dict], links: list[dict]) -> list[str]:
     """Steps named twice, links whose ends are not steps, and a cycle of links."""
-    names = [s.get("name") for s in steps]
+    names = [s["name"] for s in steps]
+    counts, known = Counter(names), set(names)
     findings = [
-        f"step {name}: name is not unique ({names.count(name)} steps)"
-        for name in sorted({n for n in names if names.count(n) > 1})
+        f"step {name}: name is not unique ({counts[name]} steps)" for name in sorted(counts) if counts[name] > 1
     ]
     edges: dict[str, set[str]] = defaultdict(set)
     for link in links:
-        source, target = link.get("source"), link.get("target")
+        source, target = link["source"], link["target"]
         for end, value in (("source", source), ("target", target)):
-            if value not in names:
+            if value not in known:
                 findings.append(f"link {source}->{target}: {end} {value!r} is not a step")
         edges[source].add(target)
-    cycle = _cycle([n for n in names if isinstance(n, str)], edges)
+    cycle = _cycle(names, edges)
     if cycle:
         findings.append(f"step {cycle[0]}: cycle {' -> '.join(cycle)}")
     return findings
 
 
 def _finish_findings(steps: list[dict], links: list[dict]) -> list[str]:
-    """A missing Finish step, or the steps from which no chain of links reaches one."""
-    finishes = [s.get("name") for s in steps if s.get("action") == "Finish"]
+    """A missing Finish step, or the steps from which no chain of links reaches one (a walk back from the Finish
+    steps along the links: linear in the links)."""
+    finishes = [s["name"] for s in steps if s.get("action") == "Finish"]
     if not finishes:
         return ["trajectory: no Finish step (action 'Finish')"]
-    reaching = set(finishes)
-    changed = True
-    while changed:
-        changed = False
-        for link in links:
-            if link.get("target") in reaching and link.get("source") not in reaching:
-                reaching.add(link.get("source"))
-                changed = True
-    return [f"step {s.get('name')}: does not reach the Finish step" for s in steps if s.get("name") not in reaching]
+    sources: dict[str, list[str]] = defaultdict(list)
+    for link in links:
+        sources[link["target"]].append(link["source"])
+    reaching, todo = set(finishes), list(finishes)
+    while todo:
+        for source in sources[todo.pop()]:
+            if source not in reaching:
+                reaching.add(source)
+                todo.append(source)
+    return [f"step {s['name']}: does not reach the Finish step" for s in steps if s["name"] not in reaching]
 
 
 def _step_findings(steps: list[dict]) -> list[str]:
@@ -150,9 +162,9 @@ def _outputs(step: dict) -> list[str]:
 
 def _agent_findings(trajectory: dict, steps: list[dict]) -> list[str]:
     """Whether the trajectory's type says multiagent exactly when more than one agent appears."""
-    agents = {s.get("agent") for s in steps if s.get("agent")} | {
-        p.get("agent") for p in trajectory.get("planning_steps") or [] if isinstance(p, dict) and p.get("agent")
-    }
+    agents = {
+        s.get("agent") for s in [*steps, *_listed(trajectory, "planning_steps")] if isinstance(s.get("agent"), str)
+    } - {""}
     kind = trajectory.get("type")
     if len(agents) > 1 and kind != "multiagent":
         return [
@@ -171,9 +183,10 @@ def validate_files(paths: list[Path]) -> list[str]:
         try:
             trajectories = load(path)
         except (OSError, ValueError) as exc:
-            lines.append(f"{path}: cannot read ({exc})")
+            lines.append(f"{path}: cannot read ({clipped(str(exc))})")
             continue
-        for index, trajectory in enumerate(trajectories):
+        for index, (_, trajectory) in enumerate(trajectories):
             scenario = trajectory.get("id", f"#{index + 1}") if isinstance(trajectory, dict) else f"#{index + 1}"
-            lines += [f"{path} scenario {scenario}: {finding}" for finding in check(trajectory, validator)]
+            named = clipped(str(scenario), FIELD_WIDTH)
+            lines += [f"{path} scenario {named}: {finding}" for finding in check(trajectory, validator)]
     return lines

@@ -7,10 +7,10 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
-from pydantic import TypeAdapter, ValidationError
+from pydantic import ValidationError
 
 from contracts.episodes import Episode
-from contracts.protocol import Action, CallTool
+from contracts.protocol import ACTION, Action, CallTool
 from contracts.runtime import EpisodeEnd, TurnRecord
 from pipeline.core.canonical import MAX_JSON_DEPTH, canonical_bytes, json_depth, not_unicode
 from pipeline.core.errors import AgentFailure, FatalAgentError
@@ -19,8 +19,6 @@ from pipeline.runtime.plugins import PythonAgent
 from pipeline.runtime.simulator import Lexicon, UserSimulator
 from pipeline.tools import registry
 from pipeline.tools.access import ToolStore
-
-ACTION = TypeAdapter(Action)
 
 
 @dataclass(frozen=True)

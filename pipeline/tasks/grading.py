@@ -5,7 +5,8 @@ Tolerant of form, strict on substance (docs/runtime.md, "Grading"):
   declared symbol), or with another unit of the same dimension correctly converted (pint), passes too;
 - timestamps are compared as instants (any offset); stream ids exactly; lists of ids as sets;
 - codes ignoring case, spaces, hyphens and underscores.
-Every rejected field says why: format_error, wrong_unit, wrong_value or wrong_choice.
+Every rejected field says why: format_error, wrong_unit, wrong_value or wrong_choice. Grading never raises: an answer
+is data from an agent, and a unit is read by a bounded grammar (pipeline/tasks/units.py) before pint sees it.
 """
 
 from __future__ import annotations
@@ -16,7 +17,8 @@ import re
 from typing import Any
 
 from contracts.answers import AnswerForm, FormField, Rejection
-from pipeline.core.errors import TimestampError
+from pipeline.core.errors import TimestampError, shown
+from pipeline.tasks.units import refusal
 from pipeline.tools.timeutil import parse_us
 
 ISO = re.compile(r"^\d{4}-\d{2}-\d{2}[T ]\d{2}:\d{2}")
@@ -46,7 +48,11 @@ def number_and_unit(value: Any) -> tuple[float, str] | None:
     if isinstance(value, bool):
         return None
     if isinstance(value, int | float):
-        return (float(value), "") if math.isfinite(value) else None
+        try:
+            number = float(value)
+        except OverflowError:  # an int beyond any float (10**400)
+            return None
+        return (number, "") if math.isfinite(number) else None
     if not isinstance(value, str):
         return None
     found = NUMBER.match(THOUSANDS.sub("", value.replace("\u2212", "-")))
@@ -64,28 +70,34 @@ def _registry():
 
 
 def _in_field_unit(number: float, unit_text: str, field: FormField) -> tuple[float | None, str]:
-    """The number in the field's unit, or None and why not (an unknown unit or another dimension)."""
+    """The number in the field's unit, or None and why not (an unknown unit, another dimension, or a unit outside
+    the grammar pint is given)."""
     if not unit_text or field.unit is None:
-        return (number, "") if not unit_text else (None, f"a plain number is expected, not {unit_text!r}")
+        return (number, "") if not unit_text else (None, f"a plain number is expected, not {shown(unit_text)}")
     spellings = {field.unit.lower(), *(s.lower() for s in field.unit_symbols)}
     if unit_text.lower() in spellings:
         return number, ""
     if field.pint_unit is None:
-        return None, f"{unit_text!r} is not {field.unit_label}"
+        return None, f"{shown(unit_text)} is not {field.unit_label}"
+    refused = refusal(unit_text)
+    if refused is not None:
+        return None, refused
     import pint
 
     registry = _registry()
     try:
-        quantity = registry.Quantity(number, unit_text)
-        return float(quantity.to(field.pint_unit).magnitude), ""
-    except (pint.errors.PintError, ValueError, TypeError, AttributeError, KeyError, AssertionError):
-        return None, f"{unit_text!r} is not a unit of the same dimension as {field.unit_label}"
+        value = float(registry.Quantity(number, unit_text).to(field.pint_unit).magnitude)
+    except (pint.errors.PintError, ValueError, TypeError, AttributeError, KeyError, AssertionError, ArithmeticError):
+        value = math.nan
+    if not math.isfinite(value):  # never compare a NaN: every comparison with it is False, so it would pass
+        return None, f"{shown(unit_text)} is not a unit of the same dimension as {field.unit_label}"
+    return value, ""
 
 
 def _number(field: FormField, gold: Any, answer: Any) -> tuple[str, str] | None:
     parsed = number_and_unit(answer)
     if parsed is None:
-        return "format_error", f"{answer!r} is not a number"
+        return "format_error", f"{shown(answer)} is not a number"
     value, why = _in_field_unit(*parsed, field)
     if value is None:
         return "wrong_unit", why
@@ -104,7 +116,7 @@ def _field(field: FormField, gold: Any, answer: Any) -> tuple[str, str] | None:
     if field.type == "timestamp":
         at = instant(answer)
         if at is None:
-            return "format_error", f"{answer!r} is not an ISO 8601 timestamp with Z or an offset"
+            return "format_error", f"{shown(answer)} is not an ISO 8601 timestamp with Z or an offset"
         return None if at == instant(gold) else ("wrong_value", "another instant")
     if field.type == "stream_ids":
         items = [s.strip() for s in answer.split(",")] if isinstance(answer, str) else answer
@@ -112,11 +124,11 @@ def _field(field: FormField, gold: Any, answer: Any) -> tuple[str, str] | None:
             return "format_error", "a list of stream ids is expected"
         return None if {s.strip() for s in items} == set(gold) else ("wrong_value", "another set of stream ids")
     if not isinstance(answer, str):
-        return "format_error", f"{answer!r} is not text"
+        return "format_error", f"{shown(answer)} is not text"
     if field.type == "code":
         given = code(answer)
         if given not in field.codes:
-            return "wrong_choice", f"{answer!r} is none of the codes {', '.join(field.codes)}"
+            return "wrong_choice", f"{shown(answer)} is none of the codes {', '.join(field.codes)}"
         return None if given == code(str(gold)) else ("wrong_choice", "another code")
     return None if answer.strip() == gold else ("wrong_value", "another stream id")
 
