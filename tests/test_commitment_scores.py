@@ -89,7 +89,15 @@ def played(episode, edit=lambda actions: actions) -> list[TurnRecord]:
     """The episode's gold path as trace turns (edited first), the last one ending the episode."""
     actions = edit([a.model_dump() for a in gold_actions(episode)])
     return [
-        TurnRecord(episode_id=episode.id, run=0, turn=i, action=a, event="stop" if i == len(actions) - 1 else None)
+        TurnRecord(
+            episode_id=episode.id,
+            run=0,
+            turn=i,
+            action=a,
+            event="stop" if i == len(actions) - 1 else None,
+            # a call as the runner records it: its id and a result without an error (all the scorer reads of it)
+            **({"call_id": a["id"], "tool_result": {"rows": []}} if a["kind"] == "call_tool" else {}),
+        )
         for i, a in enumerate(actions)
     ]
 

@@ -244,32 +244,34 @@ def test_a_split_without_an_outcome_shrinks_to_a_few_rows_and_the_gate_refuses_i
     }
 
 
-def test_the_mix_trim_leaves_out_rows_where_the_outcome_crowds_a_site():
+CROWDED = {  # rows per (site, outcome) -> the site whose answers leave, the site that keeps all of its answers
+    "a building with outages among clean ones": (
+        {("clean", "answer"): 60, ("outages", "answer"): 10, ("outages", "abstain"): 10, ("outages", "re_clarify"): 10},
+        "clean",
+        "outages",
+    ),
+    "answers leave the all-answer site while its answer share is above the other's": (
+        {("a", "answer"): 40, ("b", "answer"): 40, ("b", "abstain"): 30, ("b", "re_clarify"): 30},
+        "a",
+        "b",
+    ),
+}
+
+
+@pytest.mark.parametrize("case", CROWDED)
+def test_the_mix_trim_leaves_out_rows_where_the_outcome_crowds_a_site(case):
     """A building with outages keeps its answers: the trim takes answers from the sites that are mostly answers, so
     that no site's remaining rows tell the outcome (the artifact probe reads the site from the text)."""
     from pipeline.audit.stage import trim_to_mix
 
-    shares = LIFTS.outcome_shares
-    release = (
-        _rows("answer", 60, site="clean")
-        + _rows("answer", 10, site="outages")
-        + _rows("abstain", 10, site="outages")
-        + _rows("re_clarify", 10, site="outages")
-    )
-    kept, dropped, _ = trim_to_mix(release, shares, 0.05)
+    counts, crowded, spared = CROWDED[case]
+    release = [row for (site, outcome), n in counts.items() for row in _rows(outcome, n, site=site)]
+    kept, dropped, _ = trim_to_mix(release, LIFTS.outcome_shares, 0.05)
     at = Counter((e.site_ids[0], e.commitment_outcome) for e in kept)
-    assert at[("outages", "answer")] == 10 and at[("clean", "answer")] < 60 and set(dropped) == {"train"}
-    assert set(dropped["train"]) == {"answer"}  # only the outcome over its share leaves
-    skewed = (
-        _rows("answer", 40, site="a")
-        + _rows("answer", 40, site="b")
-        + _rows("abstain", 30, site="b")
-        + _rows("re_clarify", 30, site="b")
+    assert (
+        at[(spared, "answer")] == counts[(spared, "answer")] and at[(crowded, "answer")] < counts[(crowded, "answer")]
     )
-    kept, dropped, _ = trim_to_mix(skewed, shares, 0.05)
-    at = Counter((e.site_ids[0], e.commitment_outcome) for e in kept)
-    # answers leave site a, all answers, while its share of answers is above b's (40 of 100)
-    assert at[("b", "answer")] == 40 and at[("a", "answer")] < 40
+    assert dropped == {"train": {"answer": len(release) - len(kept)}}  # only the outcome over its share leaves
 
 
 def _released(root: Path, name: str) -> dict[str, list[dict]]:

@@ -377,9 +377,10 @@ def trim_to_mix(
     in its split (so the mix loses least). Returns the kept rows, the rows left out for the mix per split and
     outcome, and those left out for balance per obligation and code."""
     rows = sorted(released, key=lambda e: digest(f"trim|{e.id}"))
+    groups = {id(e): _groups(e) for e in rows}  # once per row (each reads its commitment calls), by object
     at: Counter = Counter()  # rows per group (a site key, a week, a family) and per (group, outcome)
     for episode in rows:
-        for group in _groups(episode):
+        for group in groups[id(episode)]:
             at[group] += 1
             at[(group, episode.commitment_outcome)] += 1
     for_mix: dict[str, Counter] = {}
@@ -404,7 +405,7 @@ def trim_to_mix(
             excess = mix_excess(Counter(e.commitment_outcome for e in scope), shares)
             largest = max(sorted(excess), key=lambda o: excess[o])
             pool = [e for e in scope if e.commitment_outcome == largest]
-            crowd = [sum(at[(g, largest)] / at[g] for g in _groups(e)) for e in pool]
+            crowd = [sum(at[(g, largest)] / at[g] for g in groups[id(e)]) for e in pool]
             episode = pool[max(range(len(pool)), key=lambda i: (round(crowd[i], 9), i))]
             for_mix.setdefault(episode.split, Counter())[largest] += 1
         else:
@@ -420,7 +421,7 @@ def trim_to_mix(
             episode = pool[max(range(len(pool)), key=lambda i: (round(over[i], 9), i))]
             for_balance.setdefault(obligation, Counter())[code] += 1
         rows.remove(episode)
-        for group in _groups(episode):
+        for group in groups[id(episode)]:
             at[group] -= 1
             at[(group, episode.commitment_outcome)] -= 1
 
