@@ -6,7 +6,7 @@ import re
 import string
 from typing import Annotated, Literal
 
-from pydantic import Field, field_validator, model_validator
+from pydantic import Field, ValidationInfo, field_validator, model_validator
 
 from contracts.base import Frozen
 from contracts.corpus_metadata import BrickMetadata, Metadata
@@ -109,6 +109,18 @@ class _CsvFiles(Frozen):
         ".",
         description='The decimal mark of values: "," for files such as 12,5 (then the delimiter must not be a comma).',
     )
+    archive_member: str | None = Field(
+        None,
+        description="Regex fully matched against the member paths of each value file, which is then a zip archive: "
+        "the one member it matches is read as the CSV (others, such as __MACOSX/ entries, are ignored); absent: the "
+        "value files are the CSVs themselves.",
+    )
+    max_member_bytes: int = Field(
+        1 << 30,
+        gt=0,
+        description="With archive_member: a member holding more bytes than this (found while inflating it, whatever "
+        "it declares) is an error.",
+    )
 
     @model_validator(mode="after")
     def _columns_and_decimal(self) -> _CsvFiles:
@@ -124,13 +136,13 @@ class _CsvFiles(Frozen):
             )
         return self
 
-    @field_validator("file_pattern")
+    @field_validator("file_pattern", "archive_member")
     @classmethod
-    def _compiles(cls, value: str) -> str:
+    def _compiles(cls, value: str | None, info: ValidationInfo) -> str | None:
         try:
-            re.compile(value)
+            re.compile(value or "")
         except re.error as exc:
-            raise ValueError(f"file_pattern is not a valid regex: {exc}") from exc
+            raise ValueError(f"{info.field_name} is not a valid regex: {exc}") from exc
         return value
 
     def pattern_groups(self) -> set[str]:

@@ -238,7 +238,7 @@ def test_build_says_when_a_gate_has_too_few_rows(tmp_path):
     assert "next:\n  telemetry-bench run --corpus xai4heat --split test --agent oracle" in quiet.output
 
 
-@pytest.mark.parametrize("corpus", ["xai4heat", "hhw", "ucam"])
+@pytest.mark.parametrize("corpus", ["xai4heat", "hhw", "ucam", "daiad"])
 def test_answers_with_few_codes_are_balanced_and_counted_by_the_preflight(real_artifacts, corpus):
     """No code is more than half + balance_tolerance of a balanced obligation's released golds (the preference was
     "first" in 14 of 15 test rows), and the audit records the preflight's count of them."""

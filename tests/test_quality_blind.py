@@ -17,7 +17,7 @@ from tests.helpers import REPO, run_cli
 
 WS = Workspace.from_root(REPO)
 LIFTS, AUDIT = load_episodes_config(WS), load_audit_config(WS)
-CORPORA = ["hhw", "xai4heat", "ucam", "pvdaq"]
+CORPORA = ["hhw", "xai4heat", "ucam", "pvdaq", "daiad"]
 
 # The agent replays the oracle's actions (everything right), except the commitment: "answer" always, or the
 # majority outcome of the train release (what a user sees of it), with a reason that fits the decision (the oracle's

@@ -30,6 +30,11 @@ def _csv_value_files(ws: Workspace, corpus: str) -> tuple[list[Path], str | None
     mapping = load_mapping(ws.corpus_config(corpus))
     if isinstance(mapping.values, BtsPickle):
         return [], f"its values are {mapping.values.kind} archives, not CSV, so DuckDB's CSV copy is no reference"
+    if mapping.values.archive_member is not None:
+        return (
+            [],
+            "its CSV values are members of zip archives (values.archive_member), so DuckDB's CSV copy is no reference",
+        )
     folder = raw_folder(ws, mapping)
     if folder is None:
         return [], f"no raw data (set {mapping.raw_env})"

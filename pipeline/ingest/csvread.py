@@ -116,14 +116,22 @@ def _header(path: Path, data: bytes, delimiter: str, columns: list[str] | None) 
 
 
 def read_strings(
-    path: Path, delimiter: str = ",", encoding: str = "utf-8", header: bool = True, columns: list[str] | None = None
+    path: Path,
+    delimiter: str = ",",
+    encoding: str = "utf-8",
+    header: bool = True,
+    columns: list[str] | None = None,
+    data: bytes | None = None,
 ) -> RawTable:
     """Read the whole file; a missing, empty or undecodable file is an IngestError naming it.
 
-    Without a header (`header=False`) every record is data, named by `columns`, and the first record is row 1."""
-    if not path.is_file():
-        raise IngestError(f"{path}: file not found; restore it or fix values.files in the corpus mapping")
-    data = _decode_check(path, path.read_bytes(), encoding)
+    Without a header (`header=False`) every record is data, named by `columns`, and the first record is row 1.
+    `data`: the file's bytes already read (an archive member; `path` then names it in messages, archive:member)."""
+    if data is None:
+        if not path.is_file():
+            raise IngestError(f"{path}: file not found; restore it or fix values.files in the corpus mapping")
+        data = path.read_bytes()
+    data = _decode_check(path, data, encoding)
     if data.startswith(b"\xef\xbb\xbf"):
         data = data[3:]
     if not data.strip():

@@ -46,7 +46,37 @@ def _input(name: str) -> str:
 
 
 def _read(path: Path, layout: WideCsv | LongCsv | FilePerStream) -> RawTable:
-    return read_strings(path, layout.delimiter, layout.encoding, layout.header, layout.columns)
+    if layout.archive_member is None:
+        return read_strings(path, layout.delimiter, layout.encoding, layout.header, layout.columns)
+    name, data = archive_member(path, layout.archive_member, layout.max_member_bytes)
+    shown = Path(f"{path}:{name}")  # errors name the member inside its archive
+    return read_strings(shown, layout.delimiter, layout.encoding, layout.header, layout.columns, data=data)
+
+
+def archive_member(path: Path, member: str, limit: int) -> tuple[str, bytes]:
+    """The one member of a zip archive whose path `member` fully matches, and its bytes (inflated within `limit`);
+    one IngestError line when the file is no zip archive, when no member or several match, or when the member is too
+    large or compressed by a method not read within a bound."""
+    if not path.is_file():
+        raise IngestError(f"{path}: file not found; restore it or fix values.files in the corpus mapping")
+    rule = re.compile(member)
+    with open_archive(path) as archive:
+        names = sorted(i.filename for i in archive.infolist() if not i.is_dir())
+        matched = [n for n in names if rule.fullmatch(n)]
+        if len(matched) != 1:
+            raise IngestError(
+                f"{path}: values.archive_member {member!r} matches "
+                + (f"{len(matched)} members ({', '.join(matched[:5])})" if matched else "no member")
+                + f"; the archive holds {', '.join(names[:10]) or 'nothing'}; make it match exactly one"
+            )
+        try:
+            return matched[0], _member_bytes(path, archive, matched[0], limit)
+        except (OversizedMember, UnsupportedCompression) as exc:
+            raise IngestError(f"{path}:{matched[0]}: {exc}; raise values.max_member_bytes or extract it") from exc
+        except (zipfile.BadZipFile, zlib.error, EOFError) as exc:
+            raise IngestError(
+                f"{path}:{matched[0]}: the member cannot be inflated ({exc}); restore the archive"
+            ) from exc
 
 
 def _require(raw: RawTable, columns: list[str], what: str) -> None:

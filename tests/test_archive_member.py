@@ -1,0 +1,85 @@
+"""values.archive_member: a CSV value file shipped inside its upstream zip archive (daiad's swm_trialA.zip) is read as
+the one member the regex matches, and gives the same tables as the extracted file; every other case is one error line
+naming the archive."""
+
+from __future__ import annotations
+
+import io
+import re
+import zipfile
+
+import pytest
+
+from pipeline.core.errors import IngestError
+from tests.helpers import ingest, make_workspace, real_lines, xai_config
+
+LINES = real_lines("xai4heat/xai4heat_scada_L4.csv", range(36000, 36040))
+BODY = "\n".join(LINES) + "\n"
+
+
+def _zip(members: dict[str, str], method: int = zipfile.ZIP_DEFLATED) -> bytes:
+    buffer = io.BytesIO()
+    with zipfile.ZipFile(buffer, "w", compression=method) as archive:
+        for name, text in members.items():
+            archive.writestr(name, text)
+    return buffer.getvalue()
+
+
+def _config(member: str | None, files: str = "*.zip") -> str:
+    text = xai_config(held_out_sites="[]", dropout_rows="false", files=f'"{files}"')
+    pattern = r"xai4heat_scada_(?P<site>L\d+)\.zip" if files.endswith(".zip") else r"xai4heat_scada_(?P<site>L\d+)\.csv"
+    text = re.sub(r"^file_pattern = .*$", lambda _: f"file_pattern = '{pattern}'", text, count=1, flags=re.MULTILINE)
+    if member is not None:
+        text = text.replace('kind = "wide_csv"', f"kind = \"wide_csv\"\narchive_member = '{member}'", 1)
+    return text
+
+
+def test_a_member_of_a_zip_archive_gives_the_tables_of_the_extracted_file(tmp_path):
+    plain = ingest(
+        make_workspace(tmp_path / "plain", "xai4heat", _config(None, "*.csv"), {"xai4heat_scada_L4.csv": BODY}),
+        "xai4heat",
+    )
+    archive = _zip({"__MACOSX/._xai4heat_scada_L4.csv": "resource fork", "xai4heat_scada_L4.csv": BODY})
+    zipped = ingest(
+        make_workspace(tmp_path / "zip", "xai4heat", _config(r"[^/]+\.csv"), {"xai4heat_scada_L4.zip": archive}),
+        "xai4heat",
+    )
+    assert zipped["observations"].equals(plain["observations"])
+    assert zipped["rejects"].drop("source").equals(plain["rejects"].drop("source"))
+    assert set(zipped["rejects"]["source"]) == {"xai4heat_scada_L4.zip"}  # a reject names the archive it came from
+    assert zipped["streams"].drop("source_file").equals(plain["streams"].drop("source_file"))
+    assert set(zipped["streams"]["source_file"]) == {"xai4heat_scada_L4.zip"}
+
+
+@pytest.mark.parametrize(
+    ("members", "member", "message"),
+    [
+        ({"a.csv": BODY, "b.csv": BODY}, r".*\.csv", "matches 2 members (a.csv, b.csv)"),
+        ({"data.txt": BODY}, r".*\.csv", "matches no member; the archive holds data.txt"),
+    ],
+)
+def test_a_regex_matching_no_member_or_several_is_one_error_line(tmp_path, members, member, message):
+    ws = make_workspace(tmp_path, "xai4heat", _config(member), {"xai4heat_scada_L4.zip": _zip(members)})
+    with pytest.raises(IngestError, match=re.escape(message)) as caught:
+        ingest(ws, "xai4heat")
+    assert "xai4heat_scada_L4.zip" in str(caught.value) and "\n" not in str(caught.value)
+
+
+def test_a_value_file_that_is_no_zip_archive_is_one_error_line(tmp_path):
+    ws = make_workspace(tmp_path, "xai4heat", _config(r".*\.csv"), {"xai4heat_scada_L4.zip": BODY})
+    with pytest.raises(IngestError, match="not a zip archive"):
+        ingest(ws, "xai4heat")
+
+
+def test_a_member_larger_than_max_member_bytes_is_refused_while_inflating(tmp_path):
+    text = _config(r".*\.csv").replace('kind = "wide_csv"', 'kind = "wide_csv"\nmax_member_bytes = 1000', 1)
+    ws = make_workspace(tmp_path, "xai4heat", text, {"xai4heat_scada_L4.zip": _zip({"x.csv": BODY})})
+    with pytest.raises(IngestError, match=r"x\.csv: more than 1,000 bytes once read"):
+        ingest(ws, "xai4heat")
+
+
+def test_errors_inside_the_member_name_it_in_its_archive(tmp_path):
+    body = BODY.replace("datetime,", "time,", 1)  # the declared time column is absent
+    ws = make_workspace(tmp_path, "xai4heat", _config(r".*\.csv"), {"xai4heat_scada_L4.zip": _zip({"x.csv": body})})
+    with pytest.raises(IngestError, match=r"xai4heat_scada_L4\.zip:x\.csv: "):
+        ingest(ws, "xai4heat")
