@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from collections import Counter
 from pathlib import Path
 
 import click
@@ -189,8 +190,11 @@ def summary(outcomes: list) -> list[str]:
             continue
         rows = release.manifest.row_counts
         statuses = list(stages["audit"].manifest.details.get("gates", {}).values()) if "audit" in stages else []
-        ungated = sum(s in ("insufficient_rows", "unproven") for s in statuses)
-        gates = f"gates pass ({ungated} of {len(statuses)} not gated: too few rows)" if ungated else "gates pass"
+        why = {"insufficient_rows": "too few rows", "unproven": "without a positive control"}
+        ungated = Counter(why[s] for s in statuses if s in why)
+        reasons = ", ".join(f"{n} {reason}" for reason, n in sorted(ungated.items()))
+        total = sum(ungated.values())
+        gates = f"gates pass ({total} of {len(statuses)} not gated: {reasons})" if total else "gates pass"
         split = " / ".join(f"{rows.get(s, 0)} {s}" for s in ("train", "dev", "test"))
         digest = release.manifest.details.get("release_digest")
         lines.append(
