@@ -283,6 +283,8 @@ def _verify_folder(release: Path, expect: str | None, as_json: bool) -> None:
     digest = None if problems else json.loads((release / "release.json").read_bytes())["release_digest"]
     if as_json:
         cli.echo_json({"ok": not problems, "problems": problems, "release_digest": digest})
+    if len(problems) == 1:  # the error line says it whole
+        raise StageError(problems[0])
     for problem in problems if not as_json else []:
         click.echo(problem)
     if problems:

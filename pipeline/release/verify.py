@@ -133,6 +133,12 @@ def _load_manifest(path: Path, data: bytes) -> tuple[dict | None, list[str]]:
     if not isinstance(manifest, dict):
         return None, [f"{path}: not a JSON object; {RESTORE}"]
     wrong = [f"{key} ({kind.__name__})" for key, kind in REQUIRED.items() if not isinstance(manifest.get(key), kind)]
+    if wrong == ["release_digest (str)"] and "release_digest" not in manifest:
+        return None, [
+            f"{path}: no release_digest: this release was built before releases carried the digest that `verify "
+            "--expect` checks (sha256 of its whole content), so it cannot be verified; rebuild it with "
+            "`telemetry-bench build`, or download the release again from its publisher"
+        ]
     if wrong:
         return None, [f"{path}: no {', '.join(wrong)} key; {RESTORE}"]
     bad = sorted(
