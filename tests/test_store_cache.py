@@ -109,10 +109,12 @@ def test_two_pruning_runs_take_an_entry_once_and_finish_what_another_left(tmp_pa
     stale = entry(cache, "stale", NOW - 100 * HOUR)
     half_done = cache / f".pruned-{stale.name}-99999"
     os.rename(stale, half_done)  # a pruning run that stopped after its rename
-    assert not store_cache._remove(cache, cache / f"gone-{'d' * 64}")  # another run renamed it first: left to it
+    assert not store_cache._remove(cache, cache / f"gone-{'d' * 64}", NOW)  # another run renamed it first: its own
     assert store_cache.prune(cache, current, now=NOW) == [half_done.name]
     assert store_cache.prune(cache, current, now=NOW) == []
     assert sorted(p.name for p in cache.iterdir()) == sorted([current.name, *(f.name for f in kept)])
+    touched = entry(cache, "touched", NOW - 10)  # used after a pruning run looked at it: renamed back, kept
+    assert not store_cache._remove(cache, touched, NOW) and touched.is_dir()
 
 
 def test_a_release_prunes_its_cache_and_says_so(release, tmp_path):

@@ -135,6 +135,7 @@ class Release:
         intact, else loaded again from the Parquet tables (their digests, columns and invariants checked first), said
         in one `info:` line; older entries of the cache are pruned (pipeline.release.store_cache)."""
         entry = self.cache_dir / f"{self.corpus}-{self.content_key}"
+        store_cache.touch(entry)  # in use from now: a pruning run leaves it (checking its digest takes a while)
         found, why = store_cache.intact(entry)
         if found is None:
             for table in KEYS:

@@ -109,14 +109,14 @@ def prune(cache_dir: Path, current: Path, now: float | None = None) -> list[str]
     entries.sort(reverse=True)
     removed = []
     for used, name, folder in entries[KEEP - 1 :] + leftovers:
-        if now - used >= IDLE_SECONDS and _remove(cache_dir, folder):
+        if now - used >= IDLE_SECONDS and _remove(cache_dir, folder, now):
             removed.append(name)
     return removed
 
 
-def _remove(cache_dir: Path, folder: Path) -> bool:
-    """Rename the folder away (atomic), then remove its files and itself; False when another run took it first or
-    anything not this tool's appeared in it."""
+def _remove(cache_dir: Path, folder: Path, now: float) -> bool:
+    """Rename the folder away (atomic), then remove its files and itself; False when another run took it first, used
+    it meanwhile (it is renamed back), or anything not this tool's appeared in it."""
     if PRUNED.match(folder.name):
         away = folder
     else:
@@ -126,7 +126,11 @@ def _remove(cache_dir: Path, folder: Path) -> bool:
         except OSError:
             return False
     files = _own_files(away)
-    if files is None:
+    used = _last_used(away, files) if files is not None else None
+    if files is None or used is None or now - used < IDLE_SECONDS:
+        if away != folder:
+            with contextlib.suppress(OSError):  # a run touched it between the look and the rename: it is its again
+                os.rename(away, folder)
         return False
     try:
         for file in files:
