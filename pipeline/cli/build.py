@@ -296,8 +296,8 @@ def _verify_folder(release: Path, expect: str | None, as_json: bool) -> None:
             else "a folder cannot vouch for itself: check it against the digest its publisher printed, --expect"
         )
         click.echo(
-            f"{release}: intact (files, rows, schema, ground truth, counts, thresholds, stage manifest, versions, own "
-            f"digest; no unknown file); release digest sha256:{digest} ({trusted})"
+            f"{release}: intact (files, rows, schema, store values, ground truth, counts, thresholds, stage manifest, "
+            f"versions, own digest; no unknown file); release digest sha256:{digest} ({trusted})"
         )
 
 

@@ -38,6 +38,7 @@ from pipeline.tools.access import ToolStore
 
 NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]*$")  # what may become a folder name in the cache
 AGAIN = "download the release again"
+VERIFY_MEMORY = "256MB"  # what verify lets DuckDB hold while it reads the store's tables (it spills beyond)
 
 
 def default_cache_dir() -> Path:
@@ -160,36 +161,68 @@ class Release:
             self.notify(text)
 
     def _load(self, path: Path) -> None:
-        """Every Parquet table of the release into a new DuckDB file, each refused in one line when it is not a
-        Parquet file of the table's columns (pipeline.store.reader.COLUMNS)."""
+        """Every Parquet table of the release into a new DuckDB file, sorted by its key, once its columns and the
+        store's invariants are checked."""
         spills = Path(tempfile.gettempdir()) / f"telemetry-bench-load-{os.getpid()}"
         con = duckdb.connect(str(path), config={"memory_limit": READER_MEMORY, "temp_directory": str(spills)})
         try:
-            for table, key in KEYS.items():
-                source = self.folder / STORE_TABLES / f"{table}.parquet"
-                try:
-                    described = con.execute("DESCRIBE SELECT * FROM read_parquet(?)", [str(source)]).fetchall()
-                    columns = ", ".join(f"{name} {kind}" for name, kind, *_ in described)
-                    if columns != COLUMNS[table]:
-                        raise ReleaseError(
-                            f"{source}: not the store's {table} table (its columns: {columns[:300]}); {AGAIN}"
-                        )
-                    con.execute(
-                        f"CREATE TABLE {table} AS SELECT * FROM read_parquet(?) ORDER BY {', '.join(key)}",
-                        [str(source)],
-                    )
-                except duckdb.Error as exc:
-                    raise ReleaseError(f"{source}: not a readable Parquet table ({_first_line(exc)}); {AGAIN}") from exc
-            breach = first_breach(con)
-            if breach is not None:
-                source = self.folder / STORE_TABLES / f"{breach.table}.parquet"
-                raise ReleaseError(
-                    f"{source}: {breach.message()}: not what the store stage writes, so the release was altered after "
-                    f"it was built; {AGAIN} (or rebuild it: `telemetry-bench build`)"
-                )
+            _tables(con, self.folder, view=False)
+            _check_values(con, self.folder)
             con.execute("CHECKPOINT")
         finally:
             con.close()
 
     def store(self) -> ToolStore:
         return ToolStore(self.store_path())
+
+
+def _tables(con: duckdb.DuckDBPyConnection, folder: Path, *, view: bool) -> None:
+    """Every Parquet table of a release's store as a table sorted by its key (or, with `view`, a view reading the file
+    in place), each refused in one line when it is not a Parquet file of the table's columns (reader.COLUMNS)."""
+    for table, key in KEYS.items():
+        source = folder / STORE_TABLES / f"{table}.parquet"
+        try:
+            described = con.execute("DESCRIBE SELECT * FROM read_parquet(?)", [str(source)]).fetchall()
+            columns = ", ".join(f"{name} {kind}" for name, kind, *_ in described)
+            if columns != COLUMNS[table]:
+                raise ReleaseError(f"{source}: not the store's {table} table (its columns: {columns[:300]}); {AGAIN}")
+            if view:  # a view takes no parameters: the path as a literal
+                literal = "'" + str(source).replace("'", "''") + "'"
+                con.execute(f"CREATE VIEW {table} AS SELECT * FROM read_parquet({literal})")
+            else:
+                con.execute(
+                    f"CREATE TABLE {table} AS SELECT * FROM read_parquet(?) ORDER BY {', '.join(key)}", [str(source)]
+                )
+        except duckdb.Error as exc:
+            raise ReleaseError(f"{source}: not a readable Parquet table ({_first_line(exc)}); {AGAIN}") from exc
+
+
+def _check_values(con: duckdb.DuckDBPyConnection, folder: Path) -> None:
+    """The store's invariants (pipeline.store.invariants) over the tables or views of `_tables`, the first one broken
+    refused in one line naming the file, table and column."""
+    try:
+        breach = first_breach(con)
+    except duckdb.Error as exc:  # a view reads its file only now (its text not UTF-8, say): DuckDB names the file
+        raise ReleaseError(
+            f"{folder / STORE_TABLES}: not a readable Parquet table ({_first_line(exc)}); {AGAIN}"
+        ) from exc
+    if breach is not None:
+        raise ReleaseError(
+            f"{folder / STORE_TABLES / breach.table}.parquet: {breach.message()}: not what the store stage writes, so "
+            f"the release was altered after it was built; {AGAIN} (or rebuild it: `telemetry-bench build`)"
+        )
+
+
+def store_problems(folder: Path) -> list[str]:
+    """`verify --release`: the store's tables, columns and invariants, read in place (views over the Parquet files,
+    within VERIFY_MEMORY; nothing is written but DuckDB's spills): the one problem found first, or none."""
+    spills = Path(tempfile.gettempdir()) / f"telemetry-bench-verify-{os.getpid()}"
+    con = duckdb.connect(config={"memory_limit": VERIFY_MEMORY, "temp_directory": str(spills)})
+    try:
+        _tables(con, folder, view=True)
+        _check_values(con, folder)
+    except ReleaseError as exc:
+        return [str(exc)]
+    finally:
+        con.close()
+    return []

@@ -39,6 +39,7 @@ from pipeline.core.errors import ReleaseError, StageError
 from pipeline.core.manifest import LOCAL_DIGESTS, StageIdentity
 from pipeline.core.workspace import Workspace
 from pipeline.release.ground_truth import trajectory
+from pipeline.release.playable import store_problems
 from pipeline.release.stage import (
     CARD,
     MAX_DOCUMENT_BYTES,
@@ -48,6 +49,7 @@ from pipeline.release.stage import (
     content_digest,
     release_version,
 )
+from pipeline.store.reader import KEYS
 
 # Never byte-identical between builds: the store file (its tables are compared by logical digest) and its recorded
 # size and digest.
@@ -544,6 +546,9 @@ def verify_release(folder: Path, expect: str | None = None) -> list[str]:
         + _unknown_files(folder, manifest)
         + digest_problems
     )
+    stored = [f"{STORE_TABLES}/{table}.parquet" for table in KEYS]
+    if not problems and all(name in manifest["files"] for name in stored):  # intact, but for what its values say
+        problems += store_problems(folder)
     if wanted is not None and actual != wanted:
         problems.append(
             f"{folder}: its content digest is {'unknown' if actual is None else 'sha256:' + actual}, not the "
