@@ -252,3 +252,72 @@ def process_alive(pid: int) -> bool:
     except OSError:
         return False
     return stat[stat.rindex(")") + 2] != "Z"
+
+
+def store_table(release: Path, table: str):
+    """A store table of a release folder (store/<table>.parquet), as Arrow."""
+    import pyarrow.parquet as pq
+
+    return pq.read_table(release / "store" / f"{table}.parquet")
+
+
+def rewrite_table(release: Path, table: str, data) -> None:
+    """A store table of a release replaced, every digest recomputed as a forger would (verify --release passes)."""
+    import pyarrow.parquet as pq
+
+    pq.write_table(data, release / "store" / f"{table}.parquet")
+    rehash_release(release, versions=True)
+
+
+def set_cell(release: Path, table: str, column: str, value: object, row: int = 0) -> None:
+    """One cell of a release's store table replaced, the other rows as they were."""
+    import pyarrow as pa
+
+    data = store_table(release, table)
+    changed = {**data.slice(row, 1).to_pylist()[0], column: value}
+    one = pa.Table.from_pylist([changed], schema=data.schema)
+    rewrite_table(release, table, pa.concat_tables([data.slice(0, row), one, data.slice(row + 1)]))
+
+
+def every_tool_call(store, stream: str) -> list[tuple[str, dict]]:
+    """A call of every tool about one stream of an open store (windows where the stream has rows), each metric and
+    period included: what a store's values can reach."""
+    quality = store.quality.get(stream) or {}
+    first = quality.get("first_ts") or 1_700_000_000_000_000
+    day = first - first % 86_400_000_000 + 86_400_000_000
+    from pipeline.tools.timeutil import format_us
+
+    window = {"window_start": format_us(day), "window_end": format_us(day + 86_400_000_000)}
+    streams = list(store.streams)[:4] + [stream]
+    site = (store.streams.get(stream) or {}).get("site_id") or "nowhere"
+    point_class = (store.streams.get(stream) or {}).get("point_class") or "x"
+    return [
+        ("resolve_point", {"site": site, "point_class": point_class}),
+        ("list_points", {"site": site}),
+        ("inspect_quality", {"stream_id": stream}),
+        ("lookup_observation", {"stream_id": stream, "timestamp": format_us(first), "mode": "exact"}),
+        ("lookup_observation", {"stream_id": stream, "timestamp": format_us(day + 1), "mode": "nearest"}),
+        *(
+            ("aggregate_window", {"stream_id": stream, "period": period, "metric": metric, **window})
+            for period in ("day", "custom")
+            for metric in ("mean", "sum", "std", "min", "max", "count")
+        ),
+        (
+            "compare_window",
+            {"left_stream_id": stream, "right_stream_id": streams[0], "metric": "std", "period": "custom", **window},
+        ),
+        ("rank_window", {"stream_ids": streams, "metric": "sum", "period": "day", **window}),
+        ("rank_window", {"stream_ids": streams, "metric": "mean", "period": "custom", **window}),
+        ("inspect_quality_window", {"stream_id": stream, "period": "day", **window}),
+        ("inspect_quality_window", {"stream_id": stream, "period": "custom", **window}),
+    ]
+
+
+def one_error_line(result: Result, *expected: str) -> str:
+    """The command ended with exit status 1 and one `error:` line (the CLI's handler, not an exception) holding each
+    expected text."""
+    assert result.exit_code == 1 and isinstance(result.exception, SystemExit), result.output
+    lines = result.output.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("error: ") and "Traceback" not in result.output, result.output
+    assert all(e in lines[0] for e in expected), result.output
+    return lines[0]

@@ -134,7 +134,7 @@ def test_whatever_a_command_agent_writes_run_ends_with_a_whole_trace(cache, tmp_
         result = CliRunner().invoke(main, [*argv, "--json"])
         assert result.exit_code == 0 and result.exception is None, (result.output, result.exception)
         assert "Traceback" not in result.output
-        json.loads(result.output)  # the score summary
+        json.loads(result.stdout)  # the score summary (a load of the store is said on stderr)
         lines = out.read_bytes().decode("utf-8").split("\n")[:-1]
         TraceHeader.model_validate_json(lines[0])
         records = [json.loads(line) for line in lines[1:]]

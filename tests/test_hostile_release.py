@@ -12,7 +12,7 @@ import pyarrow.parquet as pq
 from click.testing import CliRunner, Result
 
 from pipeline.cli import main
-from tests.helpers import poisoned_copy, rehash_release, tool_results
+from tests.helpers import one_error_line, poisoned_copy, rehash_release, tool_results
 
 
 def cli(*args: str) -> Result:
@@ -25,15 +25,6 @@ def play(folder: Path, cache: Path, out: Path, agent: str = "oracle") -> Result:
 
 def serve(folder: Path, cache: Path) -> Result:
     return cli("serve", "--release", folder, "--cache-dir", cache)
-
-
-def one_error_line(result: Result, *expected: str) -> str:
-    """The command ended with exit status 1 and one `error:` line (the CLI's handler, not an exception)."""
-    assert result.exit_code == 1 and isinstance(result.exception, SystemExit), result.output
-    lines = result.output.strip().splitlines()
-    assert len(lines) == 1 and lines[0].startswith("error: ") and "Traceback" not in result.output, result.output
-    assert all(e in lines[0] for e in expected), result.output
-    return lines[0]
 
 
 def nested(depth: int) -> str:

@@ -68,7 +68,8 @@ def test_a_copied_release_plays_scores_and_verifies_on_its_own(copy, tmp_path):
         "--json",
     )
     assert result.exit_code == 0, result.output
-    assert json.loads(result.output)["accomplished_rate"] == 1.0
+    assert json.loads(result.stdout)["accomplished_rate"] == 1.0  # the store's loading is said on stderr
+    assert result.stderr.startswith("info: loaded the tool store of "), result.stderr
     assert json.loads(out.read_text().split("\n")[0])["episode_set"] == "release"
     scored = cli(elsewhere, "score", str(out), "--release", str(copy), "--json")
     assert scored.exit_code == 0 and json.loads(scored.output)["summaries"][0]["accomplished_rate"] == 1.0, (
@@ -138,7 +139,7 @@ def test_tools_and_agent_views_come_from_a_release_alone(copy, tmp_path):
     cache = str(tmp_path / "cache")
     before = snapshot(copy)
     listed = cli(elsewhere, "tools", "--release", str(copy), "--cache-dir", cache, "--json")
-    assert listed.exit_code == 0 and json.loads(listed.output)["tools"], listed.output
+    assert listed.exit_code == 0 and json.loads(listed.stdout)["tools"], listed.output
     episode = json.loads((copy / "test.jsonl").read_text().splitlines()[0])
     stream = episode["evidence_stream_ids"][0]
     called = cli(

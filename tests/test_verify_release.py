@@ -39,7 +39,7 @@ def test_a_syntax_break_is_one_line(release):
     text = path.read_text()
     path.write_text(text.replace('"files": {', '"files" {', 1))
     output = one_line_error(release, "release.json: not valid JSON (line", "restore it from the release")
-    assert len(output.strip().splitlines()) == 2  # the problem, then the error line that repeats it
+    assert len(output.strip().splitlines()) == 1  # one problem: the error line says it, once
 
 
 def test_a_renamed_key_or_a_wrong_type_is_one_line(release):
@@ -47,6 +47,16 @@ def test_a_renamed_key_or_a_wrong_type_is_one_line(release):
     one_line_error(release, "release.json: no files (dict) key")
     edit(release, lambda m: m.update(files=["train.jsonl"], counts=None))
     one_line_error(release, "release.json: no files (dict), counts (dict) key")
+
+
+def test_a_release_built_before_the_release_digest_is_one_line_saying_so(release):
+    """Releases built before release.json carried release_digest: one line saying what it means and the fix."""
+    edit(release, lambda m: m.pop("release_digest"), redigest=True)
+    result = verify_cli(release)
+    assert result.exit_code == 1 and isinstance(result.exception, SystemExit), result.output
+    (line,) = result.output.strip().splitlines()
+    assert line.startswith("error: ") and "release.json: no release_digest: this release was built before" in line
+    assert "rebuild it with `telemetry-bench build`, or download the release again" in line
 
 
 def test_not_an_object_and_not_utf8(release):

@@ -287,6 +287,8 @@ def _verify_folder(release: Path, expect: str | None, as_json: bool) -> None:
     digest = None if problems else json.loads((release / "release.json").read_bytes())["release_digest"]
     if as_json:
         cli.echo_json({"ok": not problems, "problems": problems, "release_digest": digest})
+    if len(problems) == 1:  # the error line says it whole
+        raise StageError(problems[0])
     for problem in problems if not as_json else []:
         click.echo(problem)
     if problems:
@@ -298,8 +300,8 @@ def _verify_folder(release: Path, expect: str | None, as_json: bool) -> None:
             else "a folder cannot vouch for itself: check it against the digest its publisher printed, --expect"
         )
         click.echo(
-            f"{release}: intact (files, rows, schema, ground truth, counts, thresholds, stage manifest, versions, own "
-            f"digest; no unknown file); release digest sha256:{digest} ({trusted})"
+            f"{release}: intact (files, rows, schema, store values, ground truth, counts, thresholds, stage manifest, "
+            f"versions, own digest; no unknown file); release digest sha256:{digest} ({trusted})"
         )
 
 

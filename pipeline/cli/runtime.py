@@ -72,12 +72,15 @@ def _option_value(text: str) -> object:
 
 
 def _release(release: str | None, cache_dir: str | None):
-    """A release folder played on its own (episodes, simulator phrases, tool store loaded into the cache)."""
+    """A release folder played on its own (episodes, simulator phrases, tool store loaded into the cache); what it
+    does to the cache (a store loaded, entries pruned) is said on stderr, never in an output."""
     if release is None:
         return None
     from pipeline.release.playable import Release
 
-    return Release(Path(release), Path(cache_dir) if cache_dir else None)
+    return Release(
+        Path(release), Path(cache_dir) if cache_dir else None, lambda note: click.echo(f"info: {note}", err=True)
+    )
 
 
 RELEASE_OPTIONS = [

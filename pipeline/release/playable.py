@@ -2,14 +2,15 @@
 
 A release carries what playing needs: the episodes per split, the tool store's tables as Parquet (store/), the user
 simulator's phrases (simulator.json) and release.json with the digests of every file. The DuckDB store is loaded
-from the Parquet tables on first use, after their digests and columns are checked, into a cache folder outside the
-release (hub copies are read-only): `--cache-dir`, default the user cache directory. The release folder is never
-written, and nothing of it is trusted before it is checked: every file against release.json's sha256, every document
-within a size and a depth, every row within a length.
+from the Parquet tables on first use, after their digests, columns and values (pipeline.store.invariants) are
+checked, into a cache folder outside the release (hub copies are read-only): `--cache-dir`, default the user cache
+directory. The release folder is never written, and nothing of it is trusted before it is checked: every file against
+release.json's sha256, every document within a size and a depth, every row within a length.
 
 The cache entry of a release is keyed by the sha256 of its release.json, which names the sha256 of every file: the
 release's full content, so that two releases never share an entry. The entry is one file, named by its own digest and
-written by one rename; it is used only when its bytes still have that digest, and loaded again otherwise.
+written by one rename; it is used only when its bytes still have that digest, and loaded again otherwise
+(pipeline.release.store_cache, which also prunes the entries long unused).
 """
 
 from __future__ import annotations
@@ -18,23 +19,26 @@ import hashlib
 import os
 import re
 import tempfile
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
 import duckdb
 
 from contracts.tasks import SPLITS
-from pipeline.core.canonical import digest_file, loads_untrusted, read_bounded
+from pipeline.core.canonical import loads_untrusted, read_bounded
 from pipeline.core.checksums import sha256_file
 from pipeline.core.errors import ReleaseError
+from pipeline.release import store_cache
 from pipeline.release.stage import MAX_DOCUMENT_BYTES, RELEASE_MANIFEST, SIMULATOR, STORE_TABLES
 from pipeline.runtime.simulator import Lexicon, lexicon
+from pipeline.store.invariants import first_breach
 from pipeline.store.reader import COLUMNS, KEYS, READER_MEMORY
 from pipeline.tools.access import ToolStore
 
 NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]*$")  # what may become a folder name in the cache
-ENTRY = re.compile(r"^store-([0-9a-f]{32})\.duckdb$")  # a cache entry: the store, named by its own xxh3
 AGAIN = "download the release again"
+VERIFY_MEMORY = "256MB"  # what verify lets DuckDB hold while it reads the store's tables (it spills beyond)
 
 
 def default_cache_dir() -> Path:
@@ -53,6 +57,7 @@ class Release:
 
     folder: Path
     cache_dir: Path | None = None
+    notify: Callable[[str], None] | None = None  # where a note goes (the CLI: an `info:` line on stderr)
 
     def __post_init__(self) -> None:
         self.folder = Path(self.folder).resolve()
@@ -128,58 +133,96 @@ class Release:
 
     def store_path(self) -> Path:
         """The DuckDB store of this release in the cache: the entry of this release's content when its bytes are
-        intact, else loaded again from the Parquet tables (their digests and columns checked first)."""
+        intact, else loaded again from the Parquet tables (their digests, columns and invariants checked first), said
+        in one `info:` line; older entries of the cache are pruned (pipeline.release.store_cache)."""
         entry = self.cache_dir / f"{self.corpus}-{self.content_key}"
-        for found in sorted(entry.glob("store-*.duckdb")) if entry.is_dir() else []:
-            named = ENTRY.match(found.name)
+        store_cache.touch(entry)  # in use from now: a pruning run leaves it (checking its digest takes a while)
+        found, why = store_cache.intact(entry)
+        if found is None:
+            for table in KEYS:
+                self.checked(f"{STORE_TABLES}/{table}.parquet")
             try:
-                if named and found.is_file() and digest_file(found) == named.group(1):
-                    return found
-                found.unlink()  # damaged, or half of something: loaded again below
-            except OSError:
-                continue
-        for table in KEYS:
-            self.checked(f"{STORE_TABLES}/{table}.parquet")
-        try:
-            entry.mkdir(parents=True, exist_ok=True)
-            handle, tmp = tempfile.mkstemp(dir=entry, prefix=".store-", suffix=".duckdb")
-            os.close(handle)
-            os.unlink(tmp)  # DuckDB creates the file itself
-            try:
-                self._load(Path(tmp))
-                target = entry / f"store-{digest_file(Path(tmp))}.duckdb"
-                os.replace(tmp, target)  # another process may have loaded its own: both are intact
-            finally:
-                for leftover in (Path(tmp), Path(f"{tmp}.wal")):
-                    leftover.unlink(missing_ok=True)
-        except OSError as exc:
-            raise ReleaseError(f"{entry}: cannot write the store cache ({exc}); give a writable --cache-dir") from exc
-        return target
+                found = store_cache.write(entry, self._load)
+            except OSError as exc:
+                raise ReleaseError(
+                    f"{entry}: cannot write the store cache ({exc}); give a writable --cache-dir"
+                ) from exc
+            self._note(f"loaded the tool store of {self.folder} into the cache, {found} ({why})")
+        pruned = store_cache.prune(self.cache_dir, entry)
+        if pruned:
+            self._note(
+                f"pruned {len(pruned)} store cache entr{'ies' if len(pruned) > 1 else 'y'} unused for an hour, beyond "
+                f"the {store_cache.KEEP} most recently used, from {self.cache_dir}: {', '.join(pruned)}"
+            )
+        return found
+
+    def _note(self, text: str) -> None:
+        if self.notify is not None:
+            self.notify(text)
 
     def _load(self, path: Path) -> None:
-        """Every Parquet table of the release into a new DuckDB file, each refused in one line when it is not a
-        Parquet file of the table's columns (pipeline.store.reader.COLUMNS)."""
+        """Every Parquet table of the release into a new DuckDB file, sorted by its key, once its columns and the
+        store's invariants are checked."""
         spills = Path(tempfile.gettempdir()) / f"telemetry-bench-load-{os.getpid()}"
         con = duckdb.connect(str(path), config={"memory_limit": READER_MEMORY, "temp_directory": str(spills)})
         try:
-            for table, key in KEYS.items():
-                source = self.folder / STORE_TABLES / f"{table}.parquet"
-                try:
-                    described = con.execute("DESCRIBE SELECT * FROM read_parquet(?)", [str(source)]).fetchall()
-                    columns = ", ".join(f"{name} {kind}" for name, kind, *_ in described)
-                    if columns != COLUMNS[table]:
-                        raise ReleaseError(
-                            f"{source}: not the store's {table} table (its columns: {columns[:300]}); {AGAIN}"
-                        )
-                    con.execute(
-                        f"CREATE TABLE {table} AS SELECT * FROM read_parquet(?) ORDER BY {', '.join(key)}",
-                        [str(source)],
-                    )
-                except duckdb.Error as exc:
-                    raise ReleaseError(f"{source}: not a readable Parquet table ({_first_line(exc)}); {AGAIN}") from exc
+            _tables(con, self.folder, view=False)
+            _check_values(con, self.folder)
             con.execute("CHECKPOINT")
         finally:
             con.close()
 
     def store(self) -> ToolStore:
         return ToolStore(self.store_path())
+
+
+def _tables(con: duckdb.DuckDBPyConnection, folder: Path, *, view: bool) -> None:
+    """Every Parquet table of a release's store as a table sorted by its key (or, with `view`, a view reading the file
+    in place), each refused in one line when it is not a Parquet file of the table's columns (reader.COLUMNS)."""
+    for table, key in KEYS.items():
+        source = folder / STORE_TABLES / f"{table}.parquet"
+        try:
+            described = con.execute("DESCRIBE SELECT * FROM read_parquet(?)", [str(source)]).fetchall()
+            columns = ", ".join(f"{name} {kind}" for name, kind, *_ in described)
+            if columns != COLUMNS[table]:
+                raise ReleaseError(f"{source}: not the store's {table} table (its columns: {columns[:300]}); {AGAIN}")
+            if view:  # a view takes no parameters: the path as a literal
+                literal = "'" + str(source).replace("'", "''") + "'"
+                con.execute(f"CREATE VIEW {table} AS SELECT * FROM read_parquet({literal})")
+            else:
+                con.execute(
+                    f"CREATE TABLE {table} AS SELECT * FROM read_parquet(?) ORDER BY {', '.join(key)}", [str(source)]
+                )
+        except duckdb.Error as exc:
+            raise ReleaseError(f"{source}: not a readable Parquet table ({_first_line(exc)}); {AGAIN}") from exc
+
+
+def _check_values(con: duckdb.DuckDBPyConnection, folder: Path) -> None:
+    """The store's invariants (pipeline.store.invariants) over the tables or views of `_tables`, the first one broken
+    refused in one line naming the file, table and column."""
+    try:
+        breach = first_breach(con)
+    except duckdb.Error as exc:  # a view reads its file only now (its text not UTF-8, say): DuckDB names the file
+        raise ReleaseError(
+            f"{folder / STORE_TABLES}: not a readable Parquet table ({_first_line(exc)}); {AGAIN}"
+        ) from exc
+    if breach is not None:
+        raise ReleaseError(
+            f"{folder / STORE_TABLES / breach.table}.parquet: {breach.message()}: not what the store stage writes, so "
+            f"the release was altered after it was built; {AGAIN} (or rebuild it: `telemetry-bench build`)"
+        )
+
+
+def store_problems(folder: Path) -> list[str]:
+    """`verify --release`: the store's tables, columns and invariants, read in place (views over the Parquet files,
+    within VERIFY_MEMORY; nothing is written but DuckDB's spills): the one problem found first, or none."""
+    spills = Path(tempfile.gettempdir()) / f"telemetry-bench-verify-{os.getpid()}"
+    con = duckdb.connect(config={"memory_limit": VERIFY_MEMORY, "temp_directory": str(spills)})
+    try:
+        _tables(con, folder, view=True)
+        _check_values(con, folder)
+    except ReleaseError as exc:
+        return [str(exc)]
+    finally:
+        con.close()
+    return []

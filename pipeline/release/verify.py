@@ -39,6 +39,7 @@ from pipeline.core.errors import ReleaseError, StageError
 from pipeline.core.manifest import LOCAL_DIGESTS, StageIdentity
 from pipeline.core.workspace import Workspace
 from pipeline.release.ground_truth import trajectory
+from pipeline.release.playable import store_problems
 from pipeline.release.stage import (
     CARD,
     MAX_DOCUMENT_BYTES,
@@ -48,6 +49,7 @@ from pipeline.release.stage import (
     content_digest,
     release_version,
 )
+from pipeline.store.reader import KEYS
 
 # Never byte-identical between builds: the store file (its tables are compared by logical digest) and its recorded
 # size and digest.
@@ -133,6 +135,12 @@ def _load_manifest(path: Path, data: bytes) -> tuple[dict | None, list[str]]:
     if not isinstance(manifest, dict):
         return None, [f"{path}: not a JSON object; {RESTORE}"]
     wrong = [f"{key} ({kind.__name__})" for key, kind in REQUIRED.items() if not isinstance(manifest.get(key), kind)]
+    if wrong == ["release_digest (str)"] and "release_digest" not in manifest:
+        return None, [
+            f"{path}: no release_digest: this release was built before releases carried the digest that `verify "
+            "--expect` checks (sha256 of its whole content), so it cannot be verified; rebuild it with "
+            "`telemetry-bench build`, or download the release again from its publisher"
+        ]
     if wrong:
         return None, [f"{path}: no {', '.join(wrong)} key; {RESTORE}"]
     bad = sorted(
@@ -538,6 +546,9 @@ def verify_release(folder: Path, expect: str | None = None) -> list[str]:
         + _unknown_files(folder, manifest)
         + digest_problems
     )
+    stored = [f"{STORE_TABLES}/{table}.parquet" for table in KEYS]
+    if not problems and all(name in manifest["files"] for name in stored):  # intact, but for what its values say
+        problems += store_problems(folder)
     if wanted is not None and actual != wanted:
         problems.append(
             f"{folder}: its content digest is {'unknown' if actual is None else 'sha256:' + actual}, not the "
