@@ -205,6 +205,28 @@ def test_release_refuses_a_failed_gate(tmp_path):
     assert not list(tmp_path.iterdir())
 
 
+def test_release_refuses_rows_that_break_the_answer_contract(tmp_path):
+    """Gates passing is not enough: a preflight issue on any audited row (a label that says "household household")
+    or a row the oracle does not accomplish stops the release in one line naming the checks."""
+    mapping = load_mapping(WS.corpus_config("xai4heat"))
+    controls = {
+        "preflight_issue_count": 3,
+        "preflight_failed_checks": {"doubled_word": 3},
+        "oracle_accomplished_released": 10,
+        "oracle_all_released": True,
+    }
+    upstream = {"audit": {"details": {"gates": {"artifact_probe": "pass"}, "released": 10, "controls": controls}}}
+    with pytest.raises(StageError) as failed:
+        build_release(mapping, tmp_path, tmp_path, upstream, tmp_path, "v", {}, {}, categories={}, card_license={})
+    message = str(failed.value)
+    assert "\n" not in message and "preflight issues: 3 (doubled_word 3)" in message
+    assert "telemetry-bench preflight --corpus xai4heat" in message and not list(tmp_path.iterdir())
+    unplayed = {**controls, "preflight_issue_count": 0, "preflight_failed_checks": {}, "oracle_all_released": False}
+    upstream["audit"]["details"]["controls"] = {**unplayed, "oracle_accomplished_released": 9}
+    with pytest.raises(StageError, match="oracle accomplished 9 of 10"):
+        build_release(mapping, tmp_path, tmp_path, upstream, tmp_path, "v", {}, {}, categories={}, card_license={})
+
+
 @pytest.mark.slow
 def test_build_says_when_a_gate_has_too_few_rows(tmp_path):
     from click.testing import CliRunner

@@ -344,6 +344,7 @@ def run_audit(
             "oracle_accomplished_released": oracle_ok,
             "oracle_all_released": oracle_ok == len(released),
             "preflight_issue_count": checks["issue_count"],
+            "preflight_failed_checks": {check: n for check, n in checks["by_check"].items() if n},
             "commitment_mix_ok": mix_gate["status"] == "pass",
             "artifact_probe_ok": probe["status"] != "fail",
         },

@@ -133,6 +133,15 @@ def build_release(
             f"{mapping.name}: the release gates failed ({', '.join(failed)}{said}): see `telemetry-bench audit "
             f"--corpus {mapping.name}` and docs/audit.md; nothing was released"
         )
+    controls = audit.get("controls", {})
+    if controls.get("preflight_issue_count") or controls.get("oracle_all_released") is False:
+        broken = ", ".join(f"{check} {n}" for check, n in sorted(controls.get("preflight_failed_checks", {}).items()))
+        raise StageError(
+            f"{mapping.name}: the answer contract does not hold on every audited row (preflight issues: "
+            f"{controls.get('preflight_issue_count', 0)}{f' ({broken})' if broken else ''}; oracle accomplished "
+            f"{controls.get('oracle_accomplished_released')} of {audit.get('released')}): see `telemetry-bench "
+            f"preflight --corpus {mapping.name}` and the mapping's labels; nothing was released"
+        )
     for split in SPLITS:
         shutil.copyfile(audit_dir / f"{split}.jsonl", out / f"{split}.jsonl")
     episodes = [
