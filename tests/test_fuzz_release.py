@@ -124,8 +124,12 @@ TEXTS = [None, "", "nowhere", "x" * (1 << 20), "\x00", "é" * 600, "year", "exce
 def _values(kind: pa.DataType) -> list:
     if pa.types.is_floating(kind):
         return FLOATS
-    if pa.types.is_integer(kind):
-        return INTEGERS
+    if pa.types.is_integer(kind):  # the absurd values the column's type can hold (an int32 cannot hold 2**53 + 1)
+        signed = pa.types.is_signed_integer(kind)
+        low, high = (
+            (-(2 ** (kind.bit_width - 1)), 2 ** (kind.bit_width - 1) - 1) if signed else (0, 2**kind.bit_width - 1)
+        )
+        return [v for v in INTEGERS if v is None or low <= v <= high]
     if pa.types.is_boolean(kind):
         return [None, True, False]
     return TEXTS + ["\ud800"]  # a lone surrogate: written as the bytes no UTF-8 writer writes
