@@ -77,6 +77,11 @@ class StoreConfig(Frozen):
     preview_points: int = Field(96, ge=2, description="Evenly spaced samples per stream in previews.")
     thresholds: ThresholdQuantiles = ThresholdQuantiles()
     threshold_bounds: ThresholdBounds = ThresholdBounds()
+    amount_units: dict[str, str] = Field(
+        default_factory=dict,
+        description="Unit codes of amounts (an energy, a volume, a mass: a meter's use per reading interval) -> the "
+        "unit code of their rate per hour; a stream in one of them is a meter of amounts (docs/store.md).",
+    )
 
 
 class BuildConfig(Frozen):

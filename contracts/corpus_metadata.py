@@ -11,15 +11,9 @@ from contracts.base import Frozen
 
 
 class CounterRule(Frozen):
-    """A cumulative counter turned into per-interval increments."""
+    """A cumulative counter turned into the amount recorded since the reading before each (across gaps too)."""
 
     zero_is_dropout: bool = Field(True, description="A reading of exactly 0 is a logging dropout, not a reset.")
-    max_gap_steps: float = Field(
-        1.0, gt=0, description="Difference only readings at most this many local steps apart (else counter_gap)."
-    )
-    step_window: int = Field(
-        5, ge=1, description="Rows on each side whose timestamp gaps give the local step (median)."
-    )
     max_increment: float | None = Field(None, description="An increment above this is rejected as counter_jump.")
     rollover: float | None = Field(
         None,

@@ -89,7 +89,10 @@ class AggregateWindowInput(WindowInput):
 
     stream_id: str = Field(description="Stream id, e.g. 'L8__t_sup_sec'.")
     metric: Metric = Field(
-        "mean", description="Which statistic `value` reports (sum: the readings' total); the others are returned too."
+        "mean",
+        description="Which statistic `value` reports; the others are returned too. sum: what the readings add up to "
+        "(a meter's consumption; a cumulative meter's is the register difference between its first and last reading "
+        "in the window); for a meter of amounts (energy, volume) mean, min, max and std are of its rate per hour.",
     )
 
 
@@ -175,12 +178,18 @@ class Window(Frozen):
 
 
 class AggregateWindowResult(Frozen):
-    """count, mean, std (population), min, max of the stream's observations in the window."""
+    """count, mean, std (population), min, max of the stream's observations in the window; for a meter of amounts
+    (energy, volume) mean, std, min and max are of its rate per hour, and sum is what it recorded."""
 
     stream_id: str
     window: Window
     metric: Metric
     value: float
+    unit: str | None = Field(
+        None,
+        description="The unit of `value`: the stream's; for a meter of amounts (energy, volume) its rate per hour "
+        "(e.g. L-PER-HR, KiloW) for mean, min, max and std; none for count.",
+    )
     count: int
     mean: float
     std: float | None
@@ -191,6 +200,11 @@ class AggregateWindowResult(Frozen):
 class CompareSide(Frozen):
     stream_id: str
     value: float
+    unit: str | None = Field(
+        None,
+        description="The unit of `value`: the stream's; for a meter of amounts (energy, volume) its rate per hour "
+        "(e.g. L-PER-HR, KiloW) for mean, min, max and std; none for count.",
+    )
     count: int
 
 
@@ -210,6 +224,11 @@ class RankedStream(Frozen):
     rank: int
     stream_id: str
     value: float
+    unit: str | None = Field(
+        None,
+        description="The unit of `value`: the stream's; for a meter of amounts (energy, volume) its rate per hour "
+        "(e.g. L-PER-HR, KiloW) for mean, min, max and std; none for count.",
+    )
     count: int
 
 

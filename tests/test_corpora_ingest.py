@@ -69,7 +69,6 @@ def test_xai4heat_defects_each_have_a_reason(built):
         "missing",
         "nonexistent_local_time",
         "out_of_range",
-        "counter_gap",
         "zero_dropout",
     ):
         assert reasons.get(reason, 0) > 0, reason

@@ -116,8 +116,9 @@ def test_consumption_over_a_window_matches_an_independent_sum(tmp_path):
     stream = "house__water"
     for week in range(2):
         start, end = START + week * 7 * 24 * HOUR, START + (week + 1) * 7 * 24 * HOUR
-        # usage of hour i is recorded at reading i (the increment since reading i-1); reading 0 has no increment
-        independent = sum(_usage(i) for i in range(1, len(READINGS)) if start <= START + i * HOUR < end)
+        # usage of hour i is recorded at reading i (the increment since reading i-1); a window's consumption is the
+        # register difference between its first and last readings: the hours after its first reading
+        independent = sum(_usage(i) for i in range(1, len(READINGS)) if start < START + i * HOUR < end)
         for period in ("week", "custom"):
             args = AggregateWindowInput(
                 stream_id=stream,

@@ -14,6 +14,7 @@ from pipeline.tools.access import ToolStore
 from pipeline.tools.timeutil import format_us
 
 CORPORA = ["hhw", "xai4heat"]
+AMOUNT_UNITS = {"MegaW-HR": "MegaW"}  # configs/build.toml amount_units of these corpora
 DAY = 86_400_000_000
 
 
@@ -111,9 +112,35 @@ def test_aggregate_window_matches_plain_python(stores, observations, streams, co
                 period=period,
             )
             assert result["count"] == len(values)
+            unit = streams[corpus].filter(pl.col("stream_id") == stream)["unit"].item()
+            if unit in AMOUNT_UNITS:  # a meter: mean, min and max of its rate per hour (docs/store.md, "Meters")
+                summed = call(
+                    stores[corpus], "aggregate_window", **{**result["window"], "stream_id": stream}, metric="sum"
+                )
+                check_meter_window(result, summed, data, unit, stream)
+                continue
             assert result["mean"] == pytest.approx(statistics.fmean(values), abs=1e-4)
             assert result["std"] == pytest.approx(statistics.pstdev(values), abs=1e-4)
             assert (result["min"], result["max"]) == (round(min(values), 4), round(max(values), 4))
+
+
+def check_meter_window(result, summed, data, unit, stream):
+    """A counter's window in plain Python: rates are each reading's amount over the time since the reading before,
+    the mean is the register difference between the window's first and last readings per hour between them."""
+    ts, values = data
+    start, end = (
+        int(datetime.fromisoformat(result["window"][k]).timestamp() * 1e6) for k in ("window_start", "window_end")
+    )
+    lo, hi = bisect_left(ts, start), bisect_left(ts, end)
+    assert stream.endswith("__e") and lo > 0  # xai4heat's heat meter: a counter, read after its first reading
+    rates = [values[i] * 3.6e9 / (ts[i] - ts[i - 1]) for i in range(lo, hi)]
+    total = sum(values[lo + 1 : hi])
+    mean = total / ((ts[hi - 1] - ts[lo]) / 3.6e9) if hi - lo > 1 else rates[0]
+    assert result["unit"] == AMOUNT_UNITS[unit]
+    assert result["mean"] == pytest.approx(mean, abs=1e-4, rel=1e-6)
+    assert result["std"] == pytest.approx(statistics.pstdev(rates), abs=1e-4, rel=1e-6)
+    assert (result["min"], result["max"]) == (round(min(rates), 4), round(max(rates), 4))
+    assert (summed["value"], summed["unit"]) == (pytest.approx(total, abs=1e-4), unit)  # the register difference
 
 
 @pytest.mark.parametrize("corpus", CORPORA)

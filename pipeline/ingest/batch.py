@@ -26,7 +26,6 @@ from pipeline.ingest.cleaning import (
     REJECT_SCHEMA,
     Slice,
     StreamRules,
-    counter_steps,
     difference_counters,
     resolve_duplicates,
     split_cells,
@@ -133,13 +132,13 @@ def ingest_batch_here(task: BatchTask) -> BatchResult:
         counters={rank[resolver.code(sid)]: s.point.counter for sid, s in resolver.streams.items() if s.point.counter},
     )
     owned = [i for i, sid in enumerate(stream_ids) if scope.owns(sid)]
-    obs_parts, reject_parts, time_parts = _split_reads(reads, mapping, scope, rank, owned, rules)
+    obs_parts, reject_parts = _split_reads(reads, mapping, scope, rank, owned, rules)
     if any(len(files) > 1 for files in resolver.sources.values()):
         # Shards of one stream (years, numbered parts) in the natural order of their paths (part_2 before part_10):
         # the order duplicate_timestamp's keep_first_row / keep_last_row go by.
         order = sorted(range(len(reads)), key=lambda i: natural_key(reads[i][1].rel))
         obs_parts = [obs_parts[i] for i in order]
-    obs, duplicates, counter_rejects = _clean_observations(obs_parts, time_parts, mapping, rules)
+    obs, duplicates, counter_rejects = _clean_observations(obs_parts, mapping, rules)
     sources = [read.rel for _, read in reads]
     rejects = _labelled_rejects(
         [r for r in reject_parts if r.height] + [duplicates, counter_rejects],
@@ -200,10 +199,10 @@ def _split_reads(
     rank: dict[int, int],
     owned: list[int],
     rules: StreamRules,
-) -> tuple[list[pl.DataFrame], list[pl.DataFrame], list[pl.DataFrame]]:
-    """Each read's cells of the streams this batch owns, split into valid cells, rejects and counter times."""
+) -> tuple[list[pl.DataFrame], list[pl.DataFrame]]:
+    """Each read's cells of the streams this batch owns, split into valid cells and rejects."""
     remap = {**rank, -1: None}
-    obs_parts, reject_parts, time_parts = [], [], []
+    obs_parts, reject_parts = [], []
     for index, (_, read) in enumerate(reads):
         frame = read.frame
         per_row = sorted({s.codes for s in read.slices if s.sid is None and s.codes in frame.columns})
@@ -218,20 +217,19 @@ def _split_reads(
         valid, rejected = split_cells(
             frame, index, slices, mapping.cleaning, rules, getattr(mapping.values, "decimal", ".")
         )
-        parts = [valid, rejected, _malformed(read, index, slices), _counter_times(frame, slices, rules)]
+        parts = [valid, rejected, _malformed(read, index, slices)]
         if (
             read.shared
         ):  # many streams in one file: keep the cells of owned streams (and stream-less ones if the file is ours)
             mine = pl.col("sid").is_in(owned) | (pl.col("sid").is_null() & scope.owns(read.rel))
             parts = [part.filter(mine) for part in parts]
         obs_parts.append(parts[0])
-        reject_parts += parts[1:3]
-        time_parts.append(parts[3])
-    return obs_parts, reject_parts, time_parts
+        reject_parts += parts[1:]
+    return obs_parts, reject_parts
 
 
 def _clean_observations(
-    obs_parts: list[pl.DataFrame], time_parts: list[pl.DataFrame], mapping: CorpusMapping, rules: StreamRules
+    obs_parts: list[pl.DataFrame], mapping: CorpusMapping, rules: StreamRules
 ) -> tuple[pl.DataFrame, pl.DataFrame, pl.DataFrame]:
     """The valid cells sorted by (stream, ts) with duplicates resolved and counters differenced; with the rejects of
     both."""
@@ -240,14 +238,7 @@ def _clean_observations(
     if not _sorted_by_stream_time(obs):  # one sorted stream per file (pickles) is common: skip the sort then
         obs = obs.sort("sid", "ts", maintain_order=True)
     obs, duplicates = resolve_duplicates(obs, mapping.cleaning.duplicates)
-    steps = pl.concat(
-        [
-            counter_steps(time_parts, [c for c, r in rules.counters.items() if r == rule], rule.step_window)
-            for rule in {r.model_dump_json(): r for r in rules.counters.values()}.values()
-        ]
-        or [counter_steps([], [], 1)]
-    )
-    obs, counter_rejects = difference_counters(obs, rules.counters, steps)
+    obs, counter_rejects = difference_counters(obs, rules.counters)
     return obs, duplicates, counter_rejects
 
 
@@ -292,18 +283,3 @@ def _malformed(read: ReadFile, index: int, slices: list[Slice]) -> pl.DataFrame:
         for label in read.value_labels
     ]
     return pl.DataFrame(rows, schema=REJECT_SCHEMA, orient="row")
-
-
-def _counter_times(frame: pl.DataFrame, slices: list[Slice], rules: StreamRules) -> pl.DataFrame:
-    """(sid, ts) of every row of a counter stream, valid or not: the local step comes from all of them."""
-    parts = []
-    for sl in slices:
-        if sl.sid is None:
-            parts.append(
-                frame.select(pl.col(sl.codes).cast(pl.Int32).alias("sid"), "ts").filter(
-                    pl.col("sid").is_in(list(rules.counters))
-                )
-            )
-        elif sl.sid in rules.counters and not sl.unmapped:
-            parts.append(frame.select(sid=pl.lit(sl.sid, dtype=pl.Int32), ts="ts"))
-    return pl.concat(parts) if parts else pl.DataFrame(schema={"sid": pl.Int32, "ts": pl.Int64})

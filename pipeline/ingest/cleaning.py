@@ -3,7 +3,7 @@
 Reasons, in the order they are decided (the first that applies wins):
   malformed_row and oversized_cell (the reader sets the record aside), missing_site, missing_timestamp, bad_timestamp,
   nonexistent_local_time, ambiguous_local_time, unmapped_column, dropout_row, missing, unparseable, non_finite,
-  sentinel, zero_dropout, out_of_range, duplicate_timestamp, counter_first, counter_gap, counter_decrease,
+  sentinel, zero_dropout, out_of_range, duplicate_timestamp, counter_first, counter_decrease,
   counter_jump.
 """
 
@@ -16,7 +16,6 @@ import polars as pl
 
 from contracts.corpus import Cleaning
 from contracts.corpus_metadata import CounterRule
-from pipeline.core import runs
 
 NULL_STR = pl.lit(None, dtype=pl.String)
 # The raw text of a valid cell: kept for text files; written from the number for numeric ones.
@@ -234,34 +233,28 @@ def resolve_duplicates(obs: pl.DataFrame, rule: str) -> tuple[pl.DataFrame, pl.D
     return flagged.filter(~pl.col("_loser")).drop("_loser"), rejected
 
 
-def difference_counters(
-    obs: pl.DataFrame, counters: dict[int, CounterRule], steps: pl.DataFrame
-) -> tuple[pl.DataFrame, pl.DataFrame]:
-    """Cumulative readings -> per-interval increments between consecutive valid readings.
+def difference_counters(obs: pl.DataFrame, counters: dict[int, CounterRule]) -> tuple[pl.DataFrame, pl.DataFrame]:
+    """Cumulative readings -> the amount recorded since the reading before each (the register difference).
 
-    `obs` sorted by (sid, ts); `steps` has (sid, ts, _step): the local step at every timestamp of
-    the counter streams (from all their rows, valid or not). Returns (observations, rejected);
-    the result keeps the order of `obs`."""
+    `obs` sorted by (sid, ts). A reading after a gap keeps the amount recorded across the gap: a gap changes the
+    quality of the windows around it, never what the meter recorded. Returns (observations, rejected); the result
+    keeps the order of `obs`."""
     if not counters:
         return obs, pl.DataFrame(schema=REJECT_SCHEMA)
     readings = obs.with_row_index("_i").filter(pl.col("sid").is_in(list(counters)))
-    readings = readings.with_columns(_step=_steps_at(readings, steps))
     values = obs["value"].to_numpy().copy()
     keep = np.ones(obs.height, dtype=bool)
     rejected = []
     for rule in sorted(set(counters.values()), key=lambda r: r.model_dump_json()):
         codes = [c for c, r in counters.items() if r == rule]
         mine = readings.filter(pl.col("sid").is_in(codes)).with_columns(
-            _prev_ts=pl.col("ts").shift(1).over("sid"),
             _prev=pl.col("value").shift(1).over("sid"),
         )
         increment = _counter_increment(rule)
-        gap = (pl.col("ts") - pl.col("_prev_ts")).cast(pl.Float64)
         jump = (increment > rule.max_increment) if rule.max_increment is not None else pl.lit(False)
         mine = mine.with_columns(
             _reason=_first_reason(
                 (pl.col("_prev").is_null(), "counter_first"),
-                (gap > pl.col("_step") * rule.max_gap_steps * (1 + 1e-9), "counter_gap"),
                 (increment < 0, "counter_decrease"),
                 (jump, "counter_jump"),
             ),
@@ -287,46 +280,3 @@ def _counter_increment(rule: CounterRule) -> pl.Expr:
     if rule.rollover is not None:
         across = pl.when(prev > rule.rollover / 2).then(value + rule.rollover - prev).otherwise(across)
     return pl.when(difference < 0).then(across).otherwise(difference)
-
-
-def _steps_at(readings: pl.DataFrame, steps: pl.DataFrame) -> pl.Series:
-    """The `_step` of `steps` at each reading's (sid, ts), null where it has none. Readings are sorted by (sid, ts) and
-    each stream's steps are one run sorted by ts (runs in any order), so a stream's readings are found in its run by
-    binary search."""
-    out = np.full(readings.height, np.nan)
-    found = np.zeros(readings.height, dtype=bool)
-    if readings.height and steps.height:
-        step_sid, step_ts = steps["sid"].to_numpy(), steps["ts"].to_numpy()
-        step_value = steps["_step"].to_numpy()
-        sid, ts = readings["sid"].to_numpy(), readings["ts"].to_numpy()
-        step_first = runs.run_starts(steps["sid"])
-        block = {
-            int(step_sid[low]): (low, high)
-            for low, high in zip(step_first.tolist(), np.append(step_first[1:], len(step_sid)).tolist(), strict=True)
-        }
-        first = runs.run_starts(readings["sid"])
-        for start, end in zip(first.tolist(), np.append(first[1:], len(sid)).tolist(), strict=True):
-            low, high = block.get(int(sid[start]), (0, 0))
-            at = low + np.searchsorted(step_ts[low:high], ts[start:end])
-            hit = at < high
-            hit[hit] = step_ts[at[hit]] == ts[start:end][hit]
-            out[start:end][hit] = step_value[at[hit]]
-            found[start:end] = hit
-    return pl.Series("_step", out).scatter(np.flatnonzero(~found), None)
-
-
-def counter_steps(frames: list[pl.DataFrame], counter_codes: list[int], window: int) -> pl.DataFrame:
-    """Local step at each timestamp of each counter stream: median of the gaps within `window` rows."""
-    present = [f for f in frames if f.height]
-    if not counter_codes or not present:
-        return pl.DataFrame(schema={"sid": pl.Int32, "ts": pl.Int64, "_step": pl.Float64})
-    times = (
-        pl.concat(present)
-        .filter(pl.col("sid").is_in(counter_codes) & pl.col("ts").is_not_null())
-        .select("sid", "ts")
-        .sort("sid", "ts")
-    )
-    times = times.filter(~pl.all_horizontal(pl.col("sid", "ts") == pl.col("sid", "ts").shift(1)).fill_null(False))
-    starts = runs.run_starts(times["sid"])
-    step = runs.rolling_median(runs.gaps(times["ts"].to_numpy(), starts, "_gap"), starts, window)
-    return times.with_columns(_step=step)

@@ -124,6 +124,7 @@ class StoreUnit:
     streams: tuple[tuple[str, int], ...]  # (stream id, rows) in id order
     cfg: StoreConfig
     out: str
+    kinds: tuple[int, ...] = ()  # compute.LEVEL, INTERVAL or COUNTER of each stream (all LEVEL when empty)
 
     @property
     def rows(self) -> int:
@@ -147,7 +148,29 @@ def stream_runs(path: Path) -> list[tuple[str, int]]:
     return runs
 
 
-def plan_units(ingest_dir: Path, cfg: StoreConfig, parts: str, rows_per_unit: int, workers: int) -> list[StoreUnit]:
+def stream_kinds(streams: pl.DataFrame, cfg: StoreConfig) -> dict[str, int]:
+    """compute.LEVEL, INTERVAL or COUNTER of each stream of the ingest streams table: a stream whose unit is one of
+    cfg.amount_units is a meter of amounts, differenced from a register when ingest marked it a counter."""
+    return {
+        sid: (compute.COUNTER if counter else compute.INTERVAL) if unit in cfg.amount_units else compute.LEVEL
+        for sid, unit, counter in streams.select("stream_id", "unit", pl.col("is_counter").fill_null(False)).iter_rows()
+    }
+
+
+def with_rate_units(streams: pl.DataFrame, cfg: StoreConfig) -> pl.DataFrame:
+    """The ingest streams table with `rate_unit`: the unit of a meter of amounts' rates per hour (null for levels)."""
+    rate = pl.col("unit").replace_strict(cfg.amount_units, default=None, return_dtype=pl.String)
+    return streams.with_columns(rate_unit=rate)
+
+
+def plan_units(
+    ingest_dir: Path,
+    cfg: StoreConfig,
+    parts: str,
+    rows_per_unit: int,
+    workers: int,
+    kinds: dict[str, int] | None = None,
+) -> list[StoreUnit]:
     """Whole streams in id order, cut into runs of about `rows_per_unit` rows (a longer stream is a run alone),
     and into at least two runs per worker when there is enough to share."""
     runs = stream_runs(ingest_dir / "observations.parquet")
@@ -158,7 +181,14 @@ def plan_units(ingest_dir: Path, cfg: StoreConfig, parts: str, rows_per_unit: in
     for index, (sid, n) in enumerate(runs):
         current.append((sid, n))
         if sum(k for _, k in current) >= rows_per_unit or index == len(runs) - 1:
-            unit = StoreUnit(str(ingest_dir), start, tuple(current), cfg, join(parts, f"u{len(units):05d}"))
+            unit = StoreUnit(
+                str(ingest_dir),
+                start,
+                tuple(current),
+                cfg,
+                join(parts, f"u{len(units):05d}"),
+                tuple((kinds or {}).get(s, compute.LEVEL) for s, _ in current),
+            )
             units.append(unit)
             start, current = start + unit.rows, []
     return units
@@ -185,7 +215,9 @@ def compute_unit(unit: StoreUnit) -> dict[str, pa.Table]:
     )
     names = pl.Series(ids, dtype=pl.String)
     tables = {
-        "aggregates": compute.aggregates(obs, unit.cfg.std_ddof, codes, timed_rejects),
+        "aggregates": compute.aggregates(
+            obs, unit.cfg.std_ddof, codes, timed_rejects, np.array(unit.kinds or [0] * len(ids), dtype=np.int8)
+        ),
         "profiles": compute.profiles(obs, unit.cfg.std_ddof, codes),
         "previews": compute.previews(obs, unit.cfg.preview_points),
         "quality_parts": compute.quality_parts(obs),
@@ -247,7 +279,7 @@ def derive_tables(
     streams, rejects = read("streams"), read("rejects")
     rows_per_unit = max(1, resources.per_worker(resources.worker_count) // BYTES_PER_ROW)
     parts = stage_parts(out, resources.parts, "store")
-    units = plan_units(ingest_dir, cfg, parts, rows_per_unit, resources.worker_count)
+    units = plan_units(ingest_dir, cfg, parts, rows_per_unit, resources.worker_count, stream_kinds(streams, cfg))
 
     # Units are consecutive runs of streams in id order: appending them in order keeps every key order.
     # The Parquet export (with its digest) is written here while a second thread appends the same pieces
@@ -311,7 +343,7 @@ def derive_tables(
         "sites": read("sites"),
         "entities": read("entities"),
         "relations": read("relations"),
-        "streams_in": streams,
+        "streams_in": with_rate_units(streams, cfg),
         "quality": quality,
         "aggregates": aggregates,
         "profiles": joined["profiles"],

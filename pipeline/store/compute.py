@@ -15,6 +15,9 @@ from pipeline.core import runs
 DAY = 86_400_000_000
 HOUR = 3_600_000_000
 MONDAY = 4 * DAY  # 1970-01-05, the first Monday after the epoch (a Thursday)
+# What a stream's readings are (docs/store.md, "Meters"): levels (a temperature, a power), or a meter's amounts per
+# reading interval, recorded as such (an interval meter) or differenced from a cumulative register (a counter).
+LEVEL, INTERVAL, COUNTER = 0, 1, 2
 
 
 def with_steps(obs: pl.DataFrame, step_window: int) -> pl.DataFrame:
@@ -52,6 +55,58 @@ def _moments(values: np.ndarray, starts: np.ndarray, ddof: int) -> dict[str, np.
         "std": std,
         "min": np.minimum.reduceat(values, starts),
         "max": np.maximum.reduceat(values, starts),
+    }
+
+
+def _intervals(ts: np.ndarray, gap: np.ndarray, step: np.ndarray, kind: np.ndarray) -> np.ndarray:
+    """Each reading's interval in microseconds (float): a counter's since the reading before it (its local step for a
+    stream's first reading), an interval meter's local step; NaN where none is known (a stream of one reading)."""
+    interval = np.where(kind == COUNTER, gap, step).astype(np.float64)
+    fallback = np.asarray(step, dtype=np.float64)
+    interval = np.where(np.isfinite(interval) & (interval > 0), interval, fallback)
+    return np.where(np.isfinite(interval) & (interval > 0), interval, np.nan)
+
+
+def window_moments(
+    values: np.ndarray,
+    ts: np.ndarray,
+    interval: np.ndarray,
+    starts: np.ndarray,
+    kind: np.ndarray,
+    window_start: np.ndarray,
+    ddof: int,
+) -> dict[str, np.ndarray]:
+    """count, mean, std, min, max and total of each run of rows starting at `starts`; `kind` and `window_start` are
+    each run's.
+
+    Levels: the moments of the values; total, their sum. A meter's amounts (docs/store.md, "Meters"): total is what
+    the meter recorded over the window (an interval meter: the sum of its readings; a counter: the amounts whose
+    interval lies inside the window, i.e. the register difference between its first and last readings there); min,
+    max and std are those of each reading's rate per hour (amount / interval); mean is the total per hour those amounts
+    cover (a counter without one: its first reading's rate)."""
+    level = _moments(values, starts, ddof)
+    counts = level["count"]
+    if not len(starts) or not (kind != LEVEL).any():
+        return {**level, "total": np.add.reduceat(values, starts) if len(starts) else values[:0]}
+    row_kind, row_start = np.repeat(kind, counts), np.repeat(window_start, counts)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        rate = np.where(row_kind != LEVEL, values * HOUR / interval, values)
+        inside = np.isfinite(interval) & (ts - np.nan_to_num(interval, nan=np.inf) >= row_start)
+    counted = (row_kind != COUNTER) | inside
+    rates = _moments(np.where(np.isfinite(rate), rate, values), starts, ddof)
+    total = np.add.reduceat(np.where(counted, values, 0.0), starts)
+    covered = (row_kind != LEVEL) & counted & np.isfinite(interval)
+    hours = np.add.reduceat(np.where(covered, interval, 0.0), starts) / HOUR
+    with np.errstate(invalid="ignore", divide="ignore"):
+        mean = np.where(hours > 0, total / hours, rates["mean"])
+    pick = lambda name, amounts: np.where(kind == LEVEL, level[name], amounts)  # noqa: E731
+    return {
+        "count": counts,
+        "mean": pick("mean", mean),
+        "std": pick("std", rates["std"]),
+        "min": pick("min", rates["min"]),
+        "max": pick("max", rates["max"]),
+        "total": total,
     }
 
 
@@ -149,14 +204,27 @@ def _reject_counts(rejects: pl.DataFrame | None, period: str, key: pl.DataType) 
 
 
 def aggregates(
-    obs: pl.DataFrame, ddof: int, codes: np.ndarray | None = None, rejects: pl.DataFrame | None = None
+    obs: pl.DataFrame,
+    ddof: int,
+    codes: np.ndarray | None = None,
+    rejects: pl.DataFrame | None = None,
+    kinds: np.ndarray | None = None,
 ) -> pl.DataFrame:
-    """count, mean, std, min, max, local step, longest gap, coverage, gap ratio and rejected cells per stream x window.
+    """count, mean, std, min, max, total, local step, longest gap, coverage, gap ratio and rejected cells per stream x
+    window.
 
-    `rejects` (stream_id, ts, reason): rejected cells with a stream and a time."""
+    `rejects` (stream_id, ts, reason): rejected cells with a stream and a time; `kinds`: LEVEL, INTERVAL or COUNTER
+    per stream code (all LEVEL when not given)."""
     codes = stream_codes(obs["stream_id"]) if codes is None else codes
     ts = obs["ts"].to_numpy()
     values = obs["value"].to_numpy()
+    kinds = np.zeros(int(codes.max()) + 1 if len(codes) else 0, dtype=np.int8) if kinds is None else kinds
+    interval = _intervals(
+        ts,
+        obs["gap_us"].cast(pl.Float64).fill_null(np.nan).to_numpy(),
+        obs["step_us"].cast(pl.Float64).fill_null(np.nan).to_numpy(),
+        kinds[codes] if len(codes) else np.zeros(0, dtype=np.int8),
+    )
     gap = obs["gap_us"].fill_null(np.iinfo(np.int64).max).to_numpy()
     frames = []
     for period, seg in window_segments(codes, ts).items():
@@ -174,7 +242,7 @@ def aggregates(
                 "period": pl.Series([period] * len(seg), dtype=pl.String),
                 "window_start": start,
                 "window_end": end,
-                **_moments(values, seg, ddof),
+                **window_moments(values, ts, interval, seg, kinds[codes[seg]] if len(seg) else codes[:0], start, ddof),
                 "first_ts": ts[seg],
                 "last_ts": ts[ends],
                 "longest_gap_us": longest,
@@ -324,19 +392,39 @@ def quality_table(streams: pl.DataFrame, parts: pl.DataFrame, rejects: pl.DataFr
     ).sort("stream_id")
 
 
-def window_stats(ts: np.ndarray, values: np.ndarray, steps: np.ndarray, start: int, end: int, ddof: int) -> dict | None:
+def window_stats(
+    ts: np.ndarray, values: np.ndarray, steps: np.ndarray, start: int, end: int, ddof: int, kind: int = LEVEL
+) -> dict | None:
     """The `aggregates` row of one arbitrary window [start, end), computed exactly as the table is.
 
     Same reductions and the same step, gap and coverage definitions, so a custom window that
-    equals a calendar window gives the same bits as the stored row. None when it is empty."""
+    equals a calendar window gives the same bits as the stored row. None when it is empty. `ts` may start with the
+    stream's rows before the window (a counter's first reading in it takes its interval from them)."""
     first, last = int(np.searchsorted(ts, start, "left")), int(np.searchsorted(ts, end, "left"))
     if last <= first:
         return None
     inside = ts[first:last]
-    moments = {k: v[0] for k, v in _moments(values[first:last], np.array([0]), ddof).items()}
     gaps = np.diff(ts[max(first - 1, 0) : last])
     if first == 0:
         gaps = np.concatenate([[np.iinfo(np.int64).max], gaps])
+    interval = _intervals(
+        inside,
+        np.where(gaps == np.iinfo(np.int64).max, np.nan, gaps.astype(np.float64)),
+        steps[first:last],
+        np.full(last - first, kind, dtype=np.int8),
+    )
+    moments = {
+        k: v[0]
+        for k, v in window_moments(
+            values[first:last],
+            inside,
+            interval,
+            np.array([0]),
+            np.array([kind], dtype=np.int8),
+            np.array([start], dtype=np.int64),
+            ddof,
+        ).items()
+    }
     inner = int(np.max(np.minimum(gaps, inside - start)))
     longest = max(inner, end - int(inside[-1]))
     step = pl.Series(steps[first:last], nan_to_null=True).median()
@@ -347,6 +435,7 @@ def window_stats(ts: np.ndarray, values: np.ndarray, steps: np.ndarray, start: i
         **moments,
         "std": None if np.isnan(moments["std"]) else float(moments["std"]),
         "count": int(moments["count"]),
+        "total": float(moments["total"]),
         "first_ts": int(inside[0]),
         "last_ts": int(inside[-1]),
         "longest_gap_us": longest,

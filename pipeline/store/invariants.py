@@ -42,7 +42,8 @@ REQUIRED = {
     "observations": ("stream_id", "ts", "value"),
     "quality": ("stream_id", "n", "coverage", "duplicate_fraction", "nan_fraction", "zero_fraction")
     + ("constant_fraction", "quality_band"),
-    "aggregates": ("stream_id", "period", "window_start", "window_end", "count", "mean", "min", "max", "rejected")
+    "aggregates": ("stream_id", "period", "window_start", "window_end", "count", "mean", "min", "max", "total")
+    + ("rejected",)
     + ("duplicates", "non_finite", "longest_gap_us", "coverage", "quality_band"),
     "profiles": ("stream_id", "dow", "hour"),
     "previews": ("stream_id", "idx", "ts"),

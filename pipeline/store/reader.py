@@ -59,8 +59,9 @@ COLUMNS: dict[str, str] = {
     "relations": "subject VARCHAR, predicate VARCHAR, object VARCHAR, site_id VARCHAR",
     "streams": "stream_id VARCHAR, site_id VARCHAR, point_class VARCHAR, equipment VARCHAR, equipment_type VARCHAR, "
     "location VARCHAR, unit VARCHAR, label VARCHAR, entity_id VARCHAR, source_file VARCHAR, source_column VARCHAR, "
-    "is_counter BOOLEAN, equipment_role VARCHAR, site_key VARCHAR, class_key VARCHAR, equipment_key VARCHAR, "
-    "equipment_type_key VARCHAR, location_key VARCHAR, label_key VARCHAR, ambiguity_count BIGINT, n_obs BIGINT, "
+    "is_counter BOOLEAN, rate_unit VARCHAR, equipment_role VARCHAR, site_key VARCHAR, class_key VARCHAR, "
+    "equipment_key VARCHAR, equipment_type_key VARCHAR, location_key VARCHAR, label_key VARCHAR, "
+    "ambiguity_count BIGINT, n_obs BIGINT, "
     "first_ts BIGINT, last_ts BIGINT, tool_ready BOOLEAN, content_twins INTEGER",
     "observations": "stream_id VARCHAR, ts BIGINT, value DOUBLE, step_us BIGINT",
     "quality": "stream_id VARCHAR, n BIGINT, first_ts BIGINT, last_ts BIGINT, step_us BIGINT, longest_gap_us BIGINT, "
@@ -68,8 +69,9 @@ COLUMNS: dict[str, str] = {
     "reject_fraction DOUBLE, zero_fraction DOUBLE, constant_fraction DOUBLE, distinct_values BIGINT, "
     "quality_band VARCHAR",
     "aggregates": "stream_id VARCHAR, period VARCHAR, window_start BIGINT, window_end BIGINT, count BIGINT, "
-    "mean DOUBLE, std DOUBLE, min DOUBLE, max DOUBLE, first_ts BIGINT, last_ts BIGINT, longest_gap_us BIGINT, "
-    "step_us BIGINT, rejected BIGINT, duplicates BIGINT, non_finite BIGINT, coverage DOUBLE, gap_ratio DOUBLE, "
+    "mean DOUBLE, std DOUBLE, min DOUBLE, max DOUBLE, total DOUBLE, first_ts BIGINT, last_ts BIGINT, "
+    "longest_gap_us BIGINT, step_us BIGINT, rejected BIGINT, duplicates BIGINT, non_finite BIGINT, "
+    "coverage DOUBLE, gap_ratio DOUBLE, "
     "quality_band VARCHAR",
     "profiles": "stream_id VARCHAR, dow BIGINT, hour BIGINT, count BIGINT, mean DOUBLE, std DOUBLE, min DOUBLE, "
     "max DOUBLE",

@@ -76,10 +76,18 @@ def form(
 
 
 def field_units(store: ToolStore, gold: dict[str, GoldField], outputs: dict[str, Any]) -> dict[str, str | None]:
-    """The unit code of the stream each gold field is about: the stream_id beside the value it reads
-    ($c2.value -> $c2.stream_id, $c1.left.value -> $c1.left.stream_id)."""
+    """The unit code of each gold field: the unit the tool gives beside the value it reads ($c2.value -> $c2.unit: a
+    meter's mean is a rate), else that of the stream beside it ($c2.value -> $c2.stream_id, $c1.left.value ->
+    $c1.left.stream_id)."""
     units = {}
     for name, spec in gold.items():
+        try:
+            unit = refs.resolve(spec.ref.rsplit(".", 1)[0] + ".unit", outputs)
+        except refs.ReferenceError_:
+            unit = None
+        if isinstance(unit, str):
+            units[name] = unit
+            continue
         try:
             stream = refs.resolve(spec.ref.rsplit(".", 1)[0] + ".stream_id", outputs)
         except refs.ReferenceError_:

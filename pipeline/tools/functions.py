@@ -138,6 +138,22 @@ def _window(args: WindowInput) -> tuple[int, int, Window]:
     return start, end, Window(window_start=format_us(start), window_end=format_us(end), period=args.period)
 
 
+def _kind(store: ToolStore, stream_id: str) -> int:
+    """What the stream's readings are (compute.LEVEL, INTERVAL or COUNTER): its row in the store says."""
+    row = store.streams[stream_id]
+    if row.get("rate_unit") is None:
+        return compute.LEVEL
+    return compute.COUNTER if row.get("is_counter") else compute.INTERVAL
+
+
+def _unit(store: ToolStore, stream_id: str, metric: str) -> str | None:
+    """The unit of a statistic: none for a count, the stream's for a sum, its rate's for a meter's level statistics."""
+    row = store.streams[stream_id]
+    if metric == "count":
+        return None
+    return row["unit"] if metric == "sum" else row.get("rate_unit") or row["unit"]
+
+
 def _stats(
     store: ToolStore, stream_id: str, start: int, end: int, period: str, arrays: StreamArrays | None = None
 ) -> dict | None:
@@ -147,15 +163,15 @@ def _stats(
         return store.aggregate(stream_id, period, start)
     arrays = arrays if arrays is not None else store.window(stream_id, start, end)
     return compute.window_stats(
-        arrays.ts, arrays.value, arrays.step, start, end, store.settings["std_ddof"]
+        arrays.ts, arrays.value, arrays.step, start, end, store.settings["std_ddof"], _kind(store, stream_id)
     )  # the store's own ddof
 
 
 def _metric(stats: dict, metric: str) -> float:
     if metric == "count":
         return float(stats["count"])
-    if metric == "sum":  # a window's total (a meter's consumption): from the stored mean and count, as every window has
-        return rounding.value(stats["mean"] * stats["count"])
+    if metric == "sum":  # what the window's readings add up to (a meter's consumption: docs/store.md, "Meters")
+        return rounding.value(stats["total"])
     return rounding.value(stats[metric] if stats[metric] is not None else float("nan"))
 
 
@@ -183,6 +199,7 @@ def aggregate_window(store: ToolStore, args: AggregateWindowInput) -> AggregateW
         window=window,
         metric=args.metric,
         value=_metric(stats, args.metric),
+        unit=_unit(store, args.stream_id, args.metric),
         count=int(stats["count"]),
         mean=rounding.value(stats["mean"]),
         std=rounding.value(stats["std"]),
@@ -198,7 +215,14 @@ def compare_window(store: ToolStore, args: CompareWindowInput) -> CompareWindowR
     sides = []
     for stream_id, argument in ((args.left_stream_id, "left_stream_id"), (args.right_stream_id, "right_stream_id")):
         stats = _required_stats(store, stream_id, start, end, args.period, argument)
-        sides.append(CompareSide(stream_id=stream_id, value=_metric(stats, args.metric), count=int(stats["count"])))
+        sides.append(
+            CompareSide(
+                stream_id=stream_id,
+                value=_metric(stats, args.metric),
+                unit=_unit(store, stream_id, args.metric),
+                count=int(stats["count"]),
+            )
+        )
     left, right = sides
     tie = left.value == right.value
     winner = None if tie else (left.stream_id if left.value > right.value else right.stream_id)
@@ -229,7 +253,8 @@ def rank_window(store: ToolStore, args: RankWindowInput) -> RankWindowResult:
     sign = -1 if args.order == "desc" else 1
     scored.sort(key=lambda item: (sign * item[0], item[1]))  # ties: smaller stream id first
     ranked = [
-        RankedStream(rank=i + 1, stream_id=s, value=v, count=n) for i, (v, s, n) in enumerate(scored[: args.top_k])
+        RankedStream(rank=i + 1, stream_id=s, value=v, unit=_unit(store, s, args.metric), count=n)
+        for i, (v, s, n) in enumerate(scored[: args.top_k])
     ]
     return RankWindowResult(
         window=window, metric=args.metric, order=args.order, ranked_streams=ranked, without_data=sorted(empty)
