@@ -15,15 +15,11 @@ from collections import Counter, defaultdict
 import pyarrow.parquet as pq
 import pytest
 
-from tests.helpers import REPO
+from tests.helpers import REPO, SHIPPED
 from tests.second_route import clean, golds, raw, rows
 
 SPLITS = ("train", "dev", "test")
 EXAMPLES = 3  # disagreements shown per corpus and family
-
-
-def shipped() -> list[str]:
-    return sorted(p.parent.parent.name for p in (REPO / "artifacts").glob("*/release/release.json"))
 
 
 def released_rows(corpus: str) -> list[dict]:
@@ -81,14 +77,14 @@ def _check(corpus: str, second_route, amount: bool) -> tuple[Counter, list[rows.
     return checked, found
 
 
-@pytest.mark.parametrize("corpus", shipped())
+@pytest.mark.parametrize("corpus", SHIPPED)
 def test_golds_of_other_streams_follow_their_definitions(corpus, second_route):
     checked, found = _check(corpus, second_route, amount=False)
     assert not found, report(corpus, checked, found)
     assert sum(checked.values()) or second_route(corpus).amount_streams  # a corpus of meters alone has none
 
 
-@pytest.mark.parametrize("corpus", shipped())
+@pytest.mark.parametrize("corpus", SHIPPED)
 def test_golds_of_amount_streams_follow_the_meter_definitions(corpus, second_route):
     checked, found = _check(corpus, second_route, amount=True)
     if not checked:
@@ -149,3 +145,14 @@ def test_a_gold_changed_by_one_unit_fails_the_comparison(kind, second_route):
                 assert found.gold == mutant
                 return
     pytest.fail(f"{corpus}: no released gold of kind {kind} to change")
+
+
+def test_every_family_definition_is_in_the_docs():
+    """configs/families.toml is the definitions' home; docs/tasks.md shows each one verbatim in its family's row."""
+    from pipeline.core.config import load_families
+    from pipeline.core.workspace import Workspace
+
+    docs = (REPO / "docs" / "tasks.md").read_text(encoding="utf-8")
+    families = load_families(Workspace.from_root(REPO, REPO / "artifacts")).families
+    missing = [name for name, f in families.items() if f"| {name} | {f.definition} |" not in docs]
+    assert not missing, f"docs/tasks.md: no row with the definition of {missing}; copy it from configs/families.toml"

@@ -19,6 +19,7 @@ from tests.helpers import tiny_workspace
 MONTH_FAMILY = '''
 [families.month_max_lookup]
 description = "The highest reading of one stream in one UTC calendar month."
+definition = "The largest of the stream's readings whose time lies in the UTC calendar month."
 category = "Data Query"
 period = "month"
 time_columns = ["window_start", "window_end"]
@@ -126,6 +127,15 @@ def test_a_family_without_a_category_fails_at_load(tmp_path):
     message = str(failed.value)
     assert "\n" not in message and "families.toml" in message and "families.month_max_lookup.category" in message
     assert "add `category = ...`" in message
+
+
+def test_a_family_without_a_definition_fails_at_load(tmp_path):
+    ws = tiny_workspace(tmp_path / "project")
+    _declare(ws, MONTH_FAMILY.replace("definition = ", "# definition = "))
+    with pytest.raises(ConfigError) as failed:
+        load_families(ws)
+    message = str(failed.value)
+    assert "\n" not in message and "families.toml" in message and "families.month_max_lookup.definition" in message
 
 
 def test_a_family_without_a_lift_fails_at_load(tmp_path):
