@@ -119,23 +119,15 @@ def test_a_family_declared_in_configuration_alone_builds_and_the_oracle_scores_o
     assert played >= 3  # the new family reached the audited episodes, with month windows and their revisions
 
 
-def test_a_family_without_a_category_fails_at_load(tmp_path):
+@pytest.mark.parametrize("field", ["category", "definition"])
+def test_a_family_without_a_required_field_fails_at_load(tmp_path, field):
     ws = tiny_workspace(tmp_path / "project")
-    _declare(ws, MONTH_FAMILY.replace('category = "Data Query"\n', ""))
+    _declare(ws, MONTH_FAMILY.replace(f"{field} = ", f"# {field} = "))
     with pytest.raises(ConfigError) as failed:
         load_families(ws)
     message = str(failed.value)
-    assert "\n" not in message and "families.toml" in message and "families.month_max_lookup.category" in message
-    assert "add `category = ...`" in message
-
-
-def test_a_family_without_a_definition_fails_at_load(tmp_path):
-    ws = tiny_workspace(tmp_path / "project")
-    _declare(ws, MONTH_FAMILY.replace("definition = ", "# definition = "))
-    with pytest.raises(ConfigError) as failed:
-        load_families(ws)
-    message = str(failed.value)
-    assert "\n" not in message and "families.toml" in message and "families.month_max_lookup.definition" in message
+    assert "\n" not in message and "families.toml" in message and f"families.month_max_lookup.{field}" in message
+    assert f"add `{field} = ...`" in message
 
 
 def test_a_family_without_a_lift_fails_at_load(tmp_path):
