@@ -133,6 +133,12 @@ class Family(Frozen):
     """One static task family, declared as data."""
 
     description: str
+    definition: str = Field(
+        min_length=20,
+        description="What the gold means, in one sentence a building engineer accepts (e.g. 'the mean of the readings "
+        "whose time is inside the window'); docs/tasks.md lists them and tests/test_gold_second_route.py derives every "
+        "released gold again from data/raw by it.",
+    )
     category: Category = Field(
         description="The ground-truth category its trajectories carry (the seed's export format): "
         "Knowledge Query (metadata), Data Query (one stream's values), Inference Query "

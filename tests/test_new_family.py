@@ -19,6 +19,7 @@ from tests.helpers import tiny_workspace
 MONTH_FAMILY = '''
 [families.month_max_lookup]
 description = "The highest reading of one stream in one UTC calendar month."
+definition = "The largest of the stream's readings whose time lies in the UTC calendar month."
 category = "Data Query"
 period = "month"
 time_columns = ["window_start", "window_end"]
@@ -118,14 +119,15 @@ def test_a_family_declared_in_configuration_alone_builds_and_the_oracle_scores_o
     assert played >= 3  # the new family reached the audited episodes, with month windows and their revisions
 
 
-def test_a_family_without_a_category_fails_at_load(tmp_path):
+@pytest.mark.parametrize("field", ["category", "definition"])
+def test_a_family_without_a_required_field_fails_at_load(tmp_path, field):
     ws = tiny_workspace(tmp_path / "project")
-    _declare(ws, MONTH_FAMILY.replace('category = "Data Query"\n', ""))
+    _declare(ws, MONTH_FAMILY.replace(f"{field} = ", f"# {field} = "))
     with pytest.raises(ConfigError) as failed:
         load_families(ws)
     message = str(failed.value)
-    assert "\n" not in message and "families.toml" in message and "families.month_max_lookup.category" in message
-    assert "add `category = ...`" in message
+    assert "\n" not in message and "families.toml" in message and f"families.month_max_lookup.{field}" in message
+    assert f"add `{field} = ...`" in message
 
 
 def test_a_family_without_a_lift_fails_at_load(tmp_path):

@@ -1,0 +1,158 @@
+"""Every released gold of every shipped corpus, derived again from data/raw by a second route (tests/second_route:
+plain readers, the mapping's rules and each family's one-sentence definition written again, no store, tools or
+pipeline/), agrees with the release within its answer form's tolerance (issue 51).
+
+Rows about an amount stream (a meter: kWh, MWh, L) follow the meter definitions of issue 51 (consumption is the
+register difference, a mean is a rate per hour). Releases built before those definitions have no aggregates column
+`total`: their amount rows are expected to disagree and are an xfail that names every disagreement; once the release's
+store has `total`, they are checked as strictly as the others."""
+
+from __future__ import annotations
+
+import json
+from collections import Counter, defaultdict
+
+import pyarrow.parquet as pq
+import pytest
+
+from tests.helpers import REPO, SHIPPED
+from tests.second_route import clean, golds, raw, rows
+
+SPLITS = ("train", "dev", "test")
+EXAMPLES = 3  # disagreements shown per corpus and family
+
+
+def released_rows(corpus: str) -> list[dict]:
+    folder = REPO / "artifacts" / corpus / "release"
+    return [json.loads(line) for split in SPLITS for line in (folder / f"{split}.jsonl").read_text().splitlines()]
+
+
+def has_totals(corpus: str) -> bool:
+    """Whether the release was built with the meter definitions: its store's aggregates carry `total`."""
+    schema = pq.read_schema(REPO / "artifacts" / corpus / "release" / "store" / "aggregates.parquet")
+    return "total" in schema.names
+
+
+@pytest.fixture(scope="session")
+def second_route() -> dict[str, golds.Corpus]:
+    """Each corpus's raw data read, cleaned and measured once per session (a few seconds per corpus)."""
+    cache: dict[str, golds.Corpus] = {}
+
+    def corpus(name: str) -> golds.Corpus:
+        if name not in cache:
+            spec, cells = raw.collect(REPO, name)
+            cache[name] = golds.Corpus(REPO, clean.corpus_streams(spec, cells))
+        return cache[name]
+
+    return corpus
+
+
+def report(corpus: str, checked: Counter, found: list[rows.Disagreement]) -> str:
+    """Disagreements per family, with counts and the first few examples (gold vs second route)."""
+    by_family: dict[str, list[rows.Disagreement]] = defaultdict(list)
+    for d in found:
+        by_family[d.family].append(d)
+    lines = [f"{corpus}: {len(found)} gold fields disagree in {len({d.row for d in found})} rows"]
+    for family, items in sorted(by_family.items()):
+        kinds = Counter(
+            f"{d.where.split(' ')[0].split('.')[-1]}: {d.why.split(':')[0].split(' off')[0]}" for d in items
+        )
+        rows_off = len({d.row for d in items})
+        lines.append(
+            f"  {family}: {rows_off} of {checked[family]} rows; "
+            + ", ".join(f"{k} x{v}" for k, v in sorted(kinds.items()))
+        )
+        lines += [f"    {d.line()}" for d in items[:EXAMPLES]]
+    return "\n".join(lines)
+
+
+def _check(corpus: str, second_route, amount: bool) -> tuple[Counter, list[rows.Disagreement]]:
+    derived = second_route(corpus)
+    checked, found = Counter(), []
+    for row in released_rows(corpus):
+        if any(s in derived.amount_streams for s in row["evidence_stream_ids"]) != amount:
+            continue
+        checked[row["family"]] += 1
+        found += rows.disagreements(derived, row)
+    return checked, found
+
+
+@pytest.mark.parametrize("corpus", SHIPPED)
+def test_golds_of_other_streams_follow_their_definitions(corpus, second_route):
+    checked, found = _check(corpus, second_route, amount=False)
+    assert not found, report(corpus, checked, found)
+    assert sum(checked.values()) or second_route(corpus).amount_streams  # a corpus of meters alone has none
+
+
+@pytest.mark.parametrize("corpus", SHIPPED)
+def test_golds_of_amount_streams_follow_the_meter_definitions(corpus, second_route):
+    checked, found = _check(corpus, second_route, amount=True)
+    if not checked:
+        pytest.skip(f"{corpus}: no released row is about an amount stream")
+    if found and not has_totals(corpus):
+        pytest.xfail(
+            "release built before the meter definitions (no aggregates column `total`):\n"
+            + report(corpus, checked, found)
+        )
+    assert not found, report(corpus, checked, found)
+
+
+def _last_digit(gold: float) -> float:
+    """One unit of the last digit the release shows of a number (repr: 4.0 -> 0.1, 8.3333 -> 0.0001)."""
+    text = repr(float(gold))
+    assert "e" not in text, text
+    return 10.0 ** -len(text.split(".")[1])
+
+
+def _mutated(gold: object, field: dict, others: list[str]) -> object | None:
+    """The gold changed by one unit of its last shown digit (a number), one second (an instant), or to another code or
+    stream id; None where one unit is inside the form's tolerance (a 4-dp mean within max(0.001, 0.1%) passes)."""
+    kind = field["type"]
+    if kind == "number":
+        unit = _last_digit(gold)
+        return gold + unit if unit > max(field["tolerance"]["abs"], field["tolerance"]["rel"] * abs(gold)) else None
+    if kind == "timestamp":
+        return golds.iso(golds.instant(gold) + 1_000_000)
+    if kind == "stream_id":
+        return next(s for s in others if s != gold)
+    if kind == "stream_ids":
+        return [*gold[:-1], next(s for s in others if s not in gold)]
+    return next(code for code in (*field["codes"], "first", "second") if code != gold)
+
+
+MUTATED_KINDS = ("number", "timestamp", "code", "stream_id", "stream_ids")
+
+
+@pytest.mark.parametrize("kind", MUTATED_KINDS)
+def test_a_gold_changed_by_one_unit_fails_the_comparison(kind, second_route):
+    corpus = "hhw"  # every gold kind, no amount stream, agrees in full (test above)
+    derived = second_route(corpus)
+    for row in released_rows(corpus):
+        parts = [("phases", i, p) for i, p in enumerate(row["phases"])]
+        parts += [("follow_ups", j, f) for j, f in enumerate(row["follow_ups"])]
+        for name, index, part in parts:
+            for field in part["form"]["fields"]:
+                if field["type"] != kind:
+                    continue
+                mutant = _mutated(part["gold"][field["name"]], field, sorted(derived.streams))
+                if mutant is None:
+                    continue
+                assert rows.disagreements(derived, row) == []
+                changed = json.loads(json.dumps(row))
+                changed[name][index]["gold"][field["name"]] = mutant
+                (found,) = rows.disagreements(derived, changed)
+                assert found.where.startswith(f"{name}[{index}].{field['name']} ")
+                assert found.gold == mutant
+                return
+    pytest.fail(f"{corpus}: no released gold of kind {kind} to change")
+
+
+def test_every_family_definition_is_in_the_docs():
+    """configs/families.toml is the definitions' home; docs/tasks.md shows each one verbatim in its family's row."""
+    from pipeline.core.config import load_families
+    from pipeline.core.workspace import Workspace
+
+    docs = (REPO / "docs" / "tasks.md").read_text(encoding="utf-8")
+    families = load_families(Workspace.from_root(REPO, REPO / "artifacts")).families
+    missing = [name for name, f in families.items() if f"| {name} | {f.definition} |" not in docs]
+    assert not missing, f"docs/tasks.md: no row with the definition of {missing}; copy it from configs/families.toml"
