@@ -72,9 +72,10 @@ class Walk:
             (call,) = self._calls(phase, "rank_window")
             start, end = _window(call)
             members = [_ref(s, self.resolved) for s in call["arguments"]["stream_ids"]]
-            means = {sid: c.mean(sid, start, end) for sid in members}
-            top = min((m for m in means if means[m].value is not None), key=lambda m: (-means[m].value, m))
-            return {"top_stream_id": top, "top_mean": means[top]}
+            total = self.row["family"] == "consumption_rank"  # ranked by what each meter recorded, not its mean
+            of = {sid: (c.consumption if total else c.mean)(sid, start, end) for sid in members}
+            top = min((m for m in of if of[m].value is not None), key=lambda m: (-of[m].value, m))
+            return {"top_stream_id": top, ("top_consumption" if total else "top_mean"): of[top]}
         if kind in ("timestamp_value", "nearest_timestamp"):
             (call,) = self._calls(phase, "lookup_observation")
             sid = _ref(call["arguments"]["stream_id"], self.resolved)
