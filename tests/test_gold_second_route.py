@@ -196,3 +196,20 @@ def test_the_second_route_sums_an_interval_meter_and_its_rates_per_hour():
     assert meter.consumption("house__water", *week).value == 24.0  # every interval's amount
     assert meter.mean("house__water", *week).value == 24.0 / 4  # over the readings' local steps: 1 h each
     assert meter.reading("house__water", MONDAY + 4 * H, nearest=False)["value"].value == 9.0  # an amount
+
+
+def test_a_number_is_compared_at_its_forms_tolerance(second_route):
+    """A 4-dp gold moved by one unit of its last digit stays inside max(0.001, 0.1%) (the grader takes it too), so the
+    comparison is pinned at the bound: one unit of the last shown digit past the tolerance fails, one unit inside
+    passes."""
+    row = next(r for r in released_rows("hhw") if r["family"] == "window_mean_lookup")
+    phase = row["phases"][0]
+    (field,) = phase["form"]["fields"]
+    gold, derived = phase["gold"]["mean"], second_route("hhw")
+    second = rows.Walk(derived, row).phase(phase)["mean"]
+    unit, limit = _last_digit(gold), max(field["tolerance"]["abs"], field["tolerance"]["rel"] * abs(gold))
+    assert rows.agree(field, gold, second) is None
+    for sign in (1, -1):
+        near = golds.Quantity(second.value + sign * (limit - unit), second.unit)
+        far = golds.Quantity(second.value + sign * (limit + unit), second.unit)
+        assert rows.agree(field, gold, near) is None and rows.agree(field, gold, far) is not None
