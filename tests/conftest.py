@@ -85,6 +85,7 @@ ON_ONE_WORKER = {
     "test_tools_errors",
     "test_tools_mcp",
     "test_install",
+    "test_gold_second_route",  # reads and measures each corpus's raw data once (a few seconds each)
 }
 
 

@@ -11,7 +11,9 @@ from __future__ import annotations
 
 import json
 from collections import Counter, defaultdict
+from collections.abc import Callable
 
+import numpy as np
 import pyarrow.parquet as pq
 import pytest
 
@@ -34,7 +36,7 @@ def has_totals(corpus: str) -> bool:
 
 
 @pytest.fixture(scope="session")
-def second_route() -> dict[str, golds.Corpus]:
+def second_route() -> Callable[[str], golds.Corpus]:
     """Each corpus's raw data read, cleaned and measured once per session (a few seconds per corpus)."""
     cache: dict[str, golds.Corpus] = {}
 
@@ -156,3 +158,58 @@ def test_every_family_definition_is_in_the_docs():
     families = load_families(Workspace.from_root(REPO, REPO / "artifacts")).families
     missing = [name for name, f in families.items() if f"| {name} | {f.definition} |" not in docs]
     assert not missing, f"docs/tasks.md: no row with the definition of {missing}; copy it from configs/families.toml"
+
+
+H = golds.HOUR_US
+MONDAY = 1_700_438_400 * 1_000_000  # 2023-11-20T00:00:00Z
+
+
+def _meter(counter: bool, times_h: list[float], readings: list[float]) -> golds.Corpus:
+    """A one-stream corpus of a water meter (a counter's register, or interval amounts) read at these hours."""
+    point = raw.Point("house__water", "house", "Water_Usage_Sensor", "L", "house.water_meter", {} if counter else None)
+    cells = raw.Cells(point)
+    cells.ts.append((MONDAY + np.array(times_h) * H).astype(np.int64))
+    cells.text.append(np.array([repr(r) for r in readings], dtype=object))
+    cells.dropout.append(np.zeros(len(readings), dtype=bool))
+    return golds.Corpus(REPO, {point.stream_id: clean.clean(point, cells, {})})
+
+
+def test_the_second_route_counts_a_counter_across_a_gap_and_its_rates_per_hour():
+    # register 100, 110, 130, then 3 hours without a reading, 190, then a decrease (rejected) and 200 after it
+    meter = _meter(True, [0, 1, 2, 5, 6, 7], [100, 110, 130, 190, 180, 200])
+    stream = meter.streams["house__water"]
+    assert stream.ts.tolist() == [MONDAY + h * H for h in (1, 2, 5, 7)]  # the first reading and the decrease go
+    assert stream.value.tolist() == [10, 20, 60, 20]  # across the gap: the register difference; after the decrease
+    # the difference to the decreased reading, the previous valid one
+    week = (MONDAY, MONDAY + 7 * 24 * H)
+    assert meter.consumption("house__water", *week).value == 100  # register 200 at 7 h minus 110 at 1 h
+    mean = meter.mean("house__water", *week)
+    assert mean.value == pytest.approx(100 / 6) and golds.UNITS(mean.unit) == golds.UNITS(
+        "L/h"
+    )  # over the 6 hours from 1 h to 7 h
+    assert meter.baseload("house__water", *week).value == 10 / 2  # the first reading over its local step (2 h)
+
+
+def test_the_second_route_sums_an_interval_meter_and_its_rates_per_hour():
+    meter = _meter(False, [0, 1, 2, 4], [3.0, 5.0, 7.0, 9.0])
+    week = (MONDAY, MONDAY + 7 * 24 * H)
+    assert meter.consumption("house__water", *week).value == 24.0  # every interval's amount
+    assert meter.mean("house__water", *week).value == 24.0 / 4  # over the readings' local steps: 1 h each
+    assert meter.reading("house__water", MONDAY + 4 * H, nearest=False)["value"].value == 9.0  # an amount
+
+
+def test_a_number_is_compared_at_its_forms_tolerance(second_route):
+    """A 4-dp gold moved by one unit of its last digit stays inside max(0.001, 0.1%) (the grader takes it too), so the
+    comparison is pinned at the bound: one unit of the last shown digit past the tolerance fails, one unit inside
+    passes."""
+    row = next(r for r in released_rows("hhw") if r["family"] == "window_mean_lookup")
+    phase = row["phases"][0]
+    (field,) = phase["form"]["fields"]
+    gold, derived = phase["gold"]["mean"], second_route("hhw")
+    second = rows.Walk(derived, row).phase(phase)["mean"]
+    unit, limit = _last_digit(gold), max(field["tolerance"]["abs"], field["tolerance"]["rel"] * abs(gold))
+    assert rows.agree(field, gold, second) is None
+    for sign in (1, -1):
+        near = golds.Quantity(second.value + sign * (limit - unit), second.unit)
+        far = golds.Quantity(second.value + sign * (limit + unit), second.unit)
+        assert rows.agree(field, gold, near) is None and rows.agree(field, gold, far) is not None

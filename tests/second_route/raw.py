@@ -172,8 +172,8 @@ def brick_points(folder: Path, files: str, site_template: str) -> dict[tuple[str
     return out
 
 
-def _table_points(root: Path, corpus: str, meta: dict) -> dict[str, dict]:
-    folder = root / "configs" / "corpora" / corpus if meta.get("location") == "config" else None
+def _table_points(root: Path, corpus: str, raw: Path, meta: dict) -> dict[str, dict]:
+    folder = root / "configs" / "corpora" / corpus if meta.get("location") == "config" else raw
     with open(folder / meta["file"], encoding="utf-8", newline="") as handle:
         rows = list(csv.DictReader(handle))
     return {
@@ -193,8 +193,8 @@ class Points:
         self.meta, self.values = spec["metadata"], spec["values"]
         kind = self.meta["kind"]
         self.inline = self.meta.get("points", {}) if kind == "inline" else {}
-        self.table = _table_points(root, corpus, self.meta) if kind == "table" else {}
         raw = root / (spec.get("raw_dir") or f"data/raw/{corpus}")
+        self.table = _table_points(root, corpus, raw, self.meta) if kind == "table" else {}
         self.brick = (
             brick_points(raw, self.meta["files"], self.meta.get("site_id", "{local}")) if kind == "brick" else {}
         )
