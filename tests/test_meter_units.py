@@ -3,6 +3,8 @@ amount per time, and an answer given as the rate in another unit of that dimensi
 
 from __future__ import annotations
 
+import json
+
 import pint
 import pytest
 
@@ -43,3 +45,23 @@ def test_a_rate_answer_in_any_unit_of_its_dimension_passes(rate, gold, answer, p
     form = forms.form(["mean"], ANSWERS, {"mean": rate})
     assert form.fields[0].unit == rate
     assert grading.passes(form, {"mean": gold}, {"mean": answer}) is passes
+
+
+LEVEL_FIELDS = ("mean", "left_mean", "right_mean", "top_mean", "baseload")  # statistics of a level: rates for meters
+
+
+@pytest.mark.parametrize(
+    "release", sorted((REPO / "artifacts").glob("*/release/release.json")), ids=lambda p: p.parts[-3]
+)
+def test_no_released_level_statistic_of_a_meter_has_the_unit_of_an_amount(release):
+    """A mean (min) of a meter's amounts is a rate: its form never carries an amount's unit (issue 51)."""
+    seen = 0
+    for split in ("train", "dev", "test"):
+        for line in (release.parent / f"{split}.jsonl").read_text(encoding="utf-8").splitlines():
+            row = json.loads(line)
+            for part in row["phases"] + row["follow_ups"]:
+                for field in part["form"]["fields"]:
+                    if field["name"] in LEVEL_FIELDS:
+                        seen += 1
+                        assert field["unit"] not in AMOUNTS, (row["id"], field["name"], field["unit"])
+    assert seen or release.parts[-3] == "pvdaq"  # every other shipped corpus asks means
