@@ -443,9 +443,7 @@ class Lifter:
             self.store.thresholds["gap_ratio_abstain_window"],
         )
 
-    def _probe_for(
-        self, stream_id: str, outcome: str, choose: Chooser, low: int, high: int, split: str
-    ) -> int | None:
+    def _probe_for(self, stream_id: str, outcome: str, choose: Chooser, low: int, high: int, split: str) -> int | None:
         """A probe instant in [low, high) whose nearest reading gives the outcome, or None when there is none.
 
         Every probe is a slot of the stream's own cadence (a reading's time, or where a missing reading would have

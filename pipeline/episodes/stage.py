@@ -174,8 +174,8 @@ def _keep(
     No more than the outcome's week cap (week_caps) of a split's commitments share a week and an outcome: the lifter
     is told which are full and looks elsewhere near the conversation. The cap is counted per split: splits by site
     share calendar weeks, and counted over the corpus, a week filled in train told a test row's outcome (the outcome
-    with the fewest train and dev rows of its week won 0.513 of daiad's test rows against a majority of 0.421). The families and splits take turns, one
-    task each, so that none is served last from the weeks the others left."""
+    with the fewest train and dev rows of its week won 0.513 of daiad's test rows against a majority of 0.421). The
+    families and splits take turns, one task each, so that none is served last from the weeks the others left."""
     selection = _Selection(lifter, sorted(tasks), targets, cfg, dropped, caps)
     for turn in range(max((len(t) for t in tasks.values()), default=0)):
         for key in selection.groups:
