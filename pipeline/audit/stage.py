@@ -480,7 +480,8 @@ def answer_balance_gate(released: list[Episode], lifts: EpisodesConfig) -> dict:
     are balance_min_rows of them (the trim sees to it; the release is refused when it did not)."""
     over = unbalanced_verdicts(released, lifts)
     why = "; ".join(
-        f"split {o['split']}: {o['verdict']} '{o['value']}' in {o['count']} of {o['rows']} rows ({o['share']}), over "
+        f"{'the corpus' if o['split'] == 'corpus' else 'split ' + o['split']}: {o['verdict']} '{o['value']}' in "
+        f"{o['count']} of {o['rows']} rows ({o['share']}), over "
         f"{lifts.balance_max_share}"
         for o in over
     )
