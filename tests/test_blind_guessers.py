@@ -12,7 +12,8 @@ import pytest
 
 from contracts.episodes import Episode
 from pipeline.audit.guessers import Guesser, clock, commitment_clock
-from pipeline.audit.stage import _scored, answer_balance_gate, trim_to_mix
+from pipeline.audit.stage import _scored
+from pipeline.audit.trim import answer_balance_gate, trim_to_mix
 from pipeline.core.config import load_audit_config, load_episodes_config, load_mapping
 from pipeline.core.errors import StageError
 from pipeline.core.workspace import Workspace
