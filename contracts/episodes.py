@@ -225,8 +225,8 @@ class EpisodesConfig(Frozen):
     balance_min_rows: int = Field(
         8,
         ge=1,
-        description="A split (or corpus) with fewer rows of a verdict is not held to balance_max_share: one row there "
-        "moves a share by more than the bound allows.",
+        description="A split (or corpus) with fewer rows of a verdict is held to balance_max_share within one row: one "
+        "row there moves a share by more than the bound allows.",
     )
     commit_week_cap: int = Field(
         2,

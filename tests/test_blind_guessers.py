@@ -183,6 +183,7 @@ def test_the_trim_balances_every_split_and_the_gate_then_passes():
     assert answer_balance_gate(kept, LIFTS)["status"] == "pass"
     test = [e for e in kept if e.split == "test" and len(e.phases) == 2]
     seconds = sum(e.phases[0].gold["preferred"] == "second" for e in test)
-    assert len(test) < LIFTS.balance_min_rows or seconds <= LIFTS.balance_max_share * len(test)
+    slack = 0 if len(test) >= LIFTS.balance_min_rows else 1  # within one row below min_rows
+    assert seconds <= LIFTS.balance_max_share * len(test) + slack
     assert list(balanced) == ["prefer"] and list(balanced["prefer"]) == ["second"]  # only "second" rows left out
     assert [e.id for e in kept if e.split == "train"] == [e.id for e in skewed_release() if e.split == "train"]

@@ -292,7 +292,8 @@ def test_answers_with_few_codes_are_balanced_and_counted_by_the_preflight(real_a
     for split in SPLITS:
         for codes in balance_counts([e for e in rows if e.split == split], LIFTS).values():
             total = sum(codes.values())
-            assert total < LIFTS.balance_min_rows or max(codes.values()) <= LIFTS.balance_max_share * total
+            slack = 0 if total >= LIFTS.balance_min_rows else 1
+            assert not codes or max(codes.values()) <= LIFTS.balance_max_share * total + slack, (split, codes)
     audit = json.loads((real_artifacts / corpus / "audit" / "manifest.json").read_text())["details"]
     assert audit["balanced_answers"] == counts
     assert audit["gates"]["answer_balance"] == "pass" and audit["answer_balance_gate"]["unbalanced"] == []
@@ -309,7 +310,8 @@ def test_one_code_over_the_share_is_trimmed_and_a_tie_prefers_nothing(real_artif
     assert over_share({"first": 14, "second": 1}, 0.6, 8) == "first"
     assert over_share({"first": 6, "second": 4}, 0.6, 8) is None  # 0.6 is the bound itself
     assert over_share({"second": 7, "first": 1}, 0.6, 8) == "second"  # daiad's test split before issue 51
-    assert over_share({"first": 7}, 0.6, 8) is None  # fewer than min_rows: one row moves the share too far
+    assert over_share({"first": 5, "second": 2}, 0.6, 8) is None  # below min_rows: within one row (5.2)
+    assert over_share({"first": 7}, 0.6, 8) == "first" and over_share({"first": 2}, 0.6, 8) is None
     healthy = {"coverage": 1.0, "gap_ratio": 1.0}
     assert preferred_window([healthy], [dict(healthy)]) is None
     assert preferred_window([healthy], [{"coverage": 0.5, "gap_ratio": 1.0}]) == "first"
@@ -318,9 +320,9 @@ def test_one_code_over_the_share_is_trimmed_and_a_tie_prefers_nothing(real_artif
     rows = read_episodes(real_artifacts / "hhw" / "audit")
     prefer = [e for e in rows if any(p.type == "preference" for p in e.phases)]
     firsts = [e for e in prefer if any(p.gold.get("preferred") == "first" for p in e.phases)]
-    # a release whose preferences are all "first": the trim leaves out "first" rows until each split (and the corpus)
-    # has fewer than balance_min_rows of them
+    # a release whose preferences are all "first": the trim leaves out "first" rows until the corpus has at most two
+    # (0.6 of two rows, within one row)
     skewed = [e for e in rows if e not in prefer or e in firsts]
     kept, _, balanced = trim_to_mix(skewed, LIFTS.outcome_shares, LIFTS.mix_tolerance, LIFTS)
     left = [e for e in kept if any(p.type == "preference" for p in e.phases)]
-    assert len(left) < LIFTS.balance_min_rows and balanced["prefer"] == {"first": len(firsts) - len(left)}
+    assert len(left) <= 2 and balanced["prefer"] == {"first": len(firsts) - len(left)}

@@ -106,14 +106,13 @@ def answer_balance_gate(released: list[Episode], lifts: EpisodesConfig) -> dict:
     why = "; ".join(
         f"{'the corpus' if o['split'] == 'corpus' else 'split ' + o['split']}: {o['verdict']} '{o['value']}' in "
         f"{o['count']} of {o['rows']} rows ({o['share']}), over "
-        f"{lifts.balance_max_share}"
+        f"{lifts.balance_max_share}{' + one row' if o['rows'] < lifts.balance_min_rows else ''}"
         for o in over
     )
     gate = {
         "rule": "no value of a verdict an agent could guess blind "
         f"(commitment, {', '.join(sorted(lifts.balanced_answers))}) over {lifts.balance_max_share} of a split's "
-        "rows of it, in every split and the corpus with "
-        f"{lifts.balance_min_rows} or more",
+        f"rows of it, in every split and the corpus (within one row where it has fewer than {lifts.balance_min_rows})",
         "max_share": lifts.balance_max_share,
         "min_rows": lifts.balance_min_rows,
         "unbalanced": over,

@@ -67,11 +67,12 @@ def off_mix(counts: dict[str, int], shares: dict[str, float], tolerance: float) 
 
 
 def over_share(counts: dict[str, int], max_share: float, min_rows: int) -> str | None:
-    """The value given by more than `max_share` of the verdicts counted, or None (also when fewer than `min_rows`
-    are counted: one row there moves a share by more than the bound). Always giving one value then earns at most
-    `max_share` of a verdict in any split that is held to it."""
+    """The value given by more than `max_share` of the verdicts counted, or None; within one row where fewer than
+    `min_rows` are counted (one row there moves a share by more than the bound, as mix_slack allows a small split's
+    mix; without it a few rows of one value, all healthy quality bands of one family, were free to tell the outcome).
+    Always giving one value then earns at most `max_share` of a verdict in any split of `min_rows` rows of it."""
     rows = sum(counts.values())
-    if rows < min_rows or not rows:
+    if not rows:
         return None
     top = max(sorted(counts), key=lambda c: counts[c])
-    return top if counts[top] > max_share * rows + 1e-9 else None
+    return top if counts[top] > max_share * rows + (0 if rows >= min_rows else 1) + 1e-9 else None
