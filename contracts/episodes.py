@@ -211,11 +211,22 @@ class EpisodesConfig(Frozen):
     balanced_answers: dict[str, str] = Field(
         default_factory=dict,
         description="Obligation -> its code field, for obligations whose answer is one of a few codes (the "
-        "preference's first/second, a quality band): no code is more than half + balance_tolerance of an obligation's "
-        "released golds in a corpus (the audit trims to it), so that always giving one code earns little.",
+        "preference's first/second, a quality band): like the commitment outcome, a verdict an agent could guess "
+        "blind. No code is more than balance_max_share of an obligation's released golds in any split or in the "
+        "corpus that has balance_min_rows of them (the audit trims to it, its gate refuses a release that breaks it).",
     )
-    balance_tolerance: float = Field(
-        0.1, gt=0, lt=0.5, description="How far over half of an obligation's golds one code may be (balanced_answers)."
+    balance_max_share: float = Field(
+        0.6,
+        ge=0.5,
+        le=1,
+        description="The largest share one value of a blind-guessable verdict (a balanced answer's code, the "
+        "commitment outcome) may have of a split's (or the corpus's) rows of that verdict.",
+    )
+    balance_min_rows: int = Field(
+        8,
+        ge=1,
+        description="A split (or corpus) with fewer rows of a verdict is held to balance_max_share within one row: one "
+        "row there moves a share by more than the bound allows.",
     )
     commit_week_cap: int = Field(
         2,
@@ -260,6 +271,8 @@ PolicyKind = Literal[
     "canned_clarification",
     "surface_guess",
     "week_memory",
+    "clock",
+    "week_complement",
     "grid_rules",
     "quality_blind",
     "majority_commitment",
@@ -273,6 +286,8 @@ GATES: dict[str, Literal["exclude", "accuracy", "share", "majority"]] = {
     "canned_clarification": "exclude",
     "surface_guess": "accuracy",
     "week_memory": "accuracy",
+    "clock": "accuracy",
+    "week_complement": "accuracy",
     "grid_rules": "share",
     "quality_blind": "majority",
     "majority_commitment": "majority",
@@ -288,7 +303,9 @@ class Policy(Frozen):
         "shortcut",
         description="shortcut: the template solver without `lacks`; canned_clarification: "
         "asks one question naming every slot kind; surface_guess / week_memory: commit by the majority "
-        "outcome of rows with the same surface / week in the other splits, without looking quality up; "
+        "outcome of rows with the same surface / week in the other splits, without looking quality up; clock: "
+        "the majority outcome of train rows probed at the same local hour and weekday; week_complement: the outcome "
+        "with the fewest rows of the same calendar week in the other splits; "
         "grid_rules: nearest readings by exact lookups on the rounded grid; quality_blind: does all the work, calls "
         "the quality tools as told, never reads them and commits the train majority outcome; majority_commitment: "
         "solves the phases, calls no quality tool at the commitment and commits the train majority outcome.",
@@ -318,7 +335,10 @@ class Guessers(Frozen):
         "this close, else the majority outcome.",
     )
     min_support: int = Field(
-        3, ge=1, description="surface_guess: a surface seen fewer times backs off to a coarser one."
+        3,
+        ge=1,
+        description="surface_guess, clock: a surface (a local hour and weekday) seen fewer times backs off to a "
+        "coarser one.",
     )
 
 

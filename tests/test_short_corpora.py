@@ -223,13 +223,13 @@ def test_a_skewed_mix_is_trimmed_to_the_declared_shares_in_every_split_and_the_c
 
 
 def test_a_split_without_an_outcome_shrinks_to_a_few_rows_and_the_gate_refuses_it():
-    from pipeline.audit.stage import _mix_gate, trim_to_mix
+    from pipeline.audit.trim import commitment_mix_gate, trim_to_mix
 
     lone = _rows("answer", 70) + _rows("abstain", 30) + _rows("answer", 4, "dev") + _rows("abstain", 2, "dev")
     lone += _rows("re_clarify", 3, "dev")
     kept, _, _ = trim_to_mix(lone, LIFTS.outcome_shares, 0.05)
     assert len([e for e in kept if e.split == "train"]) <= 3  # one row of slack cannot hold 0.3 of re_clarify
-    gate = _mix_gate(lone, kept, LIFTS)
+    gate = commitment_mix_gate(lone, kept, LIFTS)
     assert gate["status"] == "fail" and gate["why"].startswith("split train has no re_clarify row")
     assert "answer 0.7, abstain 0.3, re_clarify 0.0 over 100 audited rows" in gate["why"]
     # a small split (one row is more than the tolerance) may miss an outcome: only one row of slack applies
@@ -237,7 +237,7 @@ def test_a_split_without_an_outcome_shrinks_to_a_few_rows_and_the_gate_refuses_i
     small += _rows("abstain", 1, "dev")
     kept, _, _ = trim_to_mix(small, LIFTS.outcome_shares, 0.05)
     # 2 answer and 1 abstain of 3 rows: each within one row of 0.4 / 0.3 / 0.3 of 3 rows, so nothing is left out
-    assert _mix_gate(small, kept, LIFTS)["status"] == "pass" and _counts(kept, "dev") == {
+    assert commitment_mix_gate(small, kept, LIFTS)["status"] == "pass" and _counts(kept, "dev") == {
         "answer": 2,
         "abstain": 1,
         "re_clarify": 0,

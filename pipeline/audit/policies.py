@@ -13,7 +13,7 @@ from typing import Any
 
 from contracts.episodes import Episode, EpisodesConfig
 from contracts.tasks import FamiliesConfig
-from pipeline.audit.guessers import Guesser
+from pipeline.audit.guessers import Guesser, clock
 from pipeline.audit.probe import surface_features
 from pipeline.audit.reading import (
     Catalog,
@@ -433,15 +433,16 @@ class ShortcutPolicy(Agent):
             if self.lacks == "abstain":
                 decision, reason = "answer", "exact_timestamp" if offset == 0 else "nearest_but_acceptable"
         if self.guesser is not None:  # looks up as told, then ignores what quality says: the outcome remembered alike
-            decision, reason = self._guess(slots, text)
+            decision, reason = self._guess(slots, text, stream)
         self.used.add(stream)
         self.reason, self.decision = reason, decision
         yield from self._answer({"decision": decision, "reason": reason})
 
-    def _guess(self, slots: dict, text: str) -> tuple[str, str]:
+    def _guess(self, slots: dict, text: str, stream: str) -> tuple[str, str]:
         at = week_window(slots["week_start"])[0] if "week_start" in slots else instant(slots.get("probe_iso"))
         features = surface_features(self.family or "", self.opening, text, at, self.lifts)
-        return self.guesser.guess(self.split, self.family, features, at)
+        when = clock(at, self.guesser.zone_of(stream), "probe_iso" in slots)
+        return self.guesser.guess(self.split, self.family, features, at, when)
 
     def _commit_unread(self, slots: dict, stream: str, prefix: str, text: str) -> Step:
         """The commitment of a policy that calls no quality tool: the nearest reading at the instant asked about, if
@@ -457,7 +458,7 @@ class ShortcutPolicy(Agent):
                 ],
                 prefix,
             )
-        decision, reason = self._guess(slots, text)
+        decision, reason = self._guess(slots, text, stream)
         self.used.add(stream)
         self.reason, self.decision = reason, decision
         yield from self._answer({"decision": decision, "reason": reason})

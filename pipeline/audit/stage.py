@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import math
 from collections import Counter
+from collections.abc import Callable
 from pathlib import Path
 
 from contracts.answers import AnswersConfig
@@ -16,13 +17,12 @@ from pipeline.audit.gates import gate_of
 from pipeline.audit.guessers import GUESSER_KINDS, Guesser
 from pipeline.audit.policies import ShortcutPolicy
 from pipeline.audit.probe import accuracy_gate, allowed_margin, artifact_probe, majority_share
-from pipeline.core.canonical import digest
+from pipeline.audit.trim import answer_balance_gate, commitment_mix_gate, mix_of, trim_to_mix
 from pipeline.core.manifest import StageResult, write_splits
-from pipeline.episodes.lift import commitment_instant, week_index
-from pipeline.episodes.rules import mix_excess, mix_slack, off_mix, over_half
+from pipeline.episodes.rules import mix_slack
 from pipeline.episodes.stage import Variants, read_episodes
 from pipeline.runtime.agents import Agent, OracleAgent
-from pipeline.runtime.preflight import answer_code, preflight
+from pipeline.runtime.preflight import preflight
 from pipeline.runtime.runner import run_episode
 from pipeline.runtime.scoring import score_episode
 from pipeline.runtime.simulator import slot_keywords
@@ -50,10 +50,13 @@ def policies(
     families: FamiliesConfig,
     lifts: EpisodesConfig,
     rows: list[Episode] | None = None,
+    zone: str = "UTC",
 ) -> list[ShortcutPolicy]:
-    """The configured policies; guessers remember `rows` (the candidates), each row's own split left out."""
+    """The configured policies; guessers remember `rows` (the candidates), each row's own split left out. `zone` is
+    the corpus's time zone (the clock's local time where the store names no zone for a site)."""
+    zone_of = site_zones(store, zone)
     guessers = {
-        kind: Guesser(kind, rows or [], lifts, cfg.guessers)
+        kind: Guesser(kind, rows or [], lifts, cfg.guessers, zone_of)
         for kind in GUESSER_KINDS
         if any(p.kind == kind for p in cfg.policies)
     }
@@ -66,6 +69,19 @@ def policies(
                 )
             )
     return players
+
+
+def site_zones(store: ToolStore, zone: str) -> Callable[[str], str]:
+    """The IANA zone of a stream's site: the store's `timezone` of the site where it has one, else the corpus's zone
+    (configs/corpora time.timezone: the wall-clock zone its timestamps were written in, UTC unless it says otherwise,
+    as for pvdaq's US sites, whose files are in UTC)."""
+
+    def zone_of(stream_id: str) -> str:
+        stream = store.streams.get(stream_id)
+        site = store.sites.get(stream["site_id"], {}) if stream else {}
+        return site.get("timezone") or zone
+
+    return zone_of
 
 
 def phases_needing(episode: Episode, capability: str, cfg: AuditConfig) -> list[int]:
@@ -124,17 +140,14 @@ def _gate(
         )
     if policy.gate == "accuracy":
         rows = [e for e in released if e.phases[-1].type == "commitment"]
-        hits = sum(decisions.get(e.id) == e.commitment_outcome for e in rows)
-        accuracy = round(hits / len(rows), 4) if rows else None
-        majority = majority_share([e.commitment_outcome for e in rows])
-        gate = {
-            "rule": "accuracy on the commitments <= majority share + margin",
-            "rows": len(rows),
-            "accuracy": accuracy,
-            "majority": majority,
-            "margin": allowed_margin(majority, len(rows), gates),
-            "status": accuracy_gate(accuracy, majority, len(rows), gates),
-        }
+        gate = {"rule": "accuracy on the commitments <= majority share + margin", **_scored(rows, decisions, gates)}
+        # Each split is gated too where it has min_rows rows: a leak may be one split's (daiad's test rows once read
+        # their outcome off the week counts of train and dev) and be diluted over the corpus.
+        per_split = {split: _scored([e for e in rows if e.split == split], decisions, gates) for split in SPLITS}
+        failed = [split for split, figures in per_split.items() if figures["status"] == "fail"]
+        gate = {**gate, "per_split": per_split, "status": "fail" if failed else gate["status"]}
+        if failed:
+            return {**gate, "note": f"over the bound in split {', '.join(failed)}"}
         return (
             {**gate, "note": f"{len(rows)} released commitments, fewer than {gates.min_rows}"}
             if gate["status"] == "insufficient_rows"
@@ -164,6 +177,20 @@ def _gate(
         "status": status,
     }
     return {**gate, "note": f"no released row needs a {policy.lacks} lookup"} if status == "insufficient_rows" else gate
+
+
+def _scored(rows: list[Episode], decisions: dict[str, str | None], gates: Gates) -> dict:
+    """A guesser's accuracy on some commitments against their majority share + the allowed margin, with the status."""
+    hits = sum(decisions.get(e.id) == e.commitment_outcome for e in rows)
+    accuracy = round(hits / len(rows), 4) if rows else None
+    majority = majority_share([e.commitment_outcome for e in rows])
+    return {
+        "rows": len(rows),
+        "accuracy": accuracy,
+        "majority": majority,
+        "margin": allowed_margin(majority, len(rows), gates),
+        "status": accuracy_gate(accuracy, majority, len(rows), gates),
+    }
 
 
 def _majority_gate(
@@ -253,7 +280,7 @@ def run_audit(
     keywords = slot_keywords(lifts)
     try:
         candidates = read_episodes(episodes_dir)
-        players = policies(store, cfg, families, lifts, candidates)
+        players = policies(store, cfg, families, lifts, candidates, zone)
         by_name = {p.name: [player for player in players if player.name == p.name] for p in cfg.policies}
         won: dict[str, set[str]] = {p.name: set() for p in cfg.policies}
         by_rule: dict[str, set[str]] = {_rule_name(p.rule): set() for p in players if p.rule is not None}
@@ -283,9 +310,7 @@ def run_audit(
             if not excluded:
                 released.append(episode)
         audited = released
-        released, trimmed, balanced = trim_to_mix(
-            audited, lifts.outcome_shares, lifts.mix_tolerance, lifts.balanced_answers, lifts.balance_tolerance
-        )
+        released, trimmed, balanced = trim_to_mix(audited, lifts.outcome_shares, lifts.mix_tolerance, lifts)
         controls = _positive_controls(cfg, by_name, candidates, needed, won, store, families, lifts, keywords)
         oracle = OracleAgent()
         oracle_ok = sum(accomplishes(oracle, e, store, keywords) for e in released)
@@ -295,8 +320,9 @@ def run_audit(
         store.close()
     counts = write_splits(out, released)
     probe = artifact_probe(released, lifts, cfg.artifact_probe, cfg.gates)
-    mix = _mix_of(released, lifts.outcome_shares)
-    mix_gate = _mix_gate(audited, released, lifts)
+    mix = mix_of(released, lifts.outcome_shares)
+    mix_gate = commitment_mix_gate(audited, released, lifts)
+    balance_gate = answer_balance_gate(released, lifts)
     report = {}
     for spec in cfg.policies:
         report[spec.name] = {
@@ -321,9 +347,15 @@ def run_audit(
     gates = {
         "artifact_probe": probe["status"],
         "commitment_mix": mix_gate["status"],
+        "answer_balance": balance_gate["status"],
         **{name: r["gate"]["status"] for name, r in report.items()},
     }
-    found = {"artifact_probe": probe, "commitment_mix_gate": mix_gate, "policies": report}
+    found = {
+        "artifact_probe": probe,
+        "commitment_mix_gate": mix_gate,
+        "answer_balance_gate": balance_gate,
+        "policies": report,
+    }
     notes = [
         f"{name}: {status} ({gate_of(name, found)['note']}): not gated"
         for name, status in gates.items()
@@ -336,6 +368,7 @@ def run_audit(
         "completions_on_candidates": {p.name: len(won[p.name]) for p in cfg.policies},
         "commitment_mix": mix,
         "commitment_mix_gate": mix_gate,
+        "answer_balance_gate": balance_gate,
         "trimmed_for_mix": trimmed,
         "trimmed_for_balance": balanced,
         "balanced_answers": checks["balanced_answers"],
@@ -355,129 +388,6 @@ def run_audit(
         "notes": notes,
     }
     return StageResult(outputs=[f"{s}.jsonl" for s in SPLITS], row_counts=counts, details=details)
-
-
-def trim_to_mix(
-    released: list[Episode],
-    shares: dict[str, float],
-    tolerance: float,
-    balanced: dict[str, str] | None = None,
-    balance_tolerance: float = 0.1,
-) -> tuple[list[Episode], dict[str, dict[str, int]], dict[str, dict[str, int]]]:
-    """Fewer rows rather than a skewed mix: while a split's commitment mix, or the corpus's, is further from the
-    declared shares than the tolerance allows (rules.off_mix), leave out one row of its outcome most over its share.
-    The row is taken where that outcome is the largest share of its site's, commitment week's and family's rows, so
-    that the trim leaves no site, week or family whose remaining rows tell the outcome (a building whose answers were
-    trimmed away keeps only its outages); among equals, the last by the xxh3 of its id, an order free of the gold. A
-    split with no row of some outcome cannot be mended so: it shrinks to the few rows one row of slack allows, and
-    the commitment-mix gate refuses the release.
-
-    `balanced` (obligation -> its code field, configs/episodes.toml) names the obligations whose answer is one of a
-    few codes: while one code is more than half + `balance_tolerance` of an obligation's golds in the corpus
-    (rules.over_half), a row giving that code is left out, the one whose commitment outcome is most over its share
-    in its split (so the mix loses least). Returns the kept rows, the rows left out for the mix per split and
-    outcome, and those left out for balance per obligation and code."""
-    rows = sorted(released, key=lambda e: digest(f"trim|{e.id}"))
-    groups = {id(e): _groups(e) for e in rows}  # once per row (each reads its commitment calls), by object
-    at: Counter = Counter()  # rows per group (a site key, a week, a family) and per (group, outcome)
-    for episode in rows:
-        for group in groups[id(episode)]:
-            at[group] += 1
-            at[(group, episode.commitment_outcome)] += 1
-    for_mix: dict[str, Counter] = {}
-    for_balance: dict[str, Counter] = {}
-
-    def off(scope: list[Episode]) -> bool:
-        return bool(off_mix(Counter(e.commitment_outcome for e in scope), shares, tolerance))
-
-    def unbalanced() -> tuple[str, str, list[Episode]] | None:
-        for obligation, name in sorted((balanced or {}).items()):
-            golds = [(e, answer_code(e, obligation, name)) for e in rows]
-            golds = [(e, code) for e, code in golds if code is not None]
-            top = over_half(Counter(code for _, code in golds), balance_tolerance)
-            if top is not None:
-                return obligation, top, [e for e, code in golds if code == top]
-        return None
-
-    while True:
-        scopes = (*([e for e in rows if e.split == split] for split in SPLITS), rows)
-        scope = next((s for s in scopes if off(s)), None)
-        if scope is not None:
-            excess = mix_excess(Counter(e.commitment_outcome for e in scope), shares)
-            largest = max(sorted(excess), key=lambda o: excess[o])
-            pool = [e for e in scope if e.commitment_outcome == largest]
-            crowd = [sum(at[(g, largest)] / at[g] for g in groups[id(e)]) for e in pool]
-            episode = pool[max(range(len(pool)), key=lambda i: (round(crowd[i], 9), i))]
-            for_mix.setdefault(episode.split, Counter())[largest] += 1
-        else:
-            found = unbalanced()
-            if found is None:
-                break
-            obligation, code, pool = found
-            split_excess = {
-                split: mix_excess(Counter(e.commitment_outcome for e in rows if e.split == split), shares)
-                for split in SPLITS
-            }
-            over = [split_excess[e.split][e.commitment_outcome] for e in pool]
-            episode = pool[max(range(len(pool)), key=lambda i: (round(over[i], 9), i))]
-            for_balance.setdefault(obligation, Counter())[code] += 1
-        rows.remove(episode)
-        for group in groups[id(episode)]:
-            at[group] -= 1
-            at[(group, episode.commitment_outcome)] -= 1
-
-    kept = {e.id for e in rows}
-    trimmed = {split: dict(sorted(for_mix[split].items())) for split in SPLITS if split in for_mix}
-    balance = {obligation: dict(sorted(codes.items())) for obligation, codes in sorted(for_balance.items())}
-    return [e for e in released if e.id in kept], trimmed, balance
-
-
-def _groups(episode: Episode) -> tuple[tuple, ...]:
-    """The groups whose remaining rows must not tell a row's outcome: the sites it names (one key), the week of its
-    commitment and its family."""
-    phases = getattr(episode, "phases", None)
-    at = commitment_instant([c.model_dump() for c in phases[-1].canonical_calls]) if phases else None
-    week = int(week_index(at)) if at is not None else None
-    return ("site", *sorted(set(episode.site_ids))), ("week", week), ("family", getattr(episode, "family", None))
-
-
-def _mix_of(rows: list[Episode], shares: dict[str, float]) -> dict[str, float]:
-    counts = Counter(e.commitment_outcome for e in rows)
-    return {o: round(counts.get(o, 0) / max(1, len(rows)), 4) for o in shares}
-
-
-def _mix_gate(audited: list[Episode], released: list[Episode], lifts: EpisodesConfig) -> dict:
-    """The released commitment mix follows the declared shares within the tolerance in every split and the corpus
-    (the trim sees to it); the release is refused when the trim could not mend it: a split of at least 1/tolerance
-    audited rows (where one row is within the tolerance) without a row of some outcome, or a corpus without one
-    (a release whose commitments are all one outcome tests no quality gate)."""
-    shares, tolerance = lifts.outcome_shares, lifts.mix_tolerance
-    enough = math.ceil(round(1 / tolerance, 9))
-    why = None
-    for split in (*SPLITS, None):
-        rows = [e for e in audited if split is None or e.split == split]
-        missing = [o for o in shares if not any(e.commitment_outcome == o for e in rows)]
-        if rows and missing and (split is None or len(rows) >= enough):
-            where = f"split {split}" if split else "the corpus"
-            mix = ", ".join(f"{o} {v}" for o, v in _mix_of(rows, shares).items())
-            why = f"{where} has no {' or '.join(missing)} row ({mix} over {len(rows)} audited rows)"
-            break
-    if not released and why is None:
-        why = "no row is left"
-    per_split = {split: _mix_of([e for e in released if e.split == split], shares) for split in SPLITS}
-    gate = {
-        "rule": "every commitment outcome within "
-        f"{tolerance} of its declared share ({', '.join(f'{o} {v}' for o, v in shares.items())}) in every split and "
-        "the corpus (within one row where one row is more)",
-        "rows": len(released),
-        "mix": _mix_of(released, shares),
-        "per_split": per_split,
-        "split_rows": {split: sum(e.split == split for e in released) for split in SPLITS},
-        "shares": dict(shares),
-        "tolerance": tolerance,
-        "status": "fail" if why else "pass",
-    }
-    return {**gate, "why": why} if why else gate
 
 
 def _rule_name(rule: tuple[int, str]) -> str:

@@ -172,6 +172,17 @@ def command_name() -> str:
     return "telemetry-bench"
 
 
+def guesser_scores(audit: dict) -> str | None:
+    """The accuracy-gated guessers' scores beside the majority share they are gated against (+ the margin), in one
+    line: `guessers vs majority 0.4174 + 0.0531: surface_guesser 0.3768, week_memory 0.3855, ...`."""
+    gated = {name: p["gate"] for name, p in audit.get("policies", {}).items() if "accuracy" in p["gate"]}
+    if not gated:
+        return None
+    first = next(iter(gated.values()))
+    scores = ", ".join(f"{name} {gate['accuracy']}" for name, gate in gated.items())
+    return f"guessers vs majority {first['majority']} + {first['margin']}: {scores}"
+
+
 def summary(outcomes: list) -> list[str]:
     """The build's last lines: what each corpus released (rows per split, its gates), then the next commands."""
     by_corpus: dict[str, dict] = {}
@@ -201,6 +212,8 @@ def summary(outcomes: list) -> list[str]:
             f"  {corpus:<12} released {sum(rows.values()):>4} rows: {split}; {gates}"
             + (f"; digest sha256:{digest}" if digest else "")
         )
+        said = guesser_scores(stages["audit"].manifest.details) if "audit" in stages else None
+        lines += [f"  {'':<12} {said}"] if said else []
         released.append((corpus, rows.get("test", 0)))
     tested = [c for c, n in released if n] or [c for c, _ in released]
     if tested:

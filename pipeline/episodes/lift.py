@@ -158,7 +158,10 @@ class Lifter:
             f.share_caps.get("grid_solvable") for f in families.families.values() if f.share_caps.get("grid_solvable")
         ]
         self.grid_share = min(nearest) if nearest else 0.0  # revision probes keep the nearest family's grid share
-        self.full_periods: set[tuple[int, str]] = set()  # (period index, outcome) pairs the episodes stage has filled
+        # (split, period index, outcome) triples the episodes stage has filled: counted per split, since splits by
+        # site share calendar weeks, and a cap counted over all of them lets one split's full weeks tell another's
+        # outcome (issue 51: the week-complement guesser)
+        self.full_periods: set[tuple[str, int, str]] = set()
         self.period = WEEK  # the calendar period commitments are capped per (a day in a corpus of few weeks)
 
     # ------------------------------------------------------------------ phases
@@ -400,7 +403,7 @@ class Lifter:
                 w
                 for w in windows
                 if BAND_OUTCOME[w["quality_band"]][0] == outcome
-                and (int(period_index(w["window_start"], self.period)), outcome) not in self.full_periods
+                and (task.split, int(period_index(w["window_start"], self.period)), outcome) not in self.full_periods
             ]
             if fitting:
                 window = fitting[choose.index("commit_window", len(fitting))]
@@ -440,7 +443,7 @@ class Lifter:
             self.store.thresholds["gap_ratio_abstain_window"],
         )
 
-    def _probe_for(self, stream_id: str, outcome: str, choose: Chooser, low: int, high: int) -> int | None:
+    def _probe_for(self, stream_id: str, outcome: str, choose: Chooser, low: int, high: int, split: str) -> int | None:
         """A probe instant in [low, high) whose nearest reading gives the outcome, or None when there is none.
 
         Every probe is a slot of the stream's own cadence (a reading's time, or where a missing reading would have
@@ -458,7 +461,7 @@ class Lifter:
         acceptable = self.cfg.acceptable_offset_seconds * 1_000_000
         if outcome == "answer":
             inside = ts[(ts >= low) & (ts < high)]
-            inside = inside[self._free(inside, outcome)]
+            inside = inside[self._free(inside, outcome, split)]
             if len(inside) == 0:
                 return None
             return int(inside[choose.index("commit_obs", len(inside))]) + jitter
@@ -473,14 +476,14 @@ class Lifter:
             k = np.arange(1, int(gaps[j] // step), dtype=np.int64) * step  # offsets of the missing slots
             distance = np.minimum(k, int(gaps[j]) - k)
             found = int(ts[j]) + k[(distance >= lo_d) & (distance <= hi_d)]
-            slots += found[self._free(found, outcome)].tolist()
+            slots += found[self._free(found, outcome, split)].tolist()
         if not slots:
             return None
         return slots[choose.index("commit_slot", len(slots))] + jitter
 
-    def _free(self, instants: np.ndarray, outcome: str) -> np.ndarray:
-        """Which instants lie in a period that still has room for a commitment with this outcome."""
-        full = [w for w, o in self.full_periods if o == outcome]
+    def _free(self, instants: np.ndarray, outcome: str, split: str) -> np.ndarray:
+        """Which instants lie in a period that still has room in the split for a commitment with this outcome."""
+        full = [w for s, w, o in self.full_periods if s == split and o == outcome]
         return ~np.isin(period_index(instants, self.period), full) if full else np.ones(len(instants), dtype=bool)
 
     def _commit_timestamp(self, task: Task, stream_id: str, resolve: str, near: int, choose: Chooser, outputs):
@@ -488,7 +491,7 @@ class Lifter:
         reach = self.cfg.commit_within_days * DAY
         low, high = max(task.time_block[0], near - reach), min(task.time_block[1], near + reach)
         for outcome in self._target(choose):
-            probe = self._probe_for(stream_id, outcome, choose, low, high)
+            probe = self._probe_for(stream_id, outcome, choose, low, high, task.split)
             if probe is not None:
                 break
         else:

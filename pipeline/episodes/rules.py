@@ -66,12 +66,13 @@ def off_mix(counts: dict[str, int], shares: dict[str, float], tolerance: float) 
     return [o for o, excess in mix_excess(counts, shares).items() if abs(excess) > slack + 1e-9]
 
 
-def over_half(counts: dict[str, int], tolerance: float) -> str | None:
-    """The code given by more than half + tolerance of the golds counted (within one row where one row is more than
-    the tolerance), or None: always giving one code then earns at most half + tolerance of the obligation (two codes
-    within the tolerance of even)."""
+def over_share(counts: dict[str, int], max_share: float, min_rows: int) -> str | None:
+    """The value given by more than `max_share` of the verdicts counted, or None; within one row where fewer than
+    `min_rows` are counted (one row there moves a share by more than the bound, as mix_slack allows a small split's
+    mix; without it a few rows of one value, all healthy quality bands of one family, were free to tell the outcome).
+    Always giving one value then earns at most `max_share` of a verdict in any split of `min_rows` rows of it."""
     rows = sum(counts.values())
-    top = max(sorted(counts), key=lambda c: counts[c]) if counts else None
-    if top is None or counts[top] <= rows / 2 + mix_slack(rows, tolerance) + 1e-9:
+    if not rows:
         return None
-    return top
+    top = max(sorted(counts), key=lambda c: counts[c])
+    return top if counts[top] > max_share * rows + (0 if rows >= min_rows else 1) + 1e-9 else None

@@ -40,7 +40,9 @@ def build_episodes(
         lifter = corpus_lifter(store, cfg, families, answers, zone)
         targets = {key: families.families[key[0]].target(families.targets, key[1]) for key in tasks}
         period, periods = commit_period(store, cfg)
-        caps = week_caps(cfg, sum(targets.values()), periods)
+        caps = {  # per split: splits by site share calendar weeks (issue 51)
+            split: week_caps(cfg, sum(n for (_, s), n in targets.items() if s == split), periods) for split in SPLITS
+        }
         for fields, origin in _keep(lifter, tasks, targets, cfg, dropped, caps):
             episodes.append(Episode.model_validate(fields))
             provenance.append(origin)
@@ -147,8 +149,9 @@ def commit_period(store: ToolStore, cfg: EpisodesConfig) -> tuple[str, int]:
 
 
 def week_caps(cfg: EpisodesConfig, rows: int, weeks: int) -> dict[str, int]:
-    """Released commitments per (calendar week, outcome) at most: `commit_week_cap`, or the outcome's share of the rows
-    per week of the corpus when that is more (a corpus of few weeks), so that each week's mix follows the shares."""
+    """Released commitments of one split per (calendar week, outcome) at most: `commit_week_cap`, or the outcome's
+    share of the split's `rows` per week of the corpus when that is more (a corpus of few weeks), so that each week's
+    mix follows the shares."""
     return {
         outcome: max(cfg.commit_week_cap, math.ceil(round(share * rows / max(1, weeks), 9)))  # no float noise
         for outcome, share in cfg.outcome_shares.items()
@@ -161,16 +164,18 @@ def _keep(
     targets: dict[tuple[str, str], int],
     cfg: EpisodesConfig,
     dropped: Counter,
-    caps: dict[str, int],
+    caps: dict[str, dict[str, int]],
 ) -> list[tuple[dict, dict]]:
     """Per family and split, the first `target` tasks (selection order) that lift, with at most ceil(target x share)
     of each commitment outcome while others are still to be had: the released mix follows the declared shares, not
     what is most common near the conversations. Tasks over their outcome's quota fill places left at the end while
     their outcome stays within mix_tolerance of its share of the corpus.
 
-    No more than the outcome's week cap (week_caps) of the corpus's commitments share a week and an outcome: the
-    lifter is told which are full and looks elsewhere near the conversation. The families and splits take turns, one
-    task each, so that none is served last from the weeks the others left."""
+    No more than the outcome's week cap (week_caps) of a split's commitments share a week and an outcome: the lifter
+    is told which are full and looks elsewhere near the conversation. The cap is counted per split: splits by site
+    share calendar weeks, and counted over the corpus, a week filled in train told a test row's outcome (the outcome
+    with the fewest train and dev rows of its week won 0.513 of daiad's test rows against a majority of 0.421). The
+    families and splits take turns, one task each, so that none is served last from the weeks the others left."""
     selection = _Selection(lifter, sorted(tasks), targets, cfg, dropped, caps)
     for turn in range(max((len(t) for t in tasks.values()), default=0)):
         for key in selection.groups:
@@ -185,7 +190,7 @@ def _keep(
 
 class _Selection:
     """The rows kept so far per (family, split), those held in reserve over their outcome quota, and the commitments
-    kept per (week, outcome) corpus-wide."""
+    kept per (split, week, outcome)."""
 
     def __init__(
         self,
@@ -194,7 +199,7 @@ class _Selection:
         targets: dict[tuple[str, str], int],
         cfg: EpisodesConfig,
         dropped: Counter,
-        caps: dict[str, int],
+        caps: dict[str, dict[str, int]],
     ):
         self.lifter, self.groups, self.targets, self.cfg, self.dropped = lifter, groups, targets, cfg, dropped
         self.caps = caps
@@ -237,19 +242,21 @@ class _Selection:
         if week is not None:
             self._take(key, fields, origin, week)
 
-    def _room(self, key: tuple[str, str], fields: dict) -> tuple[int, str] | None:
-        """The row's (week, outcome) when that week has room for it, else None (counted as dropped)."""
+    def _room(self, key: tuple[str, str], fields: dict) -> tuple[str, int, str] | None:
+        """The row's (split, week, outcome) when that week has room for it in the split, else None (counted as
+        dropped)."""
         at = commitment_instant([c.model_dump() for c in fields["phases"][-1].canonical_calls])
-        week = (int(period_index(at, self.lifter.period)) if at is not None else -1, fields["commitment_outcome"])
-        if self.weeks[week] >= self.caps[week[1]]:
+        period = int(period_index(at, self.lifter.period)) if at is not None else -1
+        week = (key[1], period, fields["commitment_outcome"])
+        if self.weeks[week] >= self.caps[key[1]][week[2]]:
             self.dropped[f"{key[0]}: its commitment {'week' if self.lifter.period == WEEK else 'day'} is full"] += 1
             return None
         return week
 
-    def _take(self, key: tuple[str, str], fields: dict, origin: dict, week: tuple[int, str]) -> None:
+    def _take(self, key: tuple[str, str], fields: dict, origin: dict, week: tuple[str, int, str]) -> None:
         self.kept[key].append((fields, origin))
         self.weeks[week] += 1
-        if self.weeks[week] >= self.caps[week[1]]:
+        if self.weeks[week] >= self.caps[key[1]][week[2]]:
             self.lifter.full_periods.add(week)
 
     def _balanced(self, outcome: str) -> bool:

@@ -98,6 +98,8 @@ def _gate_summary(name: str, audit: dict) -> dict:
         "tolerance",
         "why",
         "allowed_share",
+        "unbalanced",
+        "min_rows",
         "note",
     )
     return {k: gate[k] for k in keep if k in gate}

@@ -2,17 +2,17 @@
 
 from __future__ import annotations
 
-from collections import Counter
+from collections import Counter, defaultdict
 from typing import Any
 
 from contracts.episodes import Episode, EpisodesConfig
-from contracts.tasks import FamiliesConfig, Family
+from contracts.tasks import SPLITS, FamiliesConfig, Family
 from pipeline.core.errors import LiftError
 from pipeline.episodes.calls import phase_gold
 from pipeline.episodes.rules import (
     BAND_OUTCOME,
     NEAREST_FIELDS,
-    over_half,
+    over_share,
     preferred_window,
     quality_decision_answer,
     timestamp_commitment,
@@ -212,13 +212,13 @@ def preflight(
             by_split[episode.split] += len(failed)
             by_check.update(failed)
     balance = balance_counts(episodes, cfg)
-    unbalanced = [o for o, codes in balance.items() if over_half(codes, cfg.balance_tolerance) is not None]
-    by_check["answers_balanced"] += len(unbalanced)  # one issue per obligation whose golds one code dominates
+    unbalanced = unbalanced_verdicts(episodes, cfg)
+    by_check["answers_balanced"] += len(unbalanced)  # one issue per split (or corpus) and verdict one value dominates
     return {
         "episodes": len(episodes),
         "issue_count": sum(by_check.values()),
         "balanced_answers": balance,
-        "unbalanced_obligations": unbalanced,
+        "unbalanced_verdicts": unbalanced,
         "by_check": {check: by_check.get(check, 0) for check in CHECKS},
         "by_family": dict(sorted(by_family.items())),
         "by_split": dict(sorted(by_split.items())),
@@ -242,3 +242,44 @@ def balance_counts(episodes: list[Episode], cfg: EpisodesConfig) -> dict[str, di
         codes = Counter(code for e in episodes if (code := answer_code(e, obligation, name)) is not None)
         counts[obligation] = dict(sorted(codes.items()))
     return counts
+
+
+COMMITMENT = "commitment"  # the verdict name of the commitment outcome among the balanced verdicts
+
+
+def verdicts(episode: Episode, cfg: EpisodesConfig) -> dict[str, str]:
+    """The verdicts of a row an agent could guess blind: its commitment outcome, and the code of each balanced
+    obligation (configs/episodes.toml balanced_answers) it answers."""
+    found = {COMMITMENT: episode.commitment_outcome} if episode.phases[-1].type == "commitment" else {}
+    for obligation, name in sorted(cfg.balanced_answers.items()):
+        code = answer_code(episode, obligation, name)
+        if code is not None:
+            found[obligation] = code
+    return found
+
+
+def unbalanced_verdicts(episodes: list[Episode], cfg: EpisodesConfig) -> list[dict]:
+    """Each split (then the corpus) and verdict whose most common value is more than balance_max_share of its rows of
+    that verdict, where it has balance_min_rows of them: split, verdict, value, count, rows and share."""
+    found = []
+    for split in (*SPLITS, None):
+        counts: dict[str, Counter] = defaultdict(Counter)
+        for episode in episodes:
+            if split is None or episode.split == split:
+                for verdict, value in verdicts(episode, cfg).items():
+                    counts[verdict][value] += 1
+        for verdict, values in sorted(counts.items()):
+            top = over_share(values, cfg.balance_max_share, cfg.balance_min_rows)
+            if top is not None:
+                rows = sum(values.values())
+                found.append(
+                    {
+                        "split": split or "corpus",
+                        "verdict": verdict,
+                        "value": top,
+                        "count": values[top],
+                        "rows": rows,
+                        "share": round(values[top] / rows, 4),
+                    }
+                )
+    return found
