@@ -118,3 +118,19 @@ def test_a_fold_whose_training_rows_hold_one_outcome_predicts_it():
     groups = ["a", "a", "b", "b", "c", "c"]
     accuracy = _cross_validated(texts, [{"k": i % 2} for i in range(6)], labels, groups, cfg)
     assert set(accuracy) == {"logistic_regression", "decision_tree"} and all(0 <= v <= 1 for v in accuracy.values())
+
+
+def test_under_a_site_plan_the_probe_holds_out_whole_sites(real_artifacts):
+    """Outcomes tied to sites: folds by task see each site on both sides and read the outcome off its name; a site
+    plan never shows a test site in train, so its folds hold out whole sites and a site's name tells them nothing."""
+    rows = released(real_artifacts, "daiad")
+    outcome = {}  # each household's outcome: that of its first row, written into every row's sites
+    tied = [
+        e.model_copy(update={"commitment_outcome": outcome.setdefault(e.site_ids[0], e.commitment_outcome)})
+        for e in sorted(rows, key=lambda e: e.id)
+    ]
+    by_task = artifact_probe(tied, LIFTS, PROBE, GATES, "time")
+    by_site = artifact_probe(tied, LIFTS, PROBE, GATES, "site")
+    assert by_task["grouped_by"] == "task" and by_site["grouped_by"] == "site"
+    assert by_task["status"] == "fail" and by_site["by_task"] == by_task["accuracy_by_model"]
+    assert by_site["accuracy"] < by_task["accuracy"]

@@ -170,8 +170,15 @@ def accuracy_gate(accuracy: float | None, majority: float, rows: int, gates: Gat
     return "pass" if accuracy <= majority + allowed_margin(majority, rows, gates) else "fail"
 
 
-def artifact_probe(episodes: list[Episode], lifts: EpisodesConfig, cfg: ArtifactProbe, gates: Gates) -> dict:
-    """The probe over the released rows: accuracy per model, the majority share, pass / fail / insufficient_rows."""
+def artifact_probe(
+    episodes: list[Episode], lifts: EpisodesConfig, cfg: ArtifactProbe, gates: Gates, split_by: str = "time"
+) -> dict:
+    """The probe over the released rows: accuracy per model, the majority share, pass / fail / insufficient_rows.
+
+    Its folds hold out what the corpus's split plan holds out (`split_by`, the tasks manifest's split_rule.by): whole
+    tasks under a time plan, whole sites under a site plan. Under a site plan no test site is ever seen in train, so a
+    fold that kept a site on both sides would score what a site's id says of its outcome, which nothing trained on the
+    train split can learn; the folds by task are still computed and reported (`by_task`)."""
     from threadpoolctl import threadpool_limits
 
     rows = sorted(
@@ -185,7 +192,7 @@ def artifact_probe(episodes: list[Episode], lifts: EpisodesConfig, cfg: Artifact
         "majority": majority,
         "margin": allowed_margin(majority, len(rows), gates),
         "features": list(FEATURES),
-        "grouped_by": "task",
+        "grouped_by": "site" if split_by == "site" else "task",
     }
     if len(rows) < gates.min_rows or len(set(labels.tolist())) < 2:
         return {
@@ -198,9 +205,12 @@ def artifact_probe(episodes: list[Episode], lifts: EpisodesConfig, cfg: Artifact
             else "one outcome only",
         }
     texts, surfaces = [visible_text(e) for e in rows], [surface(e, lifts) for e in rows]
-    informative = {"by_quarter": [_quarter(e) for e in rows], "by_site": ["|".join(e.site_ids) for e in rows]}
+    groupings = {"task": [e.task_id for e in rows], "site": ["|".join(e.site_ids) for e in rows]}
+    held = result["grouped_by"]
+    informative = {"by_quarter": [_quarter(e) for e in rows]}
+    informative |= {f"by_{name}": groups for name, groups in groupings.items() if name != held}
     with threadpool_limits(limits=1):
-        accuracy = _cross_validated(texts, surfaces, labels, [e.task_id for e in rows], cfg)
+        accuracy = _cross_validated(texts, surfaces, labels, groupings[held], cfg)
         beside = {  # a grouping with one group has no fold to hold out (a corpus of one quarter, or one site)
             name: _cross_validated(texts, surfaces, labels, groups, cfg)
             for name, groups in informative.items()

@@ -18,7 +18,7 @@ from pipeline.audit.guessers import GUESSER_KINDS, Guesser
 from pipeline.audit.policies import ShortcutPolicy
 from pipeline.audit.probe import accuracy_gate, allowed_margin, artifact_probe, majority_share
 from pipeline.audit.trim import answer_balance_gate, commitment_mix_gate, mix_of, trim_to_mix
-from pipeline.core.manifest import StageResult, write_splits
+from pipeline.core.manifest import StageResult, require_manifest, write_splits
 from pipeline.episodes.rules import mix_slack
 from pipeline.episodes.stage import Variants, read_episodes
 from pipeline.runtime.agents import Agent, OracleAgent
@@ -263,6 +263,12 @@ def _positive_controls(
     return controls
 
 
+def _split_by(tasks_dir: Path) -> str:
+    """What the corpus's split plan holds out whole (time blocks, sites): the tasks manifest's split_rule.by."""
+    manifest = require_manifest(tasks_dir, "the tasks stage")
+    return str(manifest.details.get("split_rule", {}).get("by", "time"))
+
+
 def run_audit(
     store_dir: Path,
     episodes_dir: Path,
@@ -319,7 +325,7 @@ def run_audit(
     finally:
         store.close()
     counts = write_splits(out, released)
-    probe = artifact_probe(released, lifts, cfg.artifact_probe, cfg.gates)
+    probe = artifact_probe(released, lifts, cfg.artifact_probe, cfg.gates, _split_by(tasks_dir))
     mix = mix_of(released, lifts.outcome_shares)
     mix_gate = commitment_mix_gate(audited, released, lifts)
     balance_gate = answer_balance_gate(released, lifts)
