@@ -13,7 +13,7 @@ import polars as pl
 from click.testing import CliRunner, Result
 
 from pipeline.cli import main
-from pipeline.core.config import load_mapping
+from pipeline.core.config import load_mapping, load_synth_config
 from pipeline.core.workspace import Workspace
 from pipeline.harness.build import build
 
@@ -21,6 +21,7 @@ REPO = Path(__file__).resolve().parents[1]
 # The corpora shipped with a release (artifacts/<name>/release/, committed): what a build of every corpus releases.
 SHIPPED = tuple(sorted(p.parent.parent.name for p in (REPO / "artifacts").glob("*/release/release.json")))
 RAW = REPO / "data" / "raw"
+FAULTS = load_synth_config(Workspace.from_root(REPO)).faults  # the generator's default fault rates
 FUZZ_ENV = "TELEMETRY_BENCH_FUZZ"  # set by `make fuzz`: the fuzz tests draw their large example counts
 
 

@@ -18,7 +18,7 @@ from pipeline.ingest import parquet
 from pipeline.ingest.synth import synth_bts
 from pipeline.store.build import logical_digests
 from pipeline.store.reader import STORE_FILE
-from tests.helpers import RAW, REPO, copy_config, make_workspace, real_lines, xai_config
+from tests.helpers import FAULTS, RAW, REPO, copy_config, make_workspace, real_lines, xai_config
 
 pytestmark = pytest.mark.slow  # builds a corpus of its own (make test-fast skips it)
 
@@ -30,7 +30,7 @@ STAGES = ("ingest", "store")
 def _synthetic_site(root: Path) -> Workspace:
     """Synthetic Site B (24 streams) plus a corrupt member, a stray file and a member with no metadata."""
     raw = root / "raw"
-    synth_bts(TTL, 24, 4, 5, raw)
+    synth_bts(TTL, 24, 4, 5, raw, FAULTS)
     archive = raw / "Site_Baa.zip"
     with zipfile.ZipFile(archive) as source:
         members = {info.filename: source.read(info) for info in source.infolist()}

@@ -1,10 +1,12 @@
-"""`make bench-scale` (not in CI): synthetic BTS at growing sizes through the whole build.
+"""`make bench-scale` (not in CI): synthetic BTS at growing sizes through the whole build, release included.
 
-For each size and executor (local processes, and Ray when it is installed, side by side on the same raw data):
-points written, seconds per stage, ingest and store points/s, the whole build's wall time (Ray's start included), peak
-RSS of the build's processes (Ray's among them), DuckDB's own copy of the same points (Parquet -> Parquet) and the
-ratio, and a linear projection to full BTS (2.86e9 points). Sizes are approximate (up to 200 streams of at least two
-years, ~131 points a day each).
+For each size and executor (local processes, and Ray when it is installed, side by side on the same raw data), each
+stage runs in a process of its own (`build --until STAGE`, the stages before it cached), so that its peak RSS is its
+own: per stage, seconds and peak RSS of the build's processes (Ray's among them); then per build: points written,
+ingest and store points/s, the wall time of the six processes (Ray's start and the cache checks included), DuckDB's
+own copy of the same points (Parquet -> Parquet) and the ratio, and a linear projection to full BTS (2.86e9 points)
+of ingest + store and of the whole build through the release. Sizes are approximate (up to 200 streams of at least
+two years, ~131 points a day each); the synthetic data carry the default faults (configs/synth.toml).
 """
 
 from __future__ import annotations
@@ -27,6 +29,7 @@ FULL_BTS_POINTS = 2_863_795_583
 STREAMS = 200
 MIN_DAYS = 730
 POINTS_PER_STREAM_DAY = 24 * 60 / 11
+STAGES = ("ingest", "store", "tasks", "episodes", "audit", "release")
 
 
 def _tree_rss(root: int) -> int:
@@ -92,10 +95,12 @@ def main(sizes: str, keep: str | None, memory_budget: str, workers: int | None, 
     options = ["--memory-budget", memory_budget, *(["--workers", str(workers)] if workers else [])]
     chosen = executors.split(",") if executors else ["local", *(["ray"] if importlib.util.find_spec("ray") else [])]
     click.echo(
-        "| points | executor | ingest s | store s | ingest pts/s | store pts/s | tasks s | episodes s | build wall s "
-        "| peak RSS MB (all processes) | DuckDB copy s | throughput ours/DuckDB (ingest+store) | projected full BTS h |"
+        "| points | executor | "
+        + " | ".join(f"{stage} s (peak RSS MB)" for stage in STAGES)
+        + " | build wall s | ingest pts/s | store pts/s | DuckDB copy s | throughput ours/DuckDB (ingest+store) "
+        "| projected full BTS h: ingest+store | through release |"
     )
-    click.echo("|---|---|---|---|---|---|---|---|---|---|---|---|---|")
+    click.echo("|---" * (len(STAGES) + 9) + "|")
     for size in (float(s) for s in sizes.split(",")):
         # at least two years, as time-blocked splits need; fewer streams for the small sizes
         streams = max(1, min(STREAMS, round(size / MIN_DAYS / POINTS_PER_STREAM_DAY)))
@@ -126,11 +131,17 @@ def main(sizes: str, keep: str | None, memory_budget: str, workers: int | None, 
 
 
 def _one(cli: list[str], raw: Path, art: Path, options: list[str], executor: str) -> None:
-    """One build of the synthetic raw data into `art`, and its row of the table."""
-    start = time.perf_counter()
-    out, rss = _run([*cli, "--artifacts", str(art), "build", "--corpus", "bts", "--raw", str(raw), "--json", *options])
-    wall = time.perf_counter() - start
-    seconds = {row["stage"]: row["seconds"] for row in json.loads(out)}
+    """One build of the synthetic raw data into `art`, a process per stage, and its row of the table."""
+    seconds, rss, wall = {}, {}, 0.0
+    for stage in STAGES:
+        start = time.perf_counter()
+        command = [*cli, "--artifacts", str(art), "build", "--corpus", "bts", "--raw", str(raw), "--json"]
+        out, rss[stage] = _run([*command, "--until", stage, *options])
+        wall += time.perf_counter() - start
+        rows = [row for row in json.loads(out) if row["stage"] == stage]
+        if not rows or rows[0]["status"] != "built":
+            raise click.ClickException(f"{stage} was not built at {art}: {rows}")
+        seconds[stage] = rows[0]["seconds"]
     points = json.loads((art / "bts" / "ingest" / "report.json").read_text())["raw_value_cells"]
     con = duckdb.connect()
     start = time.perf_counter()
@@ -141,12 +152,12 @@ def _one(cli: list[str], raw: Path, art: Path, options: list[str], executor: str
     copy = time.perf_counter() - start
     con.close()
     ours = seconds["ingest"] + seconds["store"]
-    projection = ours / points * FULL_BTS_POINTS / 3600
+    scale = FULL_BTS_POINTS / points / 3600
     click.echo(
-        f"| {points:,} | {executor} | {seconds['ingest']:.2f} | {seconds['store']:.2f} | "
-        f"{points / seconds['ingest']:,.0f} | {points / seconds['store']:,.0f} | {seconds['tasks']:.2f} | "
-        f"{seconds['episodes']:.2f} | {wall:.1f} | {rss / 2**20:,.0f} | {copy:.2f} | {copy / ours:.3f} | "
-        f"{projection:.2f} |"
+        f"| {points:,} | {executor} | "
+        + " | ".join(f"{seconds[stage]:.2f} ({rss[stage] / 2**20:,.0f})" for stage in STAGES)
+        + f" | {wall:.1f} | {points / seconds['ingest']:,.0f} | {points / seconds['store']:,.0f} | {copy:.2f} | "
+        f"{copy / ours:.3f} | {ours * scale:.2f} | {sum(seconds.values()) * scale:.2f} |"
     )
     shutil.rmtree(art, ignore_errors=True)
 

@@ -323,24 +323,67 @@ def synth() -> None:
     """Generate synthetic raw data in a real corpus's exact format."""
 
 
+FAULTS = {  # flag -> FaultRates field; defaults from configs/synth.toml
+    "--dropout": "isolated missing readings",
+    "--long-gaps": "share of time lost in gaps of 1 to 14 days",
+    "--stuck": "readings frozen in runs of 6 hours to 3 days",
+    "--spikes": "one-reading spikes of 6 to 20 standard deviations",
+    "--out-of-range": "impossible readings of temperature streams",
+    "--clock-jumps": "readings after which the clock steps an hour forward or back",
+    "--duplicates": "readings written twice with one timestamp",
+    "--counter-resets": "readings at which an energy counter restarts from 0",
+}
+
+
+class _Rate(click.ParamType):
+    """A fault rate: a number in [0, 1) (click's FloatRange lets nan through)."""
+
+    name = "rate"
+
+    def convert(self, value, param, ctx):
+        try:
+            rate = float(value)
+        except (TypeError, ValueError):
+            rate = float("nan")
+        if not 0.0 <= rate < 1.0:  # false for nan too
+            self.fail(f"{value!r} is not a rate in [0, 1); give a share such as 0.02", param, ctx)
+        return rate
+
+
+def _fault_options(command):
+    for flag, what in reversed(FAULTS.items()):
+        command = click.option(
+            flag,
+            type=_Rate(),
+            default=None,
+            help=f"Rate in [0, 1): {what} (default: configs/synth.toml).",
+        )(command)
+    return command
+
+
 @synth.command("bts")
 @click.option("--streams", type=click.IntRange(1), default=20, show_default=True, help="How many Site B streams.")
 @click.option("--days", type=click.IntRange(1), default=3, show_default=True, help="Days of data from 2021-01-01.")
 @click.option("--seed", type=int, default=0, show_default=True, help="Seed: the same seed writes the same bytes.")
 @click.option("--out", required=True, type=click.Path(file_okay=False), help="Output folder.")
+@_fault_options
 @click.pass_context
 @cli.handle_errors
-def synth_bts_command(ctx: click.Context, streams: int, days: int, seed: int, out: str) -> None:
-    """Write Site_Baa.zip (pickles), Site_B_metadata.csv, Site_B.ttl and SYNTHETIC.md, from the real Site B metadata.
+def synth_bts_command(ctx: click.Context, streams: int, days: int, seed: int, out: str, **rates: float | None) -> None:
+    """Write Site_Baa.zip (pickles), Site_B_metadata.csv, Site_B.ttl and SYNTHETIC.md, from the real Site B metadata,
+    with the faults real telemetry has at the measured rates (docs/bts.md), or at the rates given.
 
     \b
     Example:
-      telemetry-bench synth bts --streams 20 --days 3 --seed 7 --out /tmp/bts-synth
+      telemetry-bench synth bts --streams 20 --days 200 --seed 11 --out /tmp/bts-synth
     """
+    from pipeline.core.config import load_synth_config
     from pipeline.ingest.synth import synth_bts
 
     ws = cli.workspace(ctx)
-    result = synth_bts(ws.root / "data" / "raw" / "bts-site-b" / "Site_B.ttl", streams, days, seed, Path(out))
+    defaults = load_synth_config(ws).faults
+    faults = defaults.model_copy(update={k: v for k, v in rates.items() if v is not None})
+    result = synth_bts(ws.root / "data" / "raw" / "bts-site-b" / "Site_B.ttl", streams, days, seed, Path(out), faults)
     click.echo(f"{out}: {result['streams']} streams x {result['days']} days (seed {result['seed']}), synthetic")
 
 

@@ -15,6 +15,7 @@ from contracts.episodes import AuditConfig, EpisodesConfig, FamilyLift
 from contracts.hub_licenses import HubLicenses
 from contracts.lexicon import PointLexicon
 from contracts.runtime import PriceTable
+from contracts.synth import SynthConfig
 from contracts.tasks import WINDOW_SLOT, FamiliesConfig, Family
 from pipeline.core.errors import ConfigError, UnknownCorpusError, validation_problems
 from pipeline.core.workspace import Workspace
@@ -75,6 +76,11 @@ def _load_model(path: Path, model: type[M], needed_for: str, default: M | None =
 
 def load_build_config(ws: Workspace) -> BuildConfig:
     return _load_model(ws.configs_dir / "build.toml", BuildConfig, "", default=BuildConfig())
+
+
+def load_synth_config(ws: Workspace) -> SynthConfig:
+    """configs/synth.toml: the default fault rates of the synthetic generators (measured on the shipped corpora)."""
+    return _load_model(ws.configs_dir / "synth.toml", SynthConfig, "`synth` takes its default fault rates from it")
 
 
 def load_answers(ws: Workspace) -> AnswersConfig:

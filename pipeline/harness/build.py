@@ -5,6 +5,7 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import functools
+import json
 import os
 import threading
 from collections.abc import Callable
@@ -59,6 +60,22 @@ class Context:
     @property
     def synthetic(self) -> bool:
         return (self.raw / "SYNTHETIC.md").is_file()
+
+    def synthetic_origin(self) -> dict | None:
+        """How generated raw data was made (SYNTHETIC.json, written by `synth`): generator, seed and the rest; None
+        for real data. A SYNTHETIC.md without it still marks the data synthetic, by an unnamed generator."""
+        if not self.synthetic:
+            return None
+        found = self.raw / "SYNTHETIC.json"
+        try:
+            origin = json.loads(found.read_text(encoding="utf-8")) if found.is_file() else {}
+        except (OSError, ValueError) as exc:
+            raise ConfigError(
+                f"{found}: not readable JSON ({exc}); write it again with `telemetry-bench synth`"
+            ) from exc
+        if not isinstance(origin, dict):
+            raise ConfigError(f"{found}: not a JSON object; write it again with `telemetry-bench synth`")
+        return {"generator": "not named (SYNTHETIC.md without SYNTHETIC.json)", "seed": "not recorded", **origin}
 
     @property
     def corpus(self) -> str:
@@ -210,6 +227,8 @@ def _release_identity(ctx: Context) -> tuple[dict, dict[str, str]]:
     }
     config = {"mapping": ctx.mapping.model_dump(mode="json"), "categories": _categories(ctx)}
     config["card_license"] = _card_license(ctx)  # what the Hub's list decides for this corpus, not the whole list
+    if origin := ctx.synthetic_origin():
+        config["synthetic"] = origin  # only for generated data: real corpora keep their release identity
     return config, {
         **_upstream_outputs(ctx, "audit"),
         **_upstream_outputs(ctx, "episodes"),
@@ -255,6 +274,7 @@ def _release_run(ctx: Context, out: Path) -> StageResult:
         report.get("metadata_sha256", {}),
         categories=_categories(ctx),
         card_license=_card_license(ctx),
+        synthetic=ctx.synthetic_origin(),
     )
 
 

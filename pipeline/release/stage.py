@@ -124,9 +124,12 @@ def build_release(
     *,
     categories: dict[str, str],
     card_license: dict[str, str],
+    synthetic: dict | None = None,
 ) -> StageResult:
     """Copy the audited episodes into the release with their exports; `categories` (family -> ground-truth category,
-    configs/families.toml) labels the trajectories; `card_license` (pipeline/release/card.py) heads the dataset card."""
+    configs/families.toml) labels the trajectories; `card_license` (pipeline/release/card.py) heads the dataset card;
+    `synthetic` (the generator and seed of generated raw data, pipeline/harness/build.py) is said in release.json and
+    the card, so that nobody takes the release for measured data."""
     audit = upstream["audit"]["details"]
     failed = [name for name, status in audit.get("gates", {}).items() if status == "fail"]
     if failed:
@@ -207,6 +210,7 @@ def build_release(
         "stages": {stage: data_identity(m) for stage, m in sorted(upstream.items())},
         "tool_registry_version": registry_version,
         "libraries": libraries,
+        **({"synthetic": synthetic} if synthetic else {}),  # absent for real data: their releases keep their bytes
     }
     manifest["release_version"] = release_version(files)
     (out / "croissant.json").write_text(

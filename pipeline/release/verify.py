@@ -375,6 +375,8 @@ def _stage_claims(stage: dict, manifest: dict) -> list[str]:
                 "counts": manifest["counts"],
                 "release_version": manifest["release_version"],
                 "release_digest": manifest["release_digest"],
+                # the build marks every stage built from generated data (pipeline/harness/build.py: _marked)
+                **({"synthetic": True} if "synthetic" in manifest else {}),
             },
         ),
         "logical_digests": (stage.get("logical_digests"), {}),
