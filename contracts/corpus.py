@@ -366,7 +366,12 @@ class CorpusMapping(Frozen):
     raw_env: str | None = Field(
         None, description="Environment variable that may name the raw folder (data too large to ship)."
     )
-    license: str = Field("see SOURCE.md", description="License of the raw data, as the dataset card states it.")
+    license: str = Field(
+        "see SOURCE.md",
+        description="License of the raw data: an SPDX identifier (CC-BY-4.0, ODbL-1.0, BSD-2-Clause...; "
+        "configs/hub_licenses.toml [spdx]), alone or as the first word of the terms as the dataset card states them; "
+        "other words need license_id.",
+    )
     citation: str = Field("", description="How to credit the raw data (dataset card, Croissant citeAs).")
     license_id: str = Field(
         "",
@@ -376,9 +381,9 @@ class CorpusMapping(Frozen):
     )
     license_url: str = Field(
         "",
-        pattern=r"^$|^https?://\S+$",
+        pattern=r"^$|^https?://\S+$|^TODO",
         description="Where the license text is, as an http(s) URL (the card's license_link when its license is not "
-        "on the Hub's list, Croissant's license).",
+        "on the Hub's list, Croissant's license); a draft's TODO is refused by the build.",
     )
 
     @model_validator(mode="after")

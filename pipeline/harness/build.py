@@ -227,7 +227,23 @@ def _categories(ctx: Context) -> dict[str, str]:
 def _card_license(ctx: Context) -> dict[str, str]:
     from pipeline.release.card import card_license
 
-    return card_license(ctx.mapping, load_hub_licenses(ctx.ws).ids)
+    return card_license(ctx.mapping, load_hub_licenses(ctx.ws))
+
+
+DRAFTED_KEYS = ("title", "license", "license_url", "citation")  # keys `corpus draft` writes as TODO
+
+
+def _check_written(ws: Workspace, mapping: CorpusMapping) -> None:
+    """What a build refuses before it reads a file: a key the draft left TODO, a license no card can name."""
+    from pipeline.release.card import license_id
+
+    todo = [key for key in DRAFTED_KEYS if getattr(mapping, key).lstrip().startswith("TODO")]
+    if todo:
+        raise ConfigError(
+            f"{ws.corpus_config(mapping.name)}: {', '.join(todo)} still say TODO; write them (license: an SPDX "
+            "identifier such as CC-BY-4.0; license_url: where its text is, or empty; citation: how to credit the data)"
+        )
+    license_id(mapping, load_hub_licenses(ws))
 
 
 def _release_run(ctx: Context, out: Path) -> StageResult:
@@ -364,6 +380,7 @@ def build(
     contexts = []
     for corpus in select_corpora(ws, corpora):
         mapping = load_mapping(ws.corpus_config(corpus))
+        _check_written(ws, mapping)
         folder = raw_folder(ws, mapping, raw)
         if folder is None:
             if on_skip:
