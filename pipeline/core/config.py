@@ -13,6 +13,7 @@ from contracts.build import BuildConfig
 from contracts.corpus import CorpusMapping
 from contracts.episodes import AuditConfig, EpisodesConfig, FamilyLift
 from contracts.hub_licenses import HubLicenses
+from contracts.ingest import IngestConfig
 from contracts.lexicon import PointLexicon
 from contracts.runtime import PriceTable
 from contracts.tasks import WINDOW_SLOT, FamiliesConfig, Family
@@ -75,6 +76,11 @@ def _load_model(path: Path, model: type[M], needed_for: str, default: M | None =
 
 def load_build_config(ws: Workspace) -> BuildConfig:
     return _load_model(ws.configs_dir / "build.toml", BuildConfig, "", default=BuildConfig())
+
+
+def load_ingest_config(ws: Workspace) -> IngestConfig:
+    """configs/ingest.toml: the reject shares above which an ingest stops."""
+    return _load_model(ws.configs_dir / "ingest.toml", IngestConfig, "", default=IngestConfig())
 
 
 def load_answers(ws: Workspace) -> AnswersConfig:

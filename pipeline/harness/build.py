@@ -25,6 +25,7 @@ from pipeline.core.config import (
     load_episodes_config,
     load_families,
     load_hub_licenses,
+    load_ingest_config,
     load_mapping,
     select_corpora,
     weekly_commitments,
@@ -84,7 +85,8 @@ def _ingest_run(ctx: Context, out: Path) -> StageResult:
     from pipeline.ingest.stage import run_ingest
     from pipeline.ingest.tables import TABLES
 
-    report = run_ingest(ctx.mapping, ctx.raw, out, ctx.resources, _metadata_folder(ctx))
+    limits = load_ingest_config(ctx.ws).reject_limits
+    report = run_ingest(ctx.mapping, ctx.raw, out, ctx.resources, _metadata_folder(ctx), limits)
     counts = {
         "observations": report.observations,
         "rejects": report.rejects,
@@ -243,7 +245,22 @@ def _check_written(ws: Workspace, mapping: CorpusMapping) -> None:
             f"{ws.corpus_config(mapping.name)}: {', '.join(todo)} still say TODO; write them (license: an SPDX "
             "identifier such as CC-BY-4.0; license_url: where its text is, or empty; citation: how to credit the data)"
         )
+    guessed = [key for key, value in _time_guesses(mapping) if value.startswith("CHECK ")]
+    if guessed:
+        raise ConfigError(
+            f"{ws.corpus_config(mapping.name)}: {', '.join(guessed)} still say CHECK (a guess of `corpus draft`); "
+            "confirm each by deleting 'CHECK ', or write the right value"
+        )
     license_id(mapping, load_hub_licenses(ws))
+
+
+def _time_guesses(mapping: CorpusMapping) -> list[tuple[str, str]]:
+    """The mapping keys of time formats and zones, with their values (where a draft writes a CHECK)."""
+    keys = [("time.format", mapping.time.format), ("time.timezone", mapping.time.timezone)]
+    for index, entry in enumerate(mapping.time.file_formats, 1):
+        keys += [(f"time.file_formats[{index}].format", entry.format)]
+        keys += [(f"time.file_formats[{index}].timezone", entry.timezone or "")]
+    return keys
 
 
 def _release_run(ctx: Context, out: Path) -> StageResult:
