@@ -93,7 +93,7 @@ FAN_COIL = ("FCU_SupplyTemp", "FCU_ReturnTemp", "FCU_FanSpeed", "RoomTemp", "Roo
 AIR_HANDLER = ("AHU_SupplyTemp", "AHU_ReturnTemp", "AHU_StaticPressure", "RoomTemp", "RoomCO2")
 
 
-def write_room_export(raw: Path, rooms: int = 6, weeks: int = 16, days_with_rows: int = 29, seed: int = 5) -> None:
+def write_room_export(raw: Path, rooms: int = 6, weeks: int = 16, days_with_rows: int = 29, seed: int = 6) -> None:
     """One wide CSV per room (`Room_<n>.csv`), 5-minute rows on `days_with_rows` days spread over `weeks` weeks;
     the last room is served by an air handler, so its file has other columns."""
     raw.mkdir(parents=True, exist_ok=True)
