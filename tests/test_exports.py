@@ -152,3 +152,33 @@ def test_a_room_by_room_export_drafts_builds_and_releases(tmp_path):
     card = (root / "artifacts" / "rooms" / "release" / "README.md").read_text()
     assert "\nlicense: cc-by-4.0\n" in card
     assert oracle_score(root, "rooms", tmp_path) == 1.0
+
+
+def test_dates_that_read_both_ways_are_a_check_the_build_refuses_until_confirmed(tmp_path):
+    root = tmp_path / "ambiguous"
+    write_bas_export(root / "data" / "raw" / "bas", air_handlers=1, days=10)  # 3/1 to 3/10: no day above 12
+    text = drafted(root, "bas")
+    assert tomllib.loads(text)["time"]["format"] == "CHECK %m/%d/%Y %H:%M"
+    assert "%d/%m/%Y %H:%M reads every value too (no day above 12 was seen)" in text
+    fill_points(root, "bas", {"DSP": "Supply_Air_Static_Pressure_Sensor", "SF": "Fan_Status"})
+    mapping = root / "configs" / "corpora" / "bas.toml"
+    mapping.write_text(fill_drafted_mapping(mapping).replace('"%m/%d/%Y %H:%M"', '"CHECK %m/%d/%Y %H:%M"', 1))
+    refused = cli(root, "build", "--corpus", "bas", "--until", "ingest")
+    assert refused.exit_code == 1 and "time.format still say CHECK" in refused.output
+    fill_drafted_mapping(mapping)
+    assert cli(root, "build", "--corpus", "bas", "--until", "ingest").exit_code == 0
+
+
+def test_a_value_column_pattern_names_one_column_of_each_file(tmp_path):
+    root = tmp_path / "pattern"
+    write_bas_export(root / "data" / "raw" / "bas", air_handlers=1, days=14)
+    drafted(root, "bas")
+    mapping = root / "configs" / "corpora" / "bas.toml"
+    fill_drafted_mapping(mapping)
+    fill_points(root, "bas", {"DSP": "Supply_Air_Static_Pressure_Sensor", "SF": "Fan_Status"})
+    mapping.write_text(mapping.read_text().replace('value_column = "Value (*)"', 'value_column = "Temp (*)"'))
+    stopped = cli(root, "build", "--corpus", "bas", "--until", "ingest")
+    assert stopped.exit_code == 1
+    assert (
+        "values.value_column 'Temp (*)' matches 0 columns of Timestamp, Value (in/wc); make it match" in stopped.output
+    )
