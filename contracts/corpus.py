@@ -62,7 +62,9 @@ class TimeSpec(Frozen):
 
     column: str = Field(description="Name of the time column in the raw files.")
     format: str = Field(
-        description="'iso8601', 'epoch_s', 'epoch_ms', 'epoch_us', or a strftime pattern (e.g. '%Y-%m-%d %H:%M:%S')."
+        description="'iso8601', 'epoch_s', 'epoch_ms', 'epoch_us', or a strftime pattern (e.g. '%Y-%m-%d %H:%M:%S'; "
+        "'... %:z' for an offset after a space; '... %Z' for a zone abbreviation such as CST, read with the offset the "
+        "timezone gives it).",
     )
     timezone: str = Field("UTC", description="IANA zone of naive (offset-free) timestamps.")
     ambiguous: Literal["earliest", "latest", "reject"] = Field(
