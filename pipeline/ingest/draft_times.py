@@ -111,6 +111,8 @@ def time_lines(column: str, why_column: str, choice: TimeChoice, order: str, ord
         zone,
         f"row_order = {toml_value(order)}  # as the sampled rows of {order_file} run",
     ]
+    if choice.unread:
+        lines.insert(4, f"# no one candidate format reads every sampled time of {', '.join(choice.unread)}: check them")
     by_format: dict[str, list[str]] = {}
     for rel, own in choice.per_file.items():
         by_format.setdefault(own, []).append(rel)

@@ -11,6 +11,7 @@ import polars as pl
 
 from contracts.corpus import CorpusMapping
 from pipeline.core.errors import IngestError, shown
+from pipeline.ingest.layouts import read_raw
 from pipeline.ingest.timeparse import BAD, readings, spec_for_file
 
 
@@ -52,8 +53,6 @@ def likely_cause(text: str, fmt: str) -> str:
 
 def likely_time_cause(mapping: CorpusMapping, raw: Path, rel: str, row: int) -> str | None:
     """The likely cause of a file's bad timestamps, from the time text of its first rejected record."""
-    from pipeline.ingest.layouts import read_raw  # the readers import the cleaning rules this module sits beside
-
     if mapping.values.kind == "bts_pickle":
         return None
     table = read_raw(raw / rel, mapping.values)
