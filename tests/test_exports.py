@@ -182,3 +182,14 @@ def test_a_value_column_pattern_names_one_column_of_each_file(tmp_path):
     assert (
         "values.value_column 'Temp (*)' matches 0 columns of Timestamp, Value (in/wc); make it match" in stopped.output
     )
+
+
+def test_an_unknown_license_stops_the_build_in_one_line(tmp_path):
+    root = tmp_path / "license"
+    write_bas_export(root / "data" / "raw" / "bas", air_handlers=1, days=3)
+    drafted(root, "bas")
+    fill_drafted_mapping(root / "configs" / "corpora" / "bas.toml", license="BSD")
+    refused = cli(root, "build", "--corpus", "bas")
+    assert refused.exit_code == 1
+    [line] = refused.output.strip().splitlines()
+    assert "license = 'BSD' names no license we know" in line and "BSD-2-Clause" in line and "ODbL-1.0" in line

@@ -47,6 +47,7 @@ from pipeline.core.manifest import (
     run_stage,
 )
 from pipeline.core.workspace import Workspace
+from pipeline.harness.written import check_written
 
 
 @dataclass(frozen=True)
@@ -232,37 +233,6 @@ def _card_license(ctx: Context) -> dict[str, str]:
     return card_license(ctx.mapping, load_hub_licenses(ctx.ws))
 
 
-DRAFTED_KEYS = ("title", "license", "license_url", "citation")  # keys `corpus draft` writes as TODO
-
-
-def _check_written(ws: Workspace, mapping: CorpusMapping) -> None:
-    """What a build refuses before it reads a file: a key the draft left TODO, a license no card can name."""
-    from pipeline.release.card import license_id
-
-    todo = [key for key in DRAFTED_KEYS if getattr(mapping, key).lstrip().startswith("TODO")]
-    if todo:
-        raise ConfigError(
-            f"{ws.corpus_config(mapping.name)}: {', '.join(todo)} still say TODO; write them (license: an SPDX "
-            "identifier such as CC-BY-4.0; license_url: where its text is, or empty; citation: how to credit the data)"
-        )
-    guessed = [key for key, value in _time_guesses(mapping) if value.startswith("CHECK ")]
-    if guessed:
-        raise ConfigError(
-            f"{ws.corpus_config(mapping.name)}: {', '.join(guessed)} still say CHECK (a guess of `corpus draft`); "
-            "confirm each by deleting 'CHECK ', or write the right value"
-        )
-    license_id(mapping, load_hub_licenses(ws))
-
-
-def _time_guesses(mapping: CorpusMapping) -> list[tuple[str, str]]:
-    """The mapping keys of time formats and zones, with their values (where a draft writes a CHECK)."""
-    keys = [("time.format", mapping.time.format), ("time.timezone", mapping.time.timezone)]
-    for index, entry in enumerate(mapping.time.file_formats, 1):
-        keys += [(f"time.file_formats[{index}].format", entry.format)]
-        keys += [(f"time.file_formats[{index}].timezone", entry.timezone or "")]
-    return keys
-
-
 def _release_run(ctx: Context, out: Path) -> StageResult:
     import json
 
@@ -397,7 +367,7 @@ def build(
     contexts = []
     for corpus in select_corpora(ws, corpora):
         mapping = load_mapping(ws.corpus_config(corpus))
-        _check_written(ws, mapping)
+        check_written(ws, mapping)
         folder = raw_folder(ws, mapping, raw)
         if folder is None:
             if on_skip:
