@@ -193,3 +193,27 @@ def test_an_unknown_license_stops_the_build_in_one_line(tmp_path):
     assert refused.exit_code == 1
     [line] = refused.output.strip().splitlines()
     assert "license = 'BSD' names no license we know" in line and "BSD-2-Clause" in line and "ODbL-1.0" in line
+
+
+def test_the_new_mapping_keys_leave_the_identity_of_mappings_that_do_not_use_them():
+    """states, reject_limits and exclude enter a mapping's dump (its stages' identity) only when set, so the shipped
+    corpora keep their release digests."""
+    from pipeline.core.config import load_mapping
+    from tests.helpers import REPO
+
+    shipped = load_mapping(REPO / "configs" / "corpora" / "hhw.toml")
+    dumped = shipped.model_dump(mode="json")
+    assert "states" not in dumped["cleaning"] and "reject_limits" not in dumped["cleaning"]
+    assert "exclude" not in dumped["values"]
+    used = (
+        type(shipped)
+        .model_validate(
+            {
+                **dumped,
+                "values": {**dumped["values"], "exclude": ["x.csv"]},
+                "cleaning": {**dumped["cleaning"], "states": {"On": 1}},
+            }
+        )
+        .model_dump(mode="json")
+    )
+    assert used["values"]["exclude"] == ["x.csv"] and used["cleaning"]["states"] == {"On": 1.0}
