@@ -8,7 +8,7 @@ from typing import Annotated, Literal
 
 from pydantic import Field, ValidationInfo, field_validator, model_validator
 
-from contracts.base import Frozen
+from contracts.base import Frozen, Grown
 from contracts.corpus_metadata import BrickMetadata, Metadata
 from contracts.tasks import SplitKind, SplitOverrides
 
@@ -62,7 +62,9 @@ class TimeSpec(Frozen):
 
     column: str = Field(description="Name of the time column in the raw files.")
     format: str = Field(
-        description="'iso8601', 'epoch_s', 'epoch_ms', 'epoch_us', or a strftime pattern (e.g. '%Y-%m-%d %H:%M:%S')."
+        description="'iso8601', 'epoch_s', 'epoch_ms', 'epoch_us', or a strftime pattern (e.g. '%Y-%m-%d %H:%M:%S'; "
+        "'... %:z' for an offset after a space; '... %Z' for a zone abbreviation such as CST, read with the offset the "
+        "timezone gives it).",
     )
     timezone: str = Field("UTC", description="IANA zone of naive (offset-free) timestamps.")
     ambiguous: Literal["earliest", "latest", "reject"] = Field(
@@ -84,8 +86,15 @@ class TimeSpec(Frozen):
         return _known_time_format(value)
 
 
-class _CsvFiles(Frozen):
+class _CsvFiles(Grown):
+    ADDED = ("exclude",)
+
     files: str = Field(description="Glob of value files relative to the corpus folder.")
+    exclude: list[str] = Field(
+        default=[],
+        description="Globs (relative to the corpus folder) of files `files` matches that are not value files, e.g. "
+        "an export holding only its header; `corpus draft` writes each with its reason.",
+    )
     file_pattern: str = Field(
         description="Regex fully matched against the file name, or, when it holds a '/', against the file's POSIX "
         "path relative to the corpus folder; named groups feed the templates."
@@ -312,8 +321,24 @@ class BtsPickle(Frozen):
 Values = Annotated[WideCsv | LongCsv | FilePerStream | BtsPickle, Field(discriminator="kind")]
 
 
-class Cleaning(Frozen):
+class RejectLimit(Frozen):
+    """This corpus's own limit on the share of a file's cells one reason may reject, with why it is right here."""
+
+    files: str = Field(".*", description="Regex fully matched against the file's relative path ('.*': every file).")
+    reason: str = Field(description="The reject reason it limits, e.g. 'bad_timestamp'.")
+    share: float = Field(gt=0, le=1, description="The largest share of a file's raw value cells it may reject.")
+    why: str = Field(min_length=1, description="Why this corpus may reject that much (required: a reader asks).")
+
+    @field_validator("files")
+    @classmethod
+    def _compiles(cls, value: str) -> str:
+        return _regex(value, "files")
+
+
+class Cleaning(Grown):
     """Declared rules for invalid values; each rejected cell records the rule's reason."""
+
+    ADDED = ("states", "reject_limits")
 
     missing_tokens: list[str] = Field(default=["", "NA"], description="Cell texts meaning 'no value' (missing).")
     sentinels: list[float] = Field(default=[], description="Values that mean 'no reading' (sentinel).")
@@ -328,6 +353,16 @@ class Cleaning(Frozen):
     )
     duplicates: Literal["keep_first_row", "keep_last_row", "reject_all"] = Field(
         "keep_first_row", description="Several valid values for one (stream, UTC time): which survives."
+    )
+    states: dict[str, float] = Field(
+        default={},
+        description="Cell texts of state points and the number each stands for (On = 1, Off = 0, Occupied = 1...), "
+        "matched case-insensitively: a binary or enumerated point becomes a stream of these numbers.",
+    )
+    reject_limits: list[RejectLimit] = Field(
+        default=[],
+        description="[[cleaning.reject_limits]]: this corpus's limits over configs/ingest.toml's [reject_limits], the "
+        "first entry matching a file and reason wins; each says why.",
     )
 
     @model_validator(mode="after")
@@ -366,7 +401,12 @@ class CorpusMapping(Frozen):
     raw_env: str | None = Field(
         None, description="Environment variable that may name the raw folder (data too large to ship)."
     )
-    license: str = Field("see SOURCE.md", description="License of the raw data, as the dataset card states it.")
+    license: str = Field(
+        "see SOURCE.md",
+        description="License of the raw data: an SPDX identifier (CC-BY-4.0, ODbL-1.0, BSD-2-Clause...; "
+        "configs/hub_licenses.toml [spdx]), alone or as the first word of the terms as the dataset card states them; "
+        "other words need license_id.",
+    )
     citation: str = Field("", description="How to credit the raw data (dataset card, Croissant citeAs).")
     license_id: str = Field(
         "",
@@ -376,9 +416,9 @@ class CorpusMapping(Frozen):
     )
     license_url: str = Field(
         "",
-        pattern=r"^$|^https?://\S+$",
+        pattern=r"^$|^https?://\S+$|^TODO",
         description="Where the license text is, as an http(s) URL (the card's license_link when its license is not "
-        "on the Hub's list, Croissant's license).",
+        "on the Hub's list, Croissant's license); a draft's TODO is refused by the build.",
     )
 
     @model_validator(mode="after")

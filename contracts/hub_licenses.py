@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import re
 
-from pydantic import Field, field_validator
+from pydantic import Field, field_validator, model_validator
 
 from contracts.base import Frozen
 
@@ -24,3 +24,20 @@ class HubLicenses(Frozen):
         if bad:
             raise ValueError(f"ids {bad}: write the Hub's id in lower case; 'other' and 'unknown' name no license")
         return value
+
+    spdx: dict[str, str] = Field(
+        default={},
+        description="SPDX identifier a mapping may name (as SPDX spells it) -> the Hub id its card says, or 'other' "
+        "when the Hub does not list it.",
+    )
+
+    @model_validator(mode="after")
+    def _spdx_to_listed_ids(self) -> HubLicenses:
+        unlisted = sorted(k for k, v in self.spdx.items() if v != "other" and v not in self.ids)
+        if unlisted:
+            raise ValueError(f"spdx {unlisted}: each maps to one of ids, or to 'other' when the Hub does not list it")
+        return self
+
+    def spdx_id(self, text: str) -> str | None:
+        """The SPDX identifier `text` names (case-insensitively), as SPDX spells it; None when it is not listed."""
+        return next((k for k in self.spdx if k.lower() == text.strip().lower()), None)

@@ -55,3 +55,13 @@ class IngestReport(Frozen):
         "timestamps and values, by digest): copies of one sensor. No task uses one as "
         "another's distractor.",
     )
+
+
+class IngestConfig(Frozen):
+    """configs/ingest.toml: what stops an ingest; it decides whether a build goes on, never what it writes."""
+
+    reject_limits: dict[str, float] = Field(
+        default={"bad_timestamp": 0.05},
+        description="Reject reason -> the largest share of one file's raw value cells it may reject; above it the "
+        "build stops naming the file (a mapping's [[cleaning.reject_limits]] overrides it, with a reason).",
+    )

@@ -37,3 +37,22 @@ class PointLexicon(Frozen):
     points: dict[str, LexiconEntry] = Field(
         min_length=1, description="[points.<name>]: one kind of point; earlier entries win ties."
     )
+
+    units: dict[str, str] = Field(
+        default={},
+        description="[units]: a unit as a column header writes it ('°F' in 'Value (°F)', 'in/wc') -> the QUDT unit "
+        "local name the draft proposes for its stream; a written unit not listed is a TODO, never the lexicon's guess.",
+    )
+    states: dict[str, float] = Field(
+        default={},
+        description="[states]: the cell texts of binary and enumerated points (lower case: on, off, occupied...) -> "
+        "the number each stands for; a column holding only these is a state stream (mapping [cleaning] states).",
+    )
+
+    @field_validator("states")
+    @classmethod
+    def _lower_states(cls, value: dict[str, float]) -> dict[str, float]:
+        bad = [k for k in value if k != k.lower() or not k]
+        if bad:
+            raise ValueError(f"states {bad}: write each state in lower case (cells match it in any case)")
+        return value

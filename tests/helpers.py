@@ -322,3 +322,26 @@ def one_error_line(result: Result, *expected: str) -> str:
     assert len(lines) == 1 and lines[0].startswith("error: ") and "Traceback" not in result.output, result.output
     assert all(e in lines[0] for e in expected), result.output
     return lines[0]
+
+
+USER_ANSWERS = {
+    "title": "Telemetry a user brought",
+    "license": "CC-BY-4.0",
+    "license_url": "https://creativecommons.org/licenses/by/4.0/",
+    "citation": "The user's own export",
+}
+
+
+def fill_drafted_mapping(path: Path, **answers: str) -> str:
+    """What a user does to a drafted mapping: write each top-level TODO key (title, license, license_url, citation)
+    and confirm each CHECK by deleting "CHECK "; nothing else is touched. Returns the text written."""
+    import re
+
+    given = {**USER_ANSWERS, **answers}
+    text = path.read_text(encoding="utf-8")
+    for key, value in given.items():
+        text = re.sub(rf'(?m)^{key} = "TODO[^"\n]*"', f'{key} = "{value}"', text)
+    assert "TODO" not in re.sub(r"#.*", "", text), "a TODO the user was not told about"
+    text = text.replace('"CHECK ', '"')
+    path.write_text(text, encoding="utf-8")
+    return text

@@ -22,7 +22,7 @@ from pipeline.core.errors import IngestError
 from pipeline.core.workspace import Workspace
 from pipeline.ingest.draft import draft, propose
 from pipeline.ingest.metadata import _read_table
-from tests.helpers import REPO, copy_shared_configs
+from tests.helpers import REPO, copy_shared_configs, fill_drafted_mapping
 from tests.shapes import write_office
 
 LEXICON = load_lexicon(Workspace.from_root(REPO))
@@ -126,7 +126,7 @@ def test_a_drafted_office_build_stops_at_the_first_check_in_one_line(tmp_path):
     write_office(root / "data" / "raw" / "office", rooms=5, days=2)
     assert _draft(root, "office").exit_code == 0
     mapping = root / "configs" / "corpora" / "office.toml"
-    mapping.write_text(mapping.read_text().replace('title = "TODO', 'title = "Office'))
+    fill_drafted_mapping(mapping)
     built = CliRunner().invoke(main, ["--root", str(root), "build", "--corpus", "office"])
     assert built.exit_code == 1 and "Traceback" not in built.output
     [error] = [line for line in built.output.splitlines() if line.startswith("error:")]

@@ -17,7 +17,7 @@ from click.testing import CliRunner
 from pipeline.cli import main
 from pipeline.core.config import load_mapping
 from pipeline.core.workspace import Workspace
-from tests.helpers import RAW, REPO, TINY_XAI, copy_shared_configs, xai_config
+from tests.helpers import RAW, REPO, TINY_XAI, copy_shared_configs, fill_drafted_mapping, xai_config
 
 BELGRADE = ZoneInfo("Europe/Belgrade")
 HEADER, *ROWS = [line.split(",") for line in TINY_XAI.splitlines()]
@@ -135,6 +135,9 @@ def test_headerless_tab_separated_file_per_sensor_from_a_draft(tmp_path):
     )
     points = root / "configs" / "corpora" / "plant" / "points.csv"
     assert points.read_text().count("TODO") == len(CLASSES)
+    failed = cli(root, "build", "--corpus", "plant")
+    assert failed.exit_code != 0 and "still say TODO" in failed.output
+    fill_drafted_mapping(root / "configs" / "corpora" / "plant.toml")
     failed = cli(root, "build", "--corpus", "plant")
     assert failed.exit_code != 0 and "is TODO; write its Brick class" in failed.output
     lines = points.read_text().splitlines()

@@ -22,7 +22,7 @@ from pipeline.core.errors import StageError
 from pipeline.core.workspace import Workspace
 from pipeline.episodes.stage import week_caps
 from pipeline.tasks.fit import DAY, Span, fit, summary
-from tests.helpers import REPO, copy_shared_configs
+from tests.helpers import REPO, copy_shared_configs, fill_drafted_mapping
 from tests.shapes import METERS, OFFICE_POINTS, write_estate, write_office, write_office_in_one_file
 
 WEDNESDAY = 1_677_628_800_000_000  # 2023-03-01 00:00 UTC
@@ -35,6 +35,7 @@ def _drafted(root: Path, name: str, classes: dict[str, str]) -> Path:
     copy_shared_configs(root)
     drafted = cli(root, "corpus", "draft", str(root / "data" / "raw" / name), "--name", name)
     assert drafted.exit_code == 0, drafted.output
+    fill_drafted_mapping(root / "configs" / "corpora" / f"{name}.toml")
     points = root / "configs" / "corpora" / name / "points.csv"
     with points.open(encoding="utf-8", newline="") as handle:
         rows = list(csv.DictReader(handle))

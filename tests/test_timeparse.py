@@ -113,3 +113,31 @@ def test_quick_formats_parse_as_the_general_ones(values):
     for fmt in _QUICK:
         dtype = pl.Datetime("us", "UTC") if fmt.endswith("%#z") else pl.Datetime("us")
         assert _strptime(text, fmt, dtype).to_list() == text.str.strptime(dtype, fmt, strict=False).to_list(), fmt
+
+
+def test_zone_abbreviations_are_read_with_the_offset_the_sites_zone_gives_them():
+    """CST and CDT in America/Chicago (issue 52): each time its own offset; one without an abbreviation is local time;
+    an abbreviation the zone never uses is a bad timestamp, not a guess."""
+    got = parse(
+        ["02-Mar-22 5:00:01 PM CST", "15-Jul-22 5:00:01 PM CDT", "15-Jul-22 5:00:01 PM", "15-Jul-22 5:00:01 PM PST"],
+        format="%d-%b-%y %I:%M:%S %p %Z",
+        timezone="America/Chicago",
+    )
+    march, july = 1646262001 * S, 1657922401 * S  # 23:00:01 and 22:00:01 UTC
+    assert got == [(march, None), (july, None), (july, None), (None, "bad_timestamp")]
+
+
+def test_a_strftime_format_with_an_offset_after_a_space():
+    got = parse(["2021-09-07 00:00 +08:00", "2021-09-07 00:05 -03:30", "2021-09-07 00:10"], format="%Y-%m-%d %H:%M %:z")
+    assert got == [(1630944000 * S, None), (1630985700 * S, None), (None, "bad_timestamp")]
+
+
+def test_the_candidates_read_month_first_dates_and_say_where_both_readings_fit():
+    from pipeline.ingest.timeparse import readings
+
+    assert readings(["5/13/2022 0:05", "5/14/2022 13:05"]) == ["%m/%d/%Y %H:%M"]
+    assert readings(["5/7/2022 0:05", "5/8/2022 13:05"]) == ["%m/%d/%Y %H:%M", "%d/%m/%Y %H:%M"]
+    assert readings(["13/5/2022 0:05"]) == ["%d/%m/%Y %H:%M"]
+    assert readings(["2021-09-07 00:00 +08:00"]) == ["%Y-%m-%d %H:%M %:z"]
+    assert readings(["02-Mar-22 5:00:01 PM CST"]) == ["%d-%b-%y %I:%M:%S %p %Z"]
+    assert readings(["05/07/2022 5:00 PM"]) == ["%m/%d/%Y %I:%M %p", "%d/%m/%Y %I:%M %p"]  # PM is no zone

@@ -13,6 +13,7 @@ from contracts.build import BuildConfig
 from contracts.corpus import CorpusMapping
 from contracts.episodes import AuditConfig, EpisodesConfig, FamilyLift
 from contracts.hub_licenses import HubLicenses
+from contracts.ingest import IngestConfig
 from contracts.lexicon import PointLexicon
 from contracts.runtime import PriceTable
 from contracts.synth import SynthConfig
@@ -81,6 +82,11 @@ def load_build_config(ws: Workspace) -> BuildConfig:
 def load_synth_config(ws: Workspace) -> SynthConfig:
     """configs/synth.toml: the default fault rates of the synthetic generators (measured on the shipped corpora)."""
     return _load_model(ws.configs_dir / "synth.toml", SynthConfig, "`synth` takes its default fault rates from it")
+
+
+def load_ingest_config(ws: Workspace) -> IngestConfig:
+    """configs/ingest.toml: the reject shares above which an ingest stops."""
+    return _load_model(ws.configs_dir / "ingest.toml", IngestConfig, "", default=IngestConfig())
 
 
 def load_answers(ws: Workspace) -> AnswersConfig:

@@ -26,6 +26,7 @@ from pipeline.core.config import (
     load_episodes_config,
     load_families,
     load_hub_licenses,
+    load_ingest_config,
     load_mapping,
     select_corpora,
     weekly_commitments,
@@ -47,6 +48,7 @@ from pipeline.core.manifest import (
     run_stage,
 )
 from pipeline.core.workspace import Workspace
+from pipeline.harness.written import check_written
 
 
 @dataclass(frozen=True)
@@ -101,7 +103,8 @@ def _ingest_run(ctx: Context, out: Path) -> StageResult:
     from pipeline.ingest.stage import run_ingest
     from pipeline.ingest.tables import TABLES
 
-    report = run_ingest(ctx.mapping, ctx.raw, out, ctx.resources, _metadata_folder(ctx))
+    limits = load_ingest_config(ctx.ws).reject_limits
+    report = run_ingest(ctx.mapping, ctx.raw, out, ctx.resources, _metadata_folder(ctx), limits)
     counts = {
         "observations": report.observations,
         "rejects": report.rejects,
@@ -246,7 +249,7 @@ def _categories(ctx: Context) -> dict[str, str]:
 def _card_license(ctx: Context) -> dict[str, str]:
     from pipeline.release.card import card_license
 
-    return card_license(ctx.mapping, load_hub_licenses(ctx.ws).ids)
+    return card_license(ctx.mapping, load_hub_licenses(ctx.ws))
 
 
 def _release_run(ctx: Context, out: Path) -> StageResult:
@@ -384,6 +387,7 @@ def build(
     contexts = []
     for corpus in select_corpora(ws, corpora):
         mapping = load_mapping(ws.corpus_config(corpus))
+        check_written(ws, mapping)
         folder = raw_folder(ws, mapping, raw)
         if folder is None:
             if on_skip:

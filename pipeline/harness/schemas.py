@@ -17,7 +17,7 @@ from contracts.corpus import CorpusMapping
 from contracts.episodes import AuditConfig, Episode, EpisodesConfig
 from contracts.ground_truth import Trajectory
 from contracts.hub_licenses import HubLicenses
-from contracts.ingest import IngestReport
+from contracts.ingest import IngestConfig, IngestReport
 from contracts.leaderboard import Leaderboard
 from contracts.lexicon import PointLexicon
 from contracts.manifest import StageManifest
@@ -51,6 +51,7 @@ MODELS = {
     "agent_observation": AgentObservation,
     "point_lexicon": PointLexicon,
     "hub_licenses": HubLicenses,
+    "ingest_config": IngestConfig,
     "ground_truth_trajectory": Trajectory,  # the seed's format; gt_validate reads this file at run time
 }
 

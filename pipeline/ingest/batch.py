@@ -77,10 +77,11 @@ class BatchResult:
 
 def value_files(raw: Path, mapping: CorpusMapping) -> list[tuple[Path, str]]:
     folders_too = mapping.values.kind == "bts_pickle"  # an extracted archive is a folder of pickles
+    excluded = {p for pattern in getattr(mapping.values, "exclude", []) for p in raw.glob(pattern)}
     files = sorted(
         (p, p.relative_to(raw).as_posix())
         for p in raw.glob(mapping.values.files)
-        if p.is_file() or (folders_too and p.is_dir())
+        if (p.is_file() or (folders_too and p.is_dir())) and p not in excluded
     )
     if not files:
         raise IngestError(f"{raw}: no file matches values.files = {mapping.values.files!r}; check the pattern")

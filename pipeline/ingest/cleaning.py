@@ -112,8 +112,14 @@ def _parse(sl: Slice, index: int, rules: Cleaning, numeric: bool = False, decima
         .then(None)
         .otherwise(text.str.replace(decimal, ".", literal=True))
     )
+    parsed = number.cast(pl.Float64, strict=False)
+    if rules.states:  # On/Off, Occupied/UnOccupied: the number the mapping gives each state, in any case
+        states = {k.lower(): float(v) for k, v in rules.states.items()}
+        parsed = pl.coalesce(
+            text.str.to_lowercase().replace_strict(states, default=None, return_dtype=pl.Float64), parsed
+        )
     return [
-        (number.cast(pl.Float64, strict=False) + 0.0).alias(f"_v{index}"),  # + 0.0 turns -0.0 into 0.0
+        (parsed + 0.0).alias(f"_v{index}"),  # + 0.0 turns -0.0 into 0.0
         (text.is_null() | text.is_in(rules.missing_tokens)).alias(f"_m{index}"),
     ]
 

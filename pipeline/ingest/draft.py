@@ -9,7 +9,6 @@ from __future__ import annotations
 import csv
 import dataclasses
 import io
-import json
 import os
 import re
 from collections import Counter
@@ -23,7 +22,11 @@ from contracts.lexicon import LexiconEntry, PointLexicon
 from pipeline.core.checksums import SUMS_NAME
 from pipeline.core.errors import ConfigError
 from pipeline.ingest.draft_paths import Paths, place_label, read_paths
+from pipeline.ingest.draft_times import TimeChoice, choose, epochs, time_lines
+from pipeline.ingest.draft_times import toml_value as _toml
+from pipeline.ingest.draft_values import excluded, is_states, states_line, unit_for, unread_reason, value_column
 from pipeline.ingest.metadata import UNCONFIRMED
+from pipeline.ingest.timeparse import readings
 
 SAMPLE_BYTES = 256 * 1024
 SAMPLE_ROWS = 400
@@ -44,21 +47,6 @@ NOT_DATA = re.compile(
 EPOCH_RANGES = (("epoch_s", 9e8, 4.2e9), ("epoch_ms", 9e11, 4.2e12), ("epoch_us", 9e14, 4.2e15))
 ISO = re.compile(r"^\d{4}-\d{2}-\d{2}[T ]\d{2}:\d{2}(:\d{2}(\.\d+)?)?(Z|[+-]\d{2}:?\d{2})?$")
 ISO_AWARE = re.compile(r"(T.*|Z|[+-]\d{2}:?\d{2})$")
-PATTERNS = (
-    "%Y-%m-%d %H:%M:%S",
-    "%Y-%m-%d %H:%M",
-    "%Y/%m/%d %H:%M:%S",
-    "%Y/%m/%d %H:%M",
-    "%d.%m.%Y %H:%M:%S",
-    "%d.%m.%Y %H:%M",
-    "%d/%m/%Y %H:%M:%S",
-    "%d/%m/%Y %H:%M",
-    "%m/%d/%Y %H:%M:%S",
-    "%m/%d/%Y %H:%M",
-    "%Y-%m-%dT%H:%M:%S",
-    "%Y%m%d%H%M%S",
-    "%Y%m%d %H%M",
-)
 
 
 @dataclass
@@ -75,6 +63,7 @@ class Sniffed:
     time: tuple[int, str, str] | None  # (column index, format, why)
     why: dict[str, str] = field(default_factory=dict)
     tail: list[list[str]] = field(default_factory=list)  # the file's last data rows (the sample's, for a small file)
+    states: dict[str, float] = field(default_factory=dict)  # the lexicon's state texts (lower case) -> numbers
 
     def column(self, index: int) -> list[str]:
         return [row[index].strip() for row in self.rows if index < len(row)]
@@ -84,7 +73,9 @@ class Sniffed:
         return [
             i
             for i in range(len(self.names))
-            if self.time and i != self.time[0] and _numeric_share(self.column(i), self.decimal) >= 0.9
+            if self.time
+            and i != self.time[0]
+            and (_numeric_share(self.column(i), self.decimal) >= 0.9 or is_states(self.column(i), self.states))
         ]
 
 
@@ -126,14 +117,8 @@ def time_format(cells: list[str]) -> tuple[str, str] | None:
             if all(low <= n < high for n in numbers):  # type: ignore[operator]
                 return name, f"numbers between {low:.0e} and {high:.0e}: Unix time in {name.split('_')[1]}"
         return None
-    for pattern in PATTERNS:
-        try:
-            for c in present:
-                datetime.strptime(c, pattern)
-        except ValueError:
-            continue
-        return pattern, f"every value reads as {pattern}"
-    return None
+    found = readings(present)
+    return (found[0], f"every value reads as {found[0]}") if found else None
 
 
 def _split(lines: list[str], delimiter: str) -> list[list[str]]:
@@ -181,7 +166,7 @@ def _head_and_tail(path: Path) -> tuple[bytes, int, str]:
         return data, size, handle.read().decode("utf-8", errors="replace")
 
 
-def sniff(path: Path, rel: str) -> Sniffed | None:
+def sniff(path: Path, rel: str, states: dict[str, float] | None = None) -> Sniffed | None:
     """One file's shape, or None when it is not delimited text with a time column."""
     data, size, tail_text = _head_and_tail(path)
     if b"\x00" in data:
@@ -208,7 +193,7 @@ def sniff(path: Path, rel: str) -> Sniffed | None:
     header = any(b and not d for d, b in zip(data_like, below, strict=False)) or not any(data_like)
     names = [c.strip() for c in first] if header else [f"col{i + 1}" for i in range(len(first))]
     body = rows[1:] if header else rows
-    sniffed = Sniffed(rel, size, delimiter, header, decimal, names, body, None)
+    sniffed = Sniffed(rel, size, delimiter, header, decimal, names, body, None, states=states or {})
     if tail_text:
         last_lines = [line for line in tail_text.splitlines() if line.strip()][1:][-TAIL_ROWS:]  # the first may be cut
     sniffed.tail = _split(last_lines, delimiter)
@@ -247,12 +232,6 @@ def _affixes(names: list[str]) -> tuple[str, str]:
     return prefix, suffix
 
 
-def _toml(value: object) -> str:
-    if isinstance(value, str) and "'" not in value and "\n" not in value and ("\\" in value):
-        return f"'{value}'"  # a literal string keeps regex backslashes readable
-    return json.dumps(value, ensure_ascii=False)
-
-
 def _row_order(sniffed: Sniffed) -> str:
     index, fmt, _ = sniffed.time  # type: ignore[misc]
     cells = _present(sniffed.column(index))
@@ -261,7 +240,7 @@ def _row_order(sniffed: Sniffed) -> str:
     elif fmt == "iso8601":
         keys = [c.replace("T", " ") for c in cells]  # comparable as text when all share a zone
     else:
-        keys = [datetime.strptime(c, fmt) for c in cells]  # type: ignore[misc]
+        keys = [k for k in epochs(cells, fmt) if k is not None]  # type: ignore[misc]
     if len(set(keys)) > 1 and all(a <= b for a, b in zip(keys, keys[1:], strict=False)):
         return "ascending"  # repeated times (a long file's streams at one instant) keep the order
     if len(set(keys)) > 1 and all(a >= b for a, b in zip(keys, keys[1:], strict=False)):
@@ -287,7 +266,9 @@ def _epoch_us(cell: str, fmt: str) -> int | None:
     try:
         if fmt in EPOCH_SCALE:
             return round(float(text) * EPOCH_SCALE[fmt])
-        at = datetime.fromisoformat(text.replace("Z", "+00:00")) if fmt == "iso8601" else datetime.strptime(text, fmt)
+        if fmt != "iso8601":
+            return epochs([text], fmt)[0]
+        at = datetime.fromisoformat(text.replace("Z", "+00:00"))
     except (ValueError, OverflowError):
         return None
     return ((at if at.tzinfo else at.replace(tzinfo=UTC)) - EPOCH) // timedelta(microseconds=1)
@@ -377,7 +358,10 @@ def draft(
         if p.is_file() and p.name != SUMS_NAME and not any(part.startswith(".") for part in p.relative_to(raw).parts)
     )
     graphs = [p.relative_to(raw).as_posix() for p in files if p.suffix == ".ttl"]
-    sniffed = [s for p in files if not NOT_DATA.search(p.name) and (s := sniff(p, p.relative_to(raw).as_posix()))]
+    states = lexicon.states if lexicon else {}
+    sniffed = [
+        s for p in files if not NOT_DATA.search(p.name) and (s := sniff(p, p.relative_to(raw).as_posix(), states))
+    ]
     if not sniffed:
         raise ConfigError(
             f"{raw}: no delimited text file with a time column was found; `corpus draft` reads CSV-like "
@@ -385,12 +369,13 @@ def draft(
         )
     groups = _alike(sniffed)
     group = max(groups, key=lambda g: (sum(s.bytes for s in g), len(g), [s.rel for s in g]))
+    choice = _time_choice(group)
     first, layout = group[0], _layout(group)
     rels = [s.rel for s in group]
     edges = {s.rel: _edges(s) for s in group}
     layout, naming = _naming(first, layout, rels, edges)
     glob, pattern, roles = naming.glob, naming.pattern, naming.roles
-    left_out = [s.rel for g in groups if g is not group for s in g]
+    left_out = _left_out(raw, files, groups, group, glob)
 
     keys, sites, site_column, site_label = _streams_and_sites(raw, group, layout, naming, bool(graphs))
     known = [e for e in edges.values() if e]
@@ -410,13 +395,19 @@ def draft(
     if raw_dir:
         lines.append(f"raw_dir = {_toml(raw_dir)}")
     lines += [
-        'license = "TODO: the raw data\'s license"',
-        *_time_section(first),
+        'license = "TODO: the raw data\'s license, an SPDX identifier (CC-BY-4.0, ODbL-1.0, BSD-2-Clause, MIT...)"',
+        'license_url = "TODO: where the license text is (https://...), or empty"',
+        'citation = "TODO: how to credit the raw data (authors, title, DOI)"',
+        *_time_lines(first, choice),
         *_values_section(first, layout, glob, pattern, naming.why, len(rels), left_out),
+        *_value_column_lines(group, layout),
         *_site_lines(first, layout, name, bool(graphs), roles, site_column),
     ]
-    metadata, points = _metadata_section(graphs, name, keys, lexicon, site_label)
-    lines += [*metadata, "", "[cleaning]", 'missing_tokens = ["", "NA"]', 'duplicates = "keep_first_row"', ""]
+    metadata, points = _metadata_section(
+        graphs, name, keys, lexicon, site_label, _unit_names(group, layout, naming), _files_of_keys(group, layout)
+    )
+    lines += [*metadata, "", "[cleaning]", 'missing_tokens = ["", "NA"]', 'duplicates = "keep_first_row"']
+    lines += [*_states_lines(group, states), ""]
     text = "\n".join(lines)
     _validate(text, name)
     time_index, time_fmt, _ = first.time  # type: ignore[misc]
@@ -614,6 +605,27 @@ def _layout(group: list[Sniffed]) -> _Layout:
     )
 
 
+def _time_choice(group: list[Sniffed]) -> TimeChoice | None:
+    """The formats of a group's strftime times, chosen on the first and last rows of every file (each file's own
+    format set on its Sniffed); None for ISO 8601 and Unix times, which the sniffer reads alone."""
+    if group[0].time[1] == "iso8601" or group[0].time[1] in EPOCH_SCALE:  # type: ignore[index]
+        return None
+    cells = {s.rel: s.column(s.time[0]) + [r[s.time[0]] for r in s.tail if s.time[0] < len(r)] for s in group}  # type: ignore[index]
+    choice = choose(cells)
+    if choice is None:
+        return None
+    for s in group:
+        s.time = (s.time[0], choice.per_file.get(s.rel, choice.format), s.time[2])  # type: ignore[index]
+    return choice
+
+
+def _time_lines(first: Sniffed, choice: TimeChoice | None) -> list[str]:
+    """The [time] lines: strftime times as `choice` reads them, else as the sniffer read ISO or Unix times."""
+    if choice is None:
+        return _time_section(first)
+    return time_lines(first.names[first.time[0]], first.why["time"], choice, _row_order(first), first.rel)  # type: ignore[index]
+
+
 def _time_section(first: Sniffed) -> list[str]:
     """The [time] lines: the column, its format, the zone of its values and the order of the rows."""
     time_index, time_fmt, _ = first.time  # type: ignore[misc]
@@ -637,7 +649,13 @@ def _time_section(first: Sniffed) -> list[str]:
 
 
 def _values_section(
-    first: Sniffed, layout: _Layout, glob: str, pattern: str, why_pattern: str, files: int, left_out: list[str]
+    first: Sniffed,
+    layout: _Layout,
+    glob: str,
+    pattern: str,
+    why_pattern: str,
+    files: int,
+    left_out: list[tuple[str, str]],
 ) -> list[str]:
     """The [values] lines that say how the value files are read (the site lines follow them)."""
     lines = [
@@ -645,7 +663,7 @@ def _values_section(
         "[values]",
         f"kind = {_toml(layout.kind)}  # {layout.why}",
         f"files = {_toml(glob)}  # {files} value files"
-        + (f"; left out as not alike: {', '.join(left_out)}" if left_out else ""),
+        + (f"; {len(left_out)} more it matches are left out (exclude)" if left_out else ""),
         f"file_pattern = {_toml(pattern)}  # "
         + (f"{why_pattern}; matched against the path below the corpus folder" if "/" in pattern else why_pattern),
         f"delimiter = {_toml(first.delimiter)}  # {first.why['delimiter']}",
@@ -658,8 +676,9 @@ def _values_section(
         )
     if first.decimal == ",":
         lines.append(f'decimal = ","  # {first.why["decimal"]}')
-    if layout.kind == "file_per_stream":
-        lines.append(f"value_column = {_toml(first.names[layout.values[0]])}")
+    if left_out:
+        globs = [re.sub(r"([*?\[\]])", r"[\1]", rel) for rel, _ in left_out]  # each path, as a glob of itself
+        lines.append(f"exclude = {_toml(globs)}  # " + "; ".join(f"{rel}: {why}" for rel, why in left_out))
     if layout.kind == "long_csv":
         lines += [
             f"stream_column = {_toml(first.names[layout.streams_by_key[0]])}",
@@ -699,7 +718,13 @@ def _site_lines(
 
 
 def _metadata_section(
-    graphs: list[str], name: str, keys: list[str], lexicon: PointLexicon | None, site_label: str | None
+    graphs: list[str],
+    name: str,
+    keys: list[str],
+    lexicon: PointLexicon | None,
+    site_label: str | None,
+    unit_names: dict[str, str | None] | None = None,
+    files_of: dict[str, str] | None = None,
 ) -> tuple[list[str], str | None]:
     """The [metadata] lines, and the points table (CSV) when there is no Brick graph: per stream, the class the
     lexicon proposes (`CHECK <Class>`, which the build refuses until confirmed) or TODO, and a label with {site}."""
@@ -736,16 +761,26 @@ def _metadata_section(
             else 'e.g. "room {site}" or "building {site}": what a user calls a site'
         ),
     ]
+    if files_of:
+        lines.append(
+            'files_column = "files"  # the files differ in their columns: each row applies to the files its regex '
+            "matches (empty: every file)"
+        )
     buffer = io.StringIO()
     writer = csv.writer(buffer, lineterminator="\n")
-    writer.writerow(["key", "point_class", "label", "unit", "equipment", "equipment_type"])
+    writer.writerow(
+        ["key", "point_class", "label", "unit", "equipment", "equipment_type", *(["files"] if files_of else [])]
+    )
     for key in keys:
         entry = proposals[key]
         what = (
             entry.label if entry else (re.sub(r"[_\W]+", " ", key).strip() or key).replace("{", "(").replace("}", ")")
         )
         point_class = f"{UNCONFIRMED}{entry.point_class}" if entry else "TODO"
-        writer.writerow([key, point_class, f"{what} in {{site}}", (entry.unit or "") if entry else "", "", ""])
+        named = (unit_names or {}).get(key, key)
+        unit = "" if named is None else unit_for(named, lexicon, entry.unit if entry else None)
+        files = [files_of.get(key, "")] if files_of else []
+        writer.writerow([key, point_class, f"{what} in {{site}}", unit, "", "", *files])
     return lines, buffer.getvalue()
 
 
@@ -760,3 +795,67 @@ def _validate(text: str, name: str) -> None:
         raise ConfigError(
             f"the draft mapping of {name} does not validate ({str(exc).splitlines()[0]}): please report it"
         ) from exc
+
+
+def _left_out(raw: Path, files: list[Path], groups: list[list[Sniffed]], group: list[Sniffed], glob: str):
+    """The files the glob matches that the draft does not read as value files, each with its reason: not alike
+    the others, holding only a header, no time column."""
+    sniffed = {s.rel for g in groups for s in g}
+    reasons = {
+        s.rel: "not alike the value files (another header, separator or folder depth)" for g in groups for s in g
+    }
+    for path in files:
+        rel = path.relative_to(raw).as_posix()
+        if rel not in sniffed:
+            reasons[rel] = unread_reason(path)
+    return excluded(raw, glob, [s.rel for s in group], reasons)
+
+
+def _value_column_lines(group: list[Sniffed], layout: _Layout) -> list[str]:
+    """value_column of one stream per file: a pattern where the files' value headers differ (units written in them)."""
+    if layout.kind != "file_per_stream":
+        return []
+    names = [s.names[v[0]] for s in group if (v := s.value_columns())]
+    column = value_column(names)
+    why = "" if "*" not in column else f"  # {len(set(names))} value headers, one per unit written in them"
+    return [f"value_column = {_toml(column)}{why}"]
+
+
+def _unit_names(group: list[Sniffed], layout: _Layout, naming: _Naming) -> dict[str, str | None]:
+    """The name whose written unit each stream key takes (its file's value header, one stream per file; the
+    column itself, one column per stream), None for a state stream (its numbers have no unit)."""
+    names: dict[str, str | None] = {}
+    for s in group:
+        columns = s.value_columns()
+        if layout.kind == "file_per_stream" and columns:
+            key = _role_value(naming, s.rel, "key")
+            names[key] = None if is_states(s.column(columns[0]), s.states) else s.names[columns[0]]
+        elif layout.kind == "wide_csv":
+            names |= {s.names[i]: None if is_states(s.column(i), s.states) else s.names[i] for i in columns}
+    return names
+
+
+def _states_lines(group: list[Sniffed], states: dict[str, float]) -> list[str]:
+    """The [cleaning] states line for the state texts of the group's state columns (none: no line)."""
+    tokens = set()
+    for s in group:
+        for i in s.value_columns():
+            cells = s.column(i) + [r[i] for r in s.tail if i < len(r)]
+            if is_states(cells, states):
+                tokens |= {c.strip() for c in cells if c.strip()}
+    line = states_line(tokens, states)
+    return [line] if line else []
+
+
+def _files_of_keys(group: list[Sniffed], layout: _Layout) -> dict[str, str]:
+    """Where the wide files of a group differ in their value columns (a room served by an air handler, not a fan
+    coil): each column's files as a regex of their paths ('' where every file has it); empty when they agree."""
+    if layout.kind != "wide_csv":
+        return {}
+    holders: dict[str, list[str]] = {}
+    for s in group:
+        for i in s.value_columns():
+            holders.setdefault(s.names[i], []).append(s.rel)
+    if all(len(rels) == len(group) for rels in holders.values()):
+        return {}
+    return {key: "" if len(rels) == len(group) else "|".join(map(re.escape, rels)) for key, rels in holders.items()}

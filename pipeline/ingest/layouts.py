@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import fnmatch
 import re
 import zipfile
 import zlib
@@ -45,7 +46,7 @@ def _input(name: str) -> str:
     return INPUT + name
 
 
-def _read(path: Path, layout: WideCsv | LongCsv | FilePerStream) -> RawTable:
+def read_raw(path: Path, layout: WideCsv | LongCsv | FilePerStream) -> RawTable:
     if layout.archive_member is None:
         return read_strings(path, layout.delimiter, layout.encoding, layout.header, layout.columns)
     name, data = archive_member(path, layout.archive_member, layout.max_member_bytes)
@@ -158,7 +159,7 @@ def _sites_of_rows(
 
 def read_wide(path: Path, rel: str, mapping: CorpusMapping, resolver: Resolver, scope: Scope) -> ReadFile | None:
     layout: WideCsv = mapping.values
-    raw = _read(path, layout)
+    raw = read_raw(path, layout)
     if layout.site_column is None:
         _require(raw, [mapping.time.column, *layout.ignore_columns], "time.column / values.ignore_columns")
     else:
@@ -205,7 +206,7 @@ def read_wide(path: Path, rel: str, mapping: CorpusMapping, resolver: Resolver, 
 
 def read_long(path: Path, rel: str, mapping: CorpusMapping, resolver: Resolver, scope: Scope) -> ReadFile | None:
     layout: LongCsv = mapping.values
-    raw = _read(path, layout)
+    raw = read_raw(path, layout)
     site_column = [layout.site_column] if layout.site_column else []
     _require(
         raw, [mapping.time.column, layout.stream_column, layout.value_column, *site_column], "time.column / values"
@@ -245,16 +246,31 @@ def read_file_per_stream(
     code = _codes(resolver, rel, site, [key], layout.stream_id, groups)[key]
     if not scope.owns(resolver.stream_id_for(rel, site, key, layout.stream_id, groups) or rel):
         return None
-    raw = _read(path, layout)
-    _require(raw, [mapping.time.column, layout.value_column], "time.column / values.value_column")
-    frame = _timed_frame(raw, mapping, [layout.value_column], rel)
+    raw = read_raw(path, layout)
+    value_column = _value_column(raw, layout.value_column)
+    _require(raw, [mapping.time.column, value_column], "time.column / values.value_column")
+    frame = _timed_frame(raw, mapping, [value_column], rel)
     sl = Slice(
-        column=_input(layout.value_column),
-        label=layout.value_column,
+        column=_input(value_column),
+        label=value_column,
         sid=code if code is not None else -1,
         unmapped=code is None,
     )
-    return ReadFile(rel, frame, [sl], raw.set_aside, [layout.value_column], raw.records)
+    return ReadFile(rel, frame, [sl], raw.set_aside, [value_column], raw.records)
+
+
+def _value_column(raw: RawTable, named: str) -> str:
+    """The value column a name or a pattern with '*' names ('Value (*)': the one header matching it, whatever unit
+    it writes); a pattern matching no column or several is one IngestError line."""
+    if "*" not in named:
+        return named
+    found = [c for c in raw.header if fnmatch.fnmatchcase(c, named)]
+    if len(found) != 1:
+        raise IngestError(
+            f"{raw.path}: values.value_column {named!r} matches {len(found)} columns of {', '.join(raw.header)}; "
+            "make it match exactly one"
+        )
+    return found[0]
 
 
 READERS = {"wide_csv": read_wide, "long_csv": read_long, "file_per_stream": read_file_per_stream}

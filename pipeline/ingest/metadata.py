@@ -102,6 +102,13 @@ def _read_table(raw: Path, meta: TableMetadata) -> Catalog:
                 f"of `corpus draft`; check it, then delete '{UNCONFIRMED}' (or write the right Brick class) in column "
                 + repr(meta.point_class_column)
             )
+        if (
+            meta.unit_column and row[meta.unit_column].strip() == "TODO"
+        ):  # a header wrote a unit the draft does not know
+            raise IngestError(
+                f"{table.path}: row {number}: the unit of stream key {key!r} is TODO; write its QUDT unit (e.g. DEG_F) "
+                f"as the file's header writes it, in column {meta.unit_column!r}"
+            )
         site, files = (
             cell(row, meta.site_column),
             _files_cell(table.path, number, meta.files_column, cell(row, meta.files_column)),

@@ -28,6 +28,7 @@ from pipeline.ingest.batch import (
 )
 from pipeline.ingest.layouts import open_archive
 from pipeline.ingest.parquet import RowGroupWriter, write_frame
+from pipeline.ingest.reject_limits import check_reject_shares
 from pipeline.ingest.tables import TABLES
 
 REPORT = "report.json"
@@ -75,10 +76,12 @@ def run_ingest(
     out: Path,
     resources: Resources | None = None,
     metadata_folder: Path | None = None,
+    reject_limits: dict[str, float] | None = None,
 ) -> IngestReport:
     """Read, clean and write one corpus; every raw value cell ends as one observation or one reject.
 
-    `metadata_folder` is configs/corpora/<name>/ when the mapping keeps its metadata there (location = "config")."""
+    `metadata_folder` is configs/corpora/<name>/ when the mapping keeps its metadata there (location = "config");
+    `reject_limits` (configs/ingest.toml) stop it where one reason rejects too much of a file."""
     if not raw.is_dir():
         raise IngestError(f"{raw}: raw corpus folder not found; copy the corpus there or set raw_dir in the mapping")
     if metadata_folder is not None and not metadata_folder.is_dir():
@@ -103,7 +106,7 @@ def run_ingest(
                 if p.is_file() and not p.name.startswith(".")
             }
         )
-        return merge(mapping, raw, out, results, raw_sha, metadata_sha)
+        return merge(mapping, raw, out, results, raw_sha, metadata_sha, reject_limits or {})
     finally:
         remove_parts(stage_parts(out, resources.parts, "ingest"))
 
@@ -170,8 +173,10 @@ def merge(
     results: list[BatchResult],
     raw_sha: dict[str, str],
     metadata_sha: dict[str, str] | None = None,
+    reject_limits: dict[str, float] | None = None,
 ) -> IngestReport:
-    """Join the batches: one catalog, disjoint streams in id order, rejects by full key, one account per source."""
+    """Join the batches: one catalog, disjoint streams in id order, rejects by full key, one account per source;
+    stops (IngestError) where a reason rejects more of a file than its limit."""
     catalog, streams = _joined(mapping, results)
     observations, contents = _merge_observations(
         results, [row["stream_id"] for row in streams], out / "observations.parquet"
@@ -184,6 +189,9 @@ def merge(
             f"{mapping.name}: accounting broken: {observations} observations + {rejects.height} rejects "
             f"!= {total} raw value cells (a bug: please report it)"
         )
+    check_reject_shares(
+        mapping, raw, {rel: cells for rel, (_, cells) in accounts.items()}, rejects, reject_limits or {}
+    )
     sites = _sites(mapping, catalog)
     _write_tables(out, sites, catalog, streams, rejects)
     unmapped = (

@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import functools
 import re
+from datetime import datetime
+from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 import polars as pl
 
@@ -21,6 +24,47 @@ _QUICK = {
     "%Y-%m-%d %H:%M:%S%.f": "%Y-%m-%d %H:%M:%S",
 }
 
+# The strftime formats `corpus draft` tries on a time column, in the order it prefers them where several read every
+# value (month-first before day-first for "/" dates, as US building-automation exports write them; the draft asks in
+# a CHECK line then). A value ending in a zone abbreviation (5:00:01 PM CST) is read by the format and " %Z".
+CANDIDATES = (
+    "%Y-%m-%d %H:%M:%S",
+    "%Y-%m-%d %H:%M",
+    "%Y-%m-%d %H:%M:%S %:z",
+    "%Y-%m-%d %H:%M %:z",
+    "%Y/%m/%d %H:%M:%S",
+    "%Y/%m/%d %H:%M",
+    "%m/%d/%Y %H:%M:%S",
+    "%m/%d/%Y %H:%M",
+    "%d/%m/%Y %H:%M:%S",
+    "%d/%m/%Y %H:%M",
+    "%m/%d/%Y %I:%M:%S %p",
+    "%m/%d/%Y %I:%M %p",
+    "%d/%m/%Y %I:%M:%S %p",
+    "%d/%m/%Y %I:%M %p",
+    "%d.%m.%Y %H:%M:%S",
+    "%d.%m.%Y %H:%M",
+    "%d-%b-%y %I:%M:%S %p",
+    "%d-%b-%y %I:%M %p",
+    "%d-%b-%Y %H:%M:%S",
+    "%d-%b-%y %H:%M:%S",
+    "%Y-%m-%dT%H:%M:%S",
+    "%Y%m%d%H%M%S",
+    "%Y%m%d %H%M",
+)
+ABBREVIATION = r"\s([A-Za-z]{2,5})$"  # a zone abbreviation after the time: CST, CDT, UTC (not AM or PM)
+MERIDIEM = ("AM", "PM")
+
+
+def _zone_abbreviation(text: pl.Series) -> tuple[pl.Series, pl.Series]:
+    """Each value's zone abbreviation (upper case; null when it has none) and the value without it."""
+    found = text.str.extract(ABBREVIATION, 1).str.to_uppercase()
+    found = pl.select(pl.when(found.is_in(MERIDIEM)).then(None).otherwise(found)).to_series()
+    body = pl.select(pl.when(found.is_null()).then(text).otherwise(text.str.replace(ABBREVIATION, ""))).to_series()
+    return found, body
+
+
+AWARE_FORMAT = re.compile(r"%[:#]?z")
 MISSING = "missing_timestamp"
 BAD = "bad_timestamp"
 NONEXISTENT = "nonexistent_local_time"
@@ -77,6 +121,58 @@ def _first_match(text: pl.Series, formats: tuple[str, ...], dtype: pl.Datetime) 
     return result
 
 
+def readings(cells: list[str]) -> list[str]:
+    """The candidate formats under which every present cell parses, in the order CANDIDATES prefers them; values
+    ending in a zone abbreviation give formats ending in " %Z"."""
+    text = pl.Series([c.strip() for c in cells if c.strip()], dtype=pl.String)
+    if text.is_empty():
+        return []
+    suffix = ""
+    abbreviation, body = _zone_abbreviation(text)
+    if abbreviation.is_not_null().any():
+        text, suffix = body, " %Z"
+    found = []
+    for fmt in CANDIDATES:
+        dtype = pl.Datetime("us", "UTC") if AWARE_FORMAT.search(fmt) else pl.Datetime("us")
+        if text.str.strptime(dtype, fmt, strict=False).null_count() == 0:
+            found.append(fmt + suffix)
+    return found
+
+
+@functools.cache
+def abbreviations(zone: str) -> dict[str, int]:
+    """The zone abbreviations an IANA zone uses (CST, CDT for America/Chicago) -> their UTC offset in microseconds,
+    and UTC/GMT; a zone that is not IANA's has only those."""
+    found = {"UTC": 0, "GMT": 0, "Z": 0}
+    try:
+        info = ZoneInfo(zone)
+    except (ZoneInfoNotFoundError, ValueError):
+        return found
+    for year in range(1970, 2051):
+        for month in (1, 7):
+            at = datetime(year, month, 15, tzinfo=info)
+            found[at.tzname() or ""] = int(at.utcoffset().total_seconds()) * 1_000_000  # type: ignore[union-attr]
+    return {k: v for k, v in found.items() if k.isalpha()}
+
+
+def _abbreviated(text: pl.Series, spec: TimeSpec) -> tuple[pl.Series, pl.Series]:
+    """Times ending in a zone abbreviation (format "... %Z"): each read with its abbreviation's offset in the zone
+    (CST and CDT in America/Chicago); without one, as naive local time; an abbreviation the zone does not use is a
+    bad timestamp."""
+    abbreviation, body = _zone_abbreviation(text)
+    naive = body.str.strptime(pl.Datetime("us"), spec.format[: -len(" %Z")], strict=False)
+    offset = abbreviation.replace_strict(abbreviations(spec.timezone), default=None, return_dtype=pl.Int64)
+    local_ts, local_reason = _localize_series(naive, spec)
+    ts = pl.select(pl.when(abbreviation.is_null()).then(local_ts).otherwise(naive.dt.epoch("us") - offset)).to_series()
+    reason = pl.select(
+        pl.when(naive.is_null() | (abbreviation.is_not_null() & offset.is_null()))
+        .then(pl.lit(BAD))
+        .when(abbreviation.is_null())
+        .then(local_reason)
+    ).to_series()
+    return ts, reason
+
+
 def spec_for_file(spec: TimeSpec, rel: str) -> tuple[TimeSpec, str]:
     """The spec a file's times are read with, and the mapping key that set its format (for error messages): the first
     time.file_formats entry whose regex fully matches the relative path gives the format (and zone, if it sets one)."""
@@ -115,6 +211,11 @@ def parse_times(frame: pl.DataFrame, column: str, spec: TimeSpec) -> pl.DataFram
             reason = pl.select(
                 pl.when(aware.is_not_null()).then(None).when(naive.is_null()).then(pl.lit(BAD)).otherwise(local_reason)
             ).to_series()
+    elif spec.format.endswith(" %Z"):
+        ts, reason = _abbreviated(text, spec)
+    elif AWARE_FORMAT.search(spec.format):
+        ts = text.str.strptime(pl.Datetime("us", "UTC"), spec.format, strict=False).dt.epoch("us")
+        reason = pl.select(pl.when(ts.is_null()).then(pl.lit(BAD))).to_series()
     else:
         naive = text.str.strptime(pl.Datetime("us"), spec.format, strict=False)
         ts, local_reason = _localize_series(naive, spec)

@@ -2,14 +2,16 @@
 
 from __future__ import annotations
 
-from collections.abc import Collection
+import re
 
 from huggingface_hub import DatasetCard, DatasetCardData
 
 from contracts.corpus import CorpusMapping
 from contracts.episodes import Episode
+from contracts.hub_licenses import HubLicenses
 from contracts.tasks import SPLITS
 from pipeline.audit.gates import figures
+from pipeline.core.errors import ConfigError, shown
 
 SIZE_CATEGORIES = (
     (1_000, "n<1K"),
@@ -30,16 +32,37 @@ def size_category(rows: int) -> str:
     return next((name for bound, name in SIZE_CATEGORIES if rows < bound), "n>100M")
 
 
-def card_license(mapping: CorpusMapping, hub_ids: Collection[str]) -> dict[str, str]:
+def license_id(mapping: CorpusMapping, licenses: HubLicenses) -> str:
+    """The SPDX identifier of the raw data's license: license_id when the mapping sets it, else the identifier its
+    `license` names (alone, or as its first word: "MIT (repository ...)"); "" for a mapping that writes no license.
+    A license written in other words is one ConfigError line listing the accepted forms: the card would otherwise drop
+    it for `license: other` without a word."""
+    if mapping.license_id:
+        return mapping.license_id
+    first = re.split(r"[\s(;,]", mapping.license.strip(), maxsplit=1)[0]
+    named = licenses.spdx_id(mapping.license) or licenses.spdx_id(first)
+    if named:
+        return named
+    if "license" not in mapping.model_fields_set:
+        return ""
+    raise ConfigError(
+        f"corpus {mapping.name}: license = {shown(mapping.license)} names no license we know; write an SPDX "
+        f'identifier ({", ".join(licenses.spdx)}), alone or first ("MIT (where it is stated)"), or set license_id '
+        "to another SPDX identifier with license_url (configs/hub_licenses.toml)"
+    )
+
+
+def card_license(mapping: CorpusMapping, licenses: HubLicenses) -> dict[str, str]:
     """The card's license keys for the raw data's license (the episodes are derived data and carry its terms): the
     Hub's id when the Hub lists it (configs/hub_licenses.toml), else `other` with a license_name and license_link,
     which the Hub reserves for licenses not on its list."""
-    spdx = mapping.license_id.lower()
-    if spdx in hub_ids:
-        return {"license": spdx}
+    spdx = license_id(mapping, licenses)
+    hub = licenses.spdx.get(licenses.spdx_id(spdx) or "", spdx.lower())
+    if hub in licenses.ids:
+        return {"license": hub}
     return {
         "license": "other",
-        "license_name": spdx or f"{mapping.name}-data-license",
+        "license_name": spdx.lower() or f"{mapping.name}-data-license",
         "license_link": mapping.license_url or "README.md",
     }
 

@@ -1,0 +1,219 @@
+"""Exports as facility teams bring them (issue 52), drafted and built as a user would: fill the TODOs, confirm the
+CHECKs, build. A building-automation trend export (one file per point, month-first dates, a 12-hour clock with CST/CDT,
+units in the value header, change-of-value binaries, a header-only file) and a room-by-room export (offset times,
+sparse days, one room with other columns); a file read mostly wrong stops the build in one line."""
+
+from __future__ import annotations
+
+import csv
+import datetime as dt
+import json
+import tomllib
+from pathlib import Path
+
+import polars as pl
+import pytest
+from click.testing import CliRunner
+
+from pipeline.cli import main
+from tests.exports import BAS_EMPTY, write_bas_export, write_room_export
+from tests.helpers import copy_shared_configs, fill_drafted_mapping
+
+
+def cli(root: Path, *args: str):
+    return CliRunner().invoke(main, ["--root", str(root), *args])
+
+
+def drafted(root: Path, name: str) -> str:
+    (root / "configs" / "corpora").mkdir(parents=True, exist_ok=True)
+    copy_shared_configs(root)
+    result = cli(root, "corpus", "draft", str(root / "data" / "raw" / name), "--name", name)
+    assert result.exit_code == 0, result.output
+    return (root / "configs" / "corpora" / f"{name}.toml").read_text(encoding="utf-8")
+
+
+def fill_points(root: Path, name: str, classes: dict[str, str]) -> list[dict[str, str]]:
+    """The user's part of the points table: a Brick class for each TODO, each CHECK confirmed."""
+    path = root / "configs" / "corpora" / name / "points.csv"
+    with path.open(encoding="utf-8", newline="") as handle:
+        rows = list(csv.DictReader(handle))
+    for row in rows:
+        row["point_class"] = classes[row["key"]] if row["point_class"] == "TODO" else row["point_class"]
+        row["point_class"] = row["point_class"].removeprefix("CHECK ")
+    with path.open("w", encoding="utf-8", newline="") as handle:
+        writer = csv.DictWriter(handle, fieldnames=list(rows[0]))
+        writer.writeheader()
+        writer.writerows(rows)
+    return rows
+
+
+def oracle_score(root: Path, name: str, tmp_path: Path) -> float:
+    trace = tmp_path / f"{name}-oracle.jsonl"
+    played = cli(root, "run", "--corpus", name, "--split", "test", "--agent", "oracle", "--out", str(trace))
+    assert played.exit_code == 0, played.output
+    scored = cli(root, "score", str(trace), "--json")
+    return json.loads(scored.output)["summaries"][0]["accomplished_rate"]
+
+
+@pytest.fixture
+def bas(tmp_path) -> Path:
+    root = tmp_path / "bas"
+    write_bas_export(root / "data" / "raw" / "bas")
+    return root
+
+
+def test_a_bas_trend_export_drafts_what_its_files_say(bas):
+    text = drafted(bas, "bas")
+    mapping = tomllib.loads(text)
+    assert mapping["time"]["format"] == "%m/%d/%Y %H:%M"  # month-first, read on each file's last rows (3/31/2022)
+    assert mapping["time"]["timezone"] == "CHECK America/Chicago"  # CST/CDT in the 12-hour files
+    [twelve] = mapping["time"]["file_formats"]
+    assert twelve["format"] == "%d-%b-%y %I:%M:%S %p %Z" and "AHU2_SAT" in twelve["files"]
+    values = mapping["values"]
+    assert values["value_column"] == "Value (*)" and values["exclude"] == [f"{BAS_EMPTY}.csv"]
+    assert "holds only its header" in text
+    assert mapping["cleaning"]["states"] == {"On": 1, "Off": 0, "Occupied": 1, "UnOccupied": 0}
+    assert mapping["license"].startswith("TODO") and mapping["citation"].startswith("TODO")
+    with (bas / "configs" / "corpora" / "bas" / "points.csv").open(encoding="utf-8") as handle:
+        units = {row["key"]: row["unit"] for row in csv.DictReader(handle)}
+    assert units == {"SAT": "DEG_F", "RAT": "DEG_F", "DSP": "IN_H2O", "SF": "", "OCC": ""}  # never DEG_C or PA
+
+
+@pytest.mark.slow
+def test_a_bas_trend_export_builds_and_releases_by_filling_todos(bas, tmp_path):
+    drafted(bas, "bas")
+    refused = cli(bas, "build", "--corpus", "bas")
+    assert refused.exit_code == 1 and "still say TODO" in refused.output
+    fill_drafted_mapping(bas / "configs" / "corpora" / "bas.toml", license="BSD-2-Clause", license_url="")
+    fill_points(bas, "bas", {"DSP": "Supply_Air_Static_Pressure_Sensor", "SF": "Fan_Status"})
+    built = cli(bas, "build", "--corpus", "bas")
+    assert built.exit_code == 0, built.output
+    ingest = bas / "artifacts" / "bas" / "ingest"
+    report = json.loads((ingest / "report.json").read_text())
+    assert report["rejects_by_reason"].get("bad_timestamp", 0) <= 0.01 * report["raw_value_cells"]
+    observations = pl.read_parquet(ingest / "observations.parquet")
+    first = dict(observations.group_by("stream_id").agg(pl.col("ts").min()).iter_rows())
+    midnight = int(dt.datetime(2022, 3, 1, 6, tzinfo=dt.UTC).timestamp()) * 1_000_000  # 3/1/2022 0:00 CST
+    assert first["AHU1__SAT"] == midnight  # month-first and local: not 3 January, not UTC
+    assert first["AHU2__SAT"] == midnight + 1_000_000  # 01-Mar-22 12:00:01 AM CST
+    streams = pl.read_parquet(ingest / "streams.parquet")
+    unit = dict(streams.select("stream_id", "unit").iter_rows())
+    assert unit["AHU1__SAT"] == "DEG_F" and unit["AHU2__DSP"] == "IN_H2O"
+    means = dict(observations.group_by("stream_id").agg(pl.col("value").mean()).iter_rows())
+    assert 50 < means["AHU1__SAT"] < 60 and 65 < means["AHU3__RAT"] < 80  # kept in °F
+    states = observations.filter(pl.col("stream_id").is_in(["AHU1__SF", "AHU1__OCC"]))["value"].unique().sort()
+    assert states.to_list() == [0.0, 1.0]
+    card = (bas / "artifacts" / "bas" / "release" / "README.md").read_text()
+    assert "\nlicense: bsd-2-clause\n" in card
+    assert oracle_score(bas, "bas", tmp_path) == 1.0
+
+
+def test_a_build_that_rejects_most_of_a_file_stops_in_one_line(tmp_path):
+    root = tmp_path / "dayfirst"
+    write_bas_export(root / "data" / "raw" / "bas", air_handlers=1, days=20)
+    drafted(root, "bas")
+    mapping = root / "configs" / "corpora" / "bas.toml"
+    fill_drafted_mapping(mapping)
+    fill_points(root, "bas", {"DSP": "Supply_Air_Static_Pressure_Sensor", "SF": "Fan_Status"})
+    text = mapping.read_text().replace('format = "%m/%d/%Y %H:%M"', 'format = "%d/%m/%Y %H:%M"')
+    mapping.write_text(text)
+    stopped = cli(root, "build", "--corpus", "bas", "--until", "ingest")
+    assert stopped.exit_code == 1
+    [line] = [line for line in stopped.output.splitlines() if line.startswith("error:")]
+    assert line.startswith("error: AHU1_DSP.csv: ") and "rejected as bad_timestamp" in line
+    assert "above the limit of 5% (configs/ingest.toml)" in line
+    assert "dates read day-first here; '3/13/2022 0:00' does not parse as %d/%m/%Y %H:%M: try %m/%d/%Y %H:%M" in line
+    allowed = text.replace(
+        "[cleaning]\n",
+        '[cleaning]\nreject_limits = [{reason = "bad_timestamp", share = 0.9, why = "a test of the override"}]\n',
+    )
+    mapping.write_text(allowed)
+    assert cli(root, "build", "--corpus", "bas", "--until", "ingest").exit_code == 0
+
+
+@pytest.mark.slow
+def test_a_room_by_room_export_drafts_builds_and_releases(tmp_path):
+    root = tmp_path / "rooms"
+    write_room_export(root / "data" / "raw" / "rooms")
+    mapping = tomllib.loads(drafted(root, "rooms"))
+    assert mapping["time"]["format"] == "%Y-%m-%d %H:%M %:z" and mapping["values"]["kind"] == "wide_csv"
+    assert mapping["metadata"]["files_column"] == "files"  # the air-handler room has other columns
+    fill_drafted_mapping(root / "configs" / "corpora" / "rooms.toml")
+    rows = fill_points(root, "rooms", {})
+    assert {r["key"]: r["files"] for r in rows}["AHU_StaticPressure"] == r"Room_6\.csv"
+    built = cli(root, "build", "--corpus", "rooms")
+    assert built.exit_code == 0, built.output
+    report = json.loads((root / "artifacts" / "rooms" / "ingest" / "report.json").read_text())
+    assert report["rejects"] == 0 and report["sites"] == 6 and report["streams"] == 5 * 6
+    observations = pl.read_parquet(root / "artifacts" / "rooms" / "ingest" / "observations.parquet")
+    written = (root / "data" / "raw" / "rooms" / "Room_1.csv").read_text().splitlines()[1].split(",")[0]
+    at = dt.datetime.strptime(written, "%Y-%m-%d %H:%M %z")  # e.g. 2021-09-07 00:00 +08:00: 16:00 UTC the day before
+    assert observations.filter(pl.col("stream_id") == "1__RoomTemp")["ts"].min() == int(at.timestamp()) * 1_000_000
+    card = (root / "artifacts" / "rooms" / "release" / "README.md").read_text()
+    assert "\nlicense: cc-by-4.0\n" in card
+    assert oracle_score(root, "rooms", tmp_path) == 1.0
+
+
+def test_dates_that_read_both_ways_are_a_check_the_build_refuses_until_confirmed(tmp_path):
+    root = tmp_path / "ambiguous"
+    write_bas_export(root / "data" / "raw" / "bas", air_handlers=1, days=10)  # 3/1 to 3/10: no day above 12
+    text = drafted(root, "bas")
+    assert tomllib.loads(text)["time"]["format"] == "CHECK %m/%d/%Y %H:%M"
+    assert "%d/%m/%Y %H:%M reads every value too (no day above 12 was seen)" in text
+    fill_points(root, "bas", {"DSP": "Supply_Air_Static_Pressure_Sensor", "SF": "Fan_Status"})
+    mapping = root / "configs" / "corpora" / "bas.toml"
+    mapping.write_text(fill_drafted_mapping(mapping).replace('"%m/%d/%Y %H:%M"', '"CHECK %m/%d/%Y %H:%M"', 1))
+    refused = cli(root, "build", "--corpus", "bas", "--until", "ingest")
+    assert refused.exit_code == 1 and "time.format still say CHECK" in refused.output
+    fill_drafted_mapping(mapping)
+    assert cli(root, "build", "--corpus", "bas", "--until", "ingest").exit_code == 0
+
+
+def test_a_value_column_pattern_names_one_column_of_each_file(tmp_path):
+    root = tmp_path / "pattern"
+    write_bas_export(root / "data" / "raw" / "bas", air_handlers=1, days=14)
+    drafted(root, "bas")
+    mapping = root / "configs" / "corpora" / "bas.toml"
+    fill_drafted_mapping(mapping)
+    fill_points(root, "bas", {"DSP": "Supply_Air_Static_Pressure_Sensor", "SF": "Fan_Status"})
+    mapping.write_text(mapping.read_text().replace('value_column = "Value (*)"', 'value_column = "Temp (*)"'))
+    stopped = cli(root, "build", "--corpus", "bas", "--until", "ingest")
+    assert stopped.exit_code == 1
+    assert (
+        "values.value_column 'Temp (*)' matches 0 columns of Timestamp, Value (in/wc); make it match" in stopped.output
+    )
+
+
+def test_an_unknown_license_stops_the_build_in_one_line(tmp_path):
+    root = tmp_path / "license"
+    write_bas_export(root / "data" / "raw" / "bas", air_handlers=1, days=3)
+    drafted(root, "bas")
+    fill_drafted_mapping(root / "configs" / "corpora" / "bas.toml", license="BSD")
+    refused = cli(root, "build", "--corpus", "bas")
+    assert refused.exit_code == 1
+    [line] = refused.output.strip().splitlines()
+    assert "license = 'BSD' names no license we know" in line and "BSD-2-Clause" in line and "ODbL-1.0" in line
+
+
+def test_the_new_mapping_keys_leave_the_identity_of_mappings_that_do_not_use_them():
+    """states, reject_limits and exclude enter a mapping's dump (its stages' identity) only when set, so the shipped
+    corpora keep their release digests."""
+    from pipeline.core.config import load_mapping
+    from tests.helpers import REPO
+
+    shipped = load_mapping(REPO / "configs" / "corpora" / "hhw.toml")
+    dumped = shipped.model_dump(mode="json")
+    assert "states" not in dumped["cleaning"] and "reject_limits" not in dumped["cleaning"]
+    assert "exclude" not in dumped["values"]
+    used = (
+        type(shipped)
+        .model_validate(
+            {
+                **dumped,
+                "values": {**dumped["values"], "exclude": ["x.csv"]},
+                "cleaning": {**dumped["cleaning"], "states": {"On": 1}},
+            }
+        )
+        .model_dump(mode="json")
+    )
+    assert used["values"]["exclude"] == ["x.csv"] and used["cleaning"]["states"] == {"On": 1.0}
