@@ -172,3 +172,59 @@ def test_a_mapping_without_declarations_keeps_its_identity():
     pv = load_mapping(REPO / "configs" / "corpora" / "pvdaq.toml")
     assert [rule.kind for rule in pv.silence] == ["night", "night"]
     assert isinstance(CorpusMapping.model_validate(pv.model_dump(mode="json")).silence[0], NightSilence)
+
+
+@pytest.fixture(scope="module")
+def pv_store(tmp_path_factory):
+    """The pvdaq mapping over three weeks of each system's rows, built up to the store."""
+    from pipeline.harness.build import build
+    from pipeline.tools.access import ToolStore
+    from tests.helpers import REPO, copy_config, copy_shared_configs
+
+    root = tmp_path_factory.mktemp("pv")
+    (root / "configs" / "corpora").mkdir(parents=True)
+    copy_shared_configs(root)
+    (root / "configs" / "corpora" / "pvdaq.toml").write_text(copy_config("pvdaq"))
+    (root / "data" / "raw" / "pvdaq").mkdir(parents=True)
+    for name, month in (("TAEFC1044741", "2016-07-"), ("ZT162185000441C1203", "2018-12-")):
+        lines = (REPO / "data" / "raw" / "pvdaq" / f"{name}.csv").read_text().splitlines()
+        kept = [line for line in lines[1:] if line.split(",")[2].startswith(month) and line.split(",")[2][8:10] < "22"]
+        (root / "data" / "raw" / "pvdaq" / f"{name}.csv").write_text("\n".join([lines[0], *kept]) + "\n")
+    from pipeline.core.workspace import Workspace
+
+    ws = Workspace.from_root(root)
+    build(ws, ["pvdaq"], until="store")
+    store = ToolStore(ws.stage_dir("pvdaq", "store") / "store.duckdb")
+    yield store
+    store.close()
+
+
+def test_tools_measure_a_night_silent_week_over_its_daylight(pv_store):
+    from pipeline.tools import registry
+
+    sid = "TAEFC1044741__ac_power"
+    week = {"stream_id": sid, "window_start": "2016-07-04T00:00:00Z", "window_end": "2016-07-11T00:00:00Z"}
+    stored = registry.call(pv_store, "inspect_quality_window", {**week, "period": "week"})
+    custom = registry.call(pv_store, "inspect_quality_window", {**week, "period": "custom"})
+    assert {**custom, "window": None} == {**stored, "window": None}  # the tools decide as the store did
+    assert stored["quality_band"] == "healthy" and stored["coverage"] == 1.0 and stored["gap_ratio"] <= 2.0
+    assert 7 * 12 * 12 < stored["expected_count"] < 7 * 15 * 12  # five-minute readings over 12-15 hours a day
+    assert stored["expected_hours"].startswith("expected while the sun is at least 3 degrees above the horizon")
+    assert "PV inverter" in registry.call(pv_store, "inspect_quality", {"stream_id": sid})["expected_hours"]
+
+
+def test_a_lookup_at_night_says_the_reading_is_absent_by_design(pv_store):
+    from pipeline.tools import registry
+
+    sid = "TAEFC1044741__ac_power"
+    at_night = registry.call(
+        pv_store, "lookup_observation", {"stream_id": sid, "timestamp": "2016-07-06T09:00:00Z", "mode": "nearest"}
+    )
+    assert at_night["fallback_reason"] == "nearest_observation"  # 02:00 in California: the nearest reading is hours off
+    assert at_night["outside_expected_hours"].startswith("outside the expected hours: expected while the sun")
+    exact = {"stream_id": sid, "timestamp": "2016-07-06T09:00:00Z", "mode": "exact"}
+    assert registry.call(pv_store, "lookup_observation", exact)["outside_expected_hours"] is not None
+    at_noon = registry.call(
+        pv_store, "lookup_observation", {"stream_id": sid, "timestamp": "2016-07-06T20:02:30Z", "mode": "nearest"}
+    )
+    assert at_noon["fallback_reason"] == "nearest_observation" and "outside_expected_hours" not in at_noon

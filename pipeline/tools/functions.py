@@ -285,7 +285,12 @@ def lookup_observation(store: ToolStore, args: LookupObservationInput) -> Lookup
         found = index
     elif args.mode == "exact":
         return LookupObservationResult(
-            **base, observed_timestamp=None, value=None, offset_seconds=None, fallback_reason="no_exact_match"
+            **base,
+            observed_timestamp=None,
+            value=None,
+            offset_seconds=None,
+            fallback_reason="no_exact_match",
+            outside_expected_hours=_outside(store, args.stream_id, at),
         )
     else:
         found = nearest_index(arrays.ts, at)
@@ -296,7 +301,23 @@ def lookup_observation(store: ToolStore, args: LookupObservationInput) -> Lookup
         value=rounding.value(arrays.value[found]),
         offset_seconds=rounding.seconds(observed - at),
         fallback_reason=None if exact else "nearest_observation",
+        outside_expected_hours=None if exact else _outside(store, args.stream_id, at),
     )
+
+
+def _outside(store: ToolStore, stream_id: str, at: int) -> str | None:
+    """What the stream's expected hours are, when the instant lies outside them (no reading is missing there: it is
+    absent by design); None for an instant inside them, or a stream without any."""
+    rule = store.expected_hours.get(stream_id)
+    if rule is None or bool(expected.Expected.over(rule, at, at).inside(np.array([at]))[0]):
+        return None
+    return f"outside the expected hours: {expected.says(rule)}"
+
+
+def _says(store: ToolStore, stream_id: str) -> str | None:
+    """When a stream silent by design is expected, and why it is silent otherwise (None: always expected)."""
+    rule = store.expected_hours.get(stream_id)
+    return expected.says(rule) if rule is not None else None
 
 
 def _thresholds(store: ToolStore) -> Thresholds:
@@ -321,6 +342,7 @@ def inspect_quality(store: ToolStore, args: InspectQualityInput) -> InspectQuali
         constant_fraction=rounding.value(q["constant_fraction"]),
         quality_band=q["quality_band"],
         thresholds=_thresholds(store),
+        expected_hours=_says(store, args.stream_id),
     )
 
 
@@ -358,4 +380,5 @@ def inspect_quality_window(store: ToolStore, args: InspectQualityWindowInput) ->
             store, rounding.value(stats["coverage"]), rounding.value(stats["gap_ratio"]), duplicates == 0 and nans == 0
         ),
         thresholds=_thresholds(store),
+        expected_hours=_says(store, args.stream_id),
     )
