@@ -176,24 +176,19 @@ def test_a_mapping_without_declarations_keeps_its_identity():
 
 @pytest.fixture(scope="module")
 def pv_store(tmp_path_factory):
-    """The pvdaq mapping over three weeks of each system's rows, built up to the store."""
+    """The pvdaq corpus (its mapping and raw files) built up to the episodes, and its tool store."""
+    from pipeline.core.workspace import Workspace
     from pipeline.harness.build import build
     from pipeline.tools.access import ToolStore
-    from tests.helpers import REPO, copy_config, copy_shared_configs
+    from tests.helpers import copy_config, copy_real, copy_shared_configs
 
     root = tmp_path_factory.mktemp("pv")
     (root / "configs" / "corpora").mkdir(parents=True)
     copy_shared_configs(root)
     (root / "configs" / "corpora" / "pvdaq.toml").write_text(copy_config("pvdaq"))
-    (root / "data" / "raw" / "pvdaq").mkdir(parents=True)
-    for name, month in (("TAEFC1044741", "2016-07-"), ("ZT162185000441C1203", "2018-12-")):
-        lines = (REPO / "data" / "raw" / "pvdaq" / f"{name}.csv").read_text().splitlines()
-        kept = [line for line in lines[1:] if line.split(",")[2].startswith(month) and line.split(",")[2][8:10] < "22"]
-        (root / "data" / "raw" / "pvdaq" / f"{name}.csv").write_text("\n".join([lines[0], *kept]) + "\n")
-    from pipeline.core.workspace import Workspace
-
+    copy_real(root, "pvdaq", ["TAEFC1044741.csv", "ZT162185000441C1203.csv"])
     ws = Workspace.from_root(root)
-    build(ws, ["pvdaq"], until="store")
+    build(ws, ["pvdaq"], until="episodes")
     store = ToolStore(ws.stage_dir("pvdaq", "store") / "store.duckdb")
     yield store
     store.close()
@@ -228,3 +223,24 @@ def test_a_lookup_at_night_says_the_reading_is_absent_by_design(pv_store):
         pv_store, "lookup_observation", {"stream_id": sid, "timestamp": "2016-07-06T20:02:30Z", "mode": "nearest"}
     )
     assert at_noon["fallback_reason"] == "nearest_observation" and "outside_expected_hours" not in at_noon
+
+
+def test_commitments_never_probe_the_silent_hours_as_a_gap(pv_store):
+    """A reading missing at night is absent by design: a probe there would make the commitment follow the clock (night
+    abstain, day answer), so the lift draws its re_clarify and abstain probes from the expected hours only."""
+    import json
+
+    from pipeline.tools.timeutil import parse_us
+
+    folder = pv_store.path.parent.parent / "episodes"
+    probes = []
+    for split in ("train", "dev", "test"):
+        for line in (folder / f"{split}.jsonl").read_text().splitlines():
+            commit = json.loads(line)["phases"][-1]
+            lookups = [c for c in commit["canonical_calls"] if c["tool"] == "lookup_observation"]
+            if lookups and commit["gold"]["decision"] != "answer":
+                probes.append((commit["evidence_stream_ids"][0], parse_us(lookups[0]["arguments"]["timestamp"])))
+    assert probes  # the lift still finds daytime gaps to ask about
+    for sid, at in probes:
+        rule = pv_store.expected_hours[sid]
+        assert expected.Expected.over(rule, at, at).inside(np.array([at]))[0], (sid, at)
