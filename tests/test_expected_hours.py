@@ -244,3 +244,39 @@ def test_commitments_never_probe_the_silent_hours_as_a_gap(pv_store):
     for sid, at in probes:
         rule = pv_store.expected_hours[sid]
         assert expected.Expected.over(rule, at, at).inside(np.array([at]))[0], (sid, at)
+
+
+def test_the_card_states_each_declaration_and_its_reason():
+    from pipeline.core.config import load_mapping
+    from pipeline.release.card import _silence_lines
+    from tests.helpers import REPO
+
+    lines = _silence_lines(load_mapping(REPO / "configs" / "corpora" / "pvdaq.toml"))
+    assert lines[0] == "## Streams absent by design"
+    rows = [line for line in lines if line.startswith("| `")]
+    assert len(rows) == 2 and all("a PV inverter produces and logs nothing while the sun is down" in r for r in rows)
+    assert "33.25N 119W" in rows[0] and "at least 3 degrees above the horizon" in rows[0]
+    assert _silence_lines(load_mapping(REPO / "configs" / "corpora" / "hhw.toml")) == []  # no section, same card
+
+
+def test_pvdaq_declared_night_fits_its_rows():
+    """SOURCE.md's claim, from the raw files: at each system's declared location the loggers are running before the
+    sun reaches the threshold and until after it drops below it, on nearly every whole day (the rest are outages)."""
+    from pipeline.core.config import load_mapping
+    from tests.helpers import REPO
+
+    mapping = load_mapping(REPO / "configs" / "corpora" / "pvdaq.toml")
+    for rule in mapping.silence:
+        site = rule.streams.split("__")[0]
+        rows = pl.read_csv(REPO / "data" / "raw" / "pvdaq" / f"{site}.csv", columns=["ts"])
+        ts = rows["ts"].str.to_datetime("%Y-%m-%d %H:%M:%S", time_unit="us").dt.epoch("us")
+        days = (
+            pl.DataFrame({"ts": ts, "day": (ts - 8 * 3_600_000_000) // DAY})  # a daylight run is one UTC-8 day
+            .group_by("day")
+            .agg(first=pl.col("ts").min(), last=pl.col("ts").max(), n=pl.len())
+            .filter(pl.col("n") > 100)
+        )
+        first = expected.sun_elevation(rule.latitude, rule.longitude, days["first"].to_numpy())
+        last = expected.sun_elevation(rule.latitude, rule.longitude, days["last"].to_numpy())
+        assert np.mean(first <= rule.sun_above_deg) >= 0.98 and np.mean(last <= rule.sun_above_deg) >= 0.98, site
+        assert np.median(first) < 0 and np.median(last) < 0  # the loggers start and stop with the sun below the horizon
