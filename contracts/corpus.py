@@ -9,7 +9,8 @@ from typing import Annotated, Literal
 from pydantic import Field, ValidationInfo, field_validator, model_validator
 
 from contracts.base import Frozen, Grown
-from contracts.corpus_metadata import BrickMetadata, Metadata
+from contracts.corpus_metadata import BrickMetadata, Metadata, Silence
+from contracts.corpus_metadata import regex as _regex
 from contracts.tasks import SplitKind, SplitOverrides
 
 TIME_FORMATS_NAMED = ("iso8601", "epoch_s", "epoch_ms", "epoch_us")
@@ -23,14 +24,6 @@ def _known_time_format(value: str) -> str:
             f"unknown time format {value!r}: use one of {', '.join(TIME_FORMATS_NAMED)} or a strftime pattern with "
             f"% codes"
         )
-    return value
-
-
-def _regex(value: str, what: str) -> str:
-    try:
-        re.compile(value)
-    except re.error as exc:
-        raise ValueError(f"{what} {value!r} is not a valid regex: {exc}") from exc
     return value
 
 
@@ -400,6 +393,14 @@ class CorpusMapping(Frozen):
     )
     raw_env: str | None = Field(
         None, description="Environment variable that may name the raw folder (data too large to ship)."
+    )
+    silence: list[Silence] = Field(
+        default=[],
+        # Left out of the mapping's dump when empty: a corpus without declarations keeps its identity hashes, and so
+        # its release digest.
+        exclude_if=lambda declared: not declared,
+        description="[[silence]]: streams expected to be silent by design (a daily schedule, or night at the site), "
+        "with the reason; coverage, gaps and quality thresholds then count only the expected hours.",
     )
     license: str = Field(
         "see SOURCE.md",

@@ -3,9 +3,10 @@ points table, or inline points)."""
 
 from __future__ import annotations
 
+import re
 from typing import Annotated, Literal
 
-from pydantic import Field
+from pydantic import Field, field_validator
 
 from contracts.base import Frozen
 
@@ -132,3 +133,89 @@ class InlineMetadata(Frozen):
 
 
 Metadata = Annotated[BrickMetadata | TableMetadata | InlineMetadata, Field(discriminator="kind")]
+
+
+# ---------------------------------------------------------------- streams absent by design
+
+
+def regex(value: str, what: str) -> str:
+    """The value, refused in one line when it is not a regular expression (`what` names the key)."""
+    try:
+        re.compile(value)
+    except re.error as exc:
+        raise ValueError(f"{what} {value!r} is not a valid regex: {exc}") from exc
+    return value
+
+
+Weekday = Literal["mon", "tue", "wed", "thu", "fri", "sat", "sun"]
+WEEKDAYS: tuple[str, ...] = ("mon", "tue", "wed", "thu", "fri", "sat", "sun")
+_HOURS = re.compile(r"^([01]\d|2[0-3]):([0-5]\d)-([01]\d|2[0-3]|24):([0-5]\d)$")
+
+
+def hour_range(text: str) -> tuple[int, int]:
+    """'07:00-19:00' -> (420, 1140): minutes after local midnight, start before end ('24:00' ends at midnight)."""
+    found = _HOURS.match(text)
+    if not found:
+        raise ValueError(f"hours {text!r} is not HH:MM-HH:MM (e.g. '07:00-19:00'; '24:00' ends at midnight)")
+    start, end = int(found[1]) * 60 + int(found[2]), int(found[3]) * 60 + int(found[4])
+    if not start < end <= 1440:
+        raise ValueError(f"hours {text!r} must end after they start, by 24:00 (split a night shift in two ranges)")
+    return start, end
+
+
+class _Silence(Frozen):
+    """What every declaration of expected silence names: the streams it applies to and why they are silent."""
+
+    streams: str = Field(
+        description="Regex fully matched against stream ids (e.g. '.*__ac_power'): the streams this applies to; "
+        "a stream may match one declaration at most."
+    )
+    reason: str = Field(
+        min_length=1, description="Why the stream is silent then, in words a user accepts (the dataset card says it)."
+    )
+
+    @field_validator("streams")
+    @classmethod
+    def _compiles(cls, value: str) -> str:
+        return regex(value, "streams")
+
+
+class ScheduleSilence(_Silence):
+    """A stream expected to report during local hours on some weekdays, and silent otherwise (e.g. occupancy)."""
+
+    kind: Literal["schedule"] = Field(description="Expected during declared local hours; silent outside them.")
+    hours: list[str] = Field(
+        min_length=1, description="Local hours the stream is expected, each 'HH:MM-HH:MM' (e.g. ['07:00-19:00'])."
+    )
+    weekdays: list[Weekday] = Field(
+        default=list(WEEKDAYS), min_length=1, description="Local days those hours apply to (mon..sun; default all)."
+    )
+    timezone: str | None = Field(None, description="IANA zone of the hours (default: the mapping's time.timezone).")
+
+    @field_validator("hours")
+    @classmethod
+    def _ranges(cls, value: list[str]) -> list[str]:
+        ranges = sorted(hour_range(text) for text in value)
+        for (_, end), (start, _) in zip(ranges, ranges[1:], strict=False):
+            if start < end:
+                raise ValueError(f"hours {value} overlap; give disjoint ranges")
+        return value
+
+
+class NightSilence(_Silence):
+    """A stream silent while the sun is down at the site (a PV inverter at night): expected only while the sun's
+    geometric elevation is at least `sun_above_deg` (NOAA's solar position equations, pipeline/store/expected.py)."""
+
+    kind: Literal["night"] = Field(description="Silent while the sun is below sun_above_deg at the site.")
+    latitude: float = Field(ge=-90, le=90, description="Site latitude in degrees, north positive.")
+    longitude: float = Field(ge=-180, le=180, description="Site longitude in degrees, east positive.")
+    sun_above_deg: float = Field(
+        0.0,
+        ge=-18,
+        le=20,
+        description="Expected while the sun's centre is at least this many degrees above the horizon (geometric, no "
+        "refraction; 0: from sunrise to sunset).",
+    )
+
+
+Silence = Annotated[ScheduleSilence | NightSilence, Field(discriminator="kind")]

@@ -256,6 +256,14 @@ class LookupObservationResult(Frozen):
         description="Exact mode without an observation at that instant: 'no_exact_match'; nearest mode away from the "
         "instant: 'nearest_observation'."
     )
+    outside_expected_hours: str | None = Field(
+        None,
+        # Left out unless it applies: every other lookup's result stays as it was.
+        exclude_if=lambda says: says is None,
+        description="Set when the instant lies outside the expected hours of a stream silent by design part of the "
+        "time (e.g. a PV inverter at night): no reading there is missing, it is absent by design. Says when the "
+        "stream is expected and why it is silent otherwise.",
+    )
 
 
 class Thresholds(Frozen):
@@ -285,6 +293,13 @@ class InspectQualityResult(Frozen):
     constant_fraction: float
     quality_band: str
     thresholds: Thresholds
+    expected_hours: str | None = Field(
+        None,
+        # Left out for a stream without one: those results stay as they were.
+        exclude_if=lambda says: says is None,
+        description="For a stream silent by design part of the time: when it is expected to report, and why it is "
+        "silent otherwise; coverage, gaps and expected counts then count those hours only (absent: always expected).",
+    )
 
 
 class InspectQualityWindowResult(Frozen):
@@ -302,3 +317,10 @@ class InspectQualityWindowResult(Frozen):
     nan_fraction: float
     quality_band: QualityBand
     thresholds: Thresholds
+    expected_hours: str | None = Field(
+        None,
+        # Left out for a stream without one: those results stay as they were.
+        exclude_if=lambda says: says is None,
+        description="For a stream silent by design part of the time: when it is expected to report, and why it is "
+        "silent otherwise; coverage, gaps and expected counts then count those hours only (absent: always expected).",
+    )

@@ -35,6 +35,7 @@ from pipeline.episodes.rules import (
     quality_decision_answer,
     timestamp_commitment,
 )
+from pipeline.store import expected
 from pipeline.store.compute import DAY, MONDAY, window_bounds
 from pipeline.tasks import forms, gold, render
 from pipeline.tasks.probes import grid_solvable
@@ -476,10 +477,18 @@ class Lifter:
             k = np.arange(1, int(gaps[j] // step), dtype=np.int64) * step  # offsets of the missing slots
             distance = np.minimum(k, int(gaps[j]) - k)
             found = int(ts[j]) + k[(distance >= lo_d) & (distance <= hi_d)]
-            slots += found[self._free(found, outcome, split)].tolist()
+            slots += found[self._free(found, outcome, split) & self._expected(stream_id, found)].tolist()
         if not slots:
             return None
         return slots[choose.index("commit_slot", len(slots))] + jitter
+
+    def _expected(self, stream_id: str, instants: np.ndarray) -> np.ndarray:
+        """Which instants lie in the stream's expected hours: outside them a missing reading is absent by design, not
+        a gap to abstain over (every instant, for a stream without declared silence)."""
+        rule = self.store.expected_hours.get(stream_id)
+        if rule is None or not len(instants):
+            return np.ones(len(instants), dtype=bool)
+        return expected.Expected.over(rule, int(instants.min()), int(instants.max())).inside(instants)
 
     def _free(self, instants: np.ndarray, outcome: str, split: str) -> np.ndarray:
         """Which instants lie in a period that still has room in the split for a commitment with this outcome."""

@@ -124,13 +124,22 @@ def _upstream_outputs(ctx: Context, stage: str) -> dict[str, str]:
 
 
 def _store_identity(ctx: Context) -> tuple[dict, dict[str, str]]:
-    return ctx.config.store.model_dump(mode="json"), _upstream_outputs(ctx, "ingest")
+    config = ctx.config.store.model_dump(mode="json")
+    if ctx.mapping.silence:  # only then: a corpus without declarations keeps its store identity
+        config["silence"] = {
+            "declared": [rule.model_dump(mode="json") for rule in ctx.mapping.silence],
+            "timezone": ctx.mapping.time.timezone,
+        }
+    return config, _upstream_outputs(ctx, "ingest")
 
 
 def _store_run(ctx: Context, out: Path) -> StageResult:
     from pipeline.store.build import build_store
+    from pipeline.store.expected import Declared
 
-    return build_store(ctx.stage_dir("ingest"), out, ctx.config.store, ctx.resources)
+    mapping = ctx.mapping
+    silence = Declared(tuple(mapping.silence), mapping.time.timezone, mapping.name) if mapping.silence else None
+    return build_store(ctx.stage_dir("ingest"), out, ctx.config.store, ctx.resources, silence)
 
 
 def _tasks_identity(ctx: Context) -> tuple[dict, dict[str, str]]:

@@ -12,6 +12,7 @@ from contracts.hub_licenses import HubLicenses
 from contracts.tasks import SPLITS
 from pipeline.audit.gates import figures
 from pipeline.core.errors import ConfigError, shown
+from pipeline.store.expected import completed, says
 
 SIZE_CATEGORIES = (
     (1_000, "n<1K"),
@@ -131,6 +132,23 @@ def _gate_lines(gates: dict) -> list[str]:
     ]
 
 
+def _silence_lines(mapping: CorpusMapping) -> list[str]:
+    """The streams the mapping declares absent by design, with when they are expected and why (none: no section)."""
+    if not mapping.silence:
+        return []
+    rules = [completed(rule, mapping.time.timezone) for rule in mapping.silence]
+    return [
+        "## Streams absent by design",
+        "These streams are silent by design outside their expected hours: their coverage, gaps and the quality "
+        "thresholds count the expected hours only, and the tools say when an instant lies outside them.",
+        "",
+        "| streams (regex) | expected hours; why silent otherwise |",
+        "|---|---|",
+        *[f"| `{rule.streams}` | {says(rule)} |" for rule in rules],
+        "",
+    ]
+
+
 def dataset_card(mapping: CorpusMapping, manifest: dict, license: dict[str, str], release_digest: str) -> str:
     """The card; `release_digest` is the release's (pipeline.release.stage.content_digest), stated where a user who
     trusts this page can copy it to check a download."""
@@ -180,6 +198,7 @@ def dataset_card(mapping: CorpusMapping, manifest: dict, license: dict[str, str]
         "|---|---|",
         *[f"| {k} | {v} |" for k, v in counts["commitment_outcome"].items()],
         "",
+        *_silence_lines(mapping),
         "## Validity checks",
         *_probe_lines(manifest.get("artifact_probe")),
         "",

@@ -33,7 +33,7 @@ from pipeline.release import store_cache
 from pipeline.release.stage import MAX_DOCUMENT_BYTES, RELEASE_MANIFEST, SIMULATOR, STORE_TABLES
 from pipeline.runtime.simulator import Lexicon, lexicon
 from pipeline.store.invariants import first_breach
-from pipeline.store.reader import COLUMNS, KEYS, READER_MEMORY
+from pipeline.store.reader import COLUMNS, KEYS, OPTIONAL, READER_MEMORY
 from pipeline.tools.access import ToolStore
 
 NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]*$")  # what may become a folder name in the cache
@@ -139,7 +139,7 @@ class Release:
         store_cache.touch(entry)  # in use from now: a pruning run leaves it (checking its digest takes a while)
         found, why = store_cache.intact(entry)
         if found is None:
-            for table in KEYS:
+            for table in [*KEYS, *(t for t in OPTIONAL if f"{STORE_TABLES}/{t}.parquet" in self.manifest["files"])]:
                 self.checked(f"{STORE_TABLES}/{table}.parquet")
             try:
                 found = store_cache.write(entry, self._load)
@@ -179,7 +179,8 @@ class Release:
 def _tables(con: duckdb.DuckDBPyConnection, folder: Path, *, view: bool) -> None:
     """Every Parquet table of a release's store as a table sorted by its key (or, with `view`, a view reading the file
     in place), each refused in one line when it is not a Parquet file of the table's columns (reader.COLUMNS)."""
-    for table, key in KEYS.items():
+    optional = [(t, k) for t, k in OPTIONAL.items() if (folder / STORE_TABLES / f"{t}.parquet").is_file()]
+    for table, key in [*KEYS.items(), *optional]:
         source = folder / STORE_TABLES / f"{table}.parquet"
         try:
             described = con.execute("DESCRIBE SELECT * FROM read_parquet(?)", [str(source)]).fetchall()

@@ -28,7 +28,7 @@ from pipeline.core.manifest import StageResult, data_identity
 from pipeline.release.card import dataset_card
 from pipeline.release.croissant import croissant
 from pipeline.release.ground_truth import trajectory
-from pipeline.store.reader import KEYS
+from pipeline.store.reader import KEYS, OPTIONAL
 
 RELEASE_MANIFEST = "release.json"
 CARD = "README.md"  # the dataset card
@@ -178,7 +178,8 @@ def build_release(
     playable = []
     if store_dir is not None:
         (out / STORE_TABLES).mkdir()
-        for table in sorted(KEYS):
+        present = [table for table in OPTIONAL if (store_dir / f"{table}.parquet").is_file()]
+        for table in sorted([*KEYS, *present]):
             shutil.copyfile(store_dir / f"{table}.parquet", out / STORE_TABLES / f"{table}.parquet")
             playable.append(f"{STORE_TABLES}/{table}.parquet")
     if slot_phrases is not None:

@@ -22,9 +22,9 @@ from pipeline.core.manifest import StageResult
 from pipeline.core.parts import PARTS, iter_part, join, read_part, remove_parts, stage_parts, write_part
 from pipeline.ingest.parquet import RowGroupWriter, read_rows, write_table
 from pipeline.ingest.stage import read_report
-from pipeline.store import bands, compute, sql
+from pipeline.store import bands, compute, expected, sql
 from pipeline.store.digest import ChunkedDigest, reader_digest
-from pipeline.store.reader import KEYS, STORE_FILE, open_store, quiet
+from pipeline.store.reader import KEYS, OPTIONAL, STORE_FILE, open_store, quiet
 
 
 def _quantile(values: pl.Series, q: float) -> float:
@@ -112,7 +112,7 @@ OBSERVATIONS_SCHEMA = pa.schema(
         ("step_us", pa.int64()),
     ]
 )
-PER_STREAM = ("aggregates", "profiles", "previews", "quality_parts")
+PER_STREAM = ("aggregates", "profiles", "previews", "quality_parts", "expected_parts")
 
 
 @dataclass(frozen=True)
@@ -125,6 +125,7 @@ class StoreUnit:
     cfg: StoreConfig
     out: str
     kinds: tuple[int, ...] = ()  # compute.LEVEL, INTERVAL or COUNTER of each stream (all LEVEL when empty)
+    rules: tuple = ()  # (stream id, rule) of the unit's streams declared silent by design (pipeline/store/expected.py)
 
     @property
     def rows(self) -> int:
@@ -170,6 +171,7 @@ def plan_units(
     rows_per_unit: int,
     workers: int,
     kinds: dict[str, int] | None = None,
+    rules: dict | None = None,
 ) -> list[StoreUnit]:
     """Whole streams in id order, cut into runs of about `rows_per_unit` rows (a longer stream is a run alone),
     and into at least two runs per worker when there is enough to share."""
@@ -181,6 +183,7 @@ def plan_units(
     for index, (sid, n) in enumerate(runs):
         current.append((sid, n))
         if sum(k for _, k in current) >= rows_per_unit or index == len(runs) - 1:
+            declared = tuple((sid, rules[sid]) for sid, _ in current if rules and sid in rules)
             unit = StoreUnit(
                 str(ingest_dir),
                 start,
@@ -188,6 +191,7 @@ def plan_units(
                 cfg,
                 join(parts, f"u{len(units):05d}"),
                 tuple((kinds or {}).get(s, compute.LEVEL) for s, _ in current),
+                declared,
             )
             units.append(unit)
             start, current = start + unit.rows, []
@@ -222,6 +226,9 @@ def compute_unit(unit: StoreUnit) -> dict[str, pa.Table]:
         "previews": compute.previews(obs, unit.cfg.preview_points),
         "quality_parts": compute.quality_parts(obs),
     }
+    tables["aggregates"], tables["expected_parts"] = expected.adjust_unit(
+        obs, ids, tables["aggregates"], dict(unit.rules)
+    )
     return {
         "observations": obs.select("ts", "value", "step_us").to_arrow(),
         **{
@@ -270,7 +277,12 @@ def _limits_and_bands(
 
 
 def derive_tables(
-    ingest_dir: Path, out: Path, cfg: StoreConfig, resources: Resources, con: duckdb.DuckDBPyConnection
+    ingest_dir: Path,
+    out: Path,
+    cfg: StoreConfig,
+    resources: Resources,
+    con: duckdb.DuckDBPyConnection,
+    silence: expected.Declared | None = None,
 ) -> tuple[dict[str, pa.Table], int, str]:
     """Every store table except the stream index, sorted by its full key. Observations go to
     out/observations.parquet and to the `observations` table of `con` unit by unit, while later
@@ -279,7 +291,8 @@ def derive_tables(
     streams, rejects = read("streams"), read("rejects")
     rows_per_unit = max(1, resources.per_worker(resources.worker_count) // BYTES_PER_ROW)
     parts = stage_parts(out, resources.parts, "store")
-    units = plan_units(ingest_dir, cfg, parts, rows_per_unit, resources.worker_count, stream_kinds(streams, cfg))
+    rules = silence.resolve(streams["stream_id"].to_list()) if silence else {}
+    units = plan_units(ingest_dir, cfg, parts, rows_per_unit, resources.worker_count, stream_kinds(streams, cfg), rules)
 
     # Units are consecutive runs of streams in id order: appending them in order keeps every key order.
     # The Parquet export (with its digest) is written here while a second thread appends the same pieces
@@ -335,8 +348,10 @@ def derive_tables(
             "profiles": compute.profiles(empty, cfg.std_ddof),
             "previews": compute.previews(empty, cfg.preview_points),
             "quality_parts": compute.quality_parts(empty),
+            "expected_parts": None,
         }
     quality = compute.quality_table(streams, joined["quality_parts"], rejects)
+    quality = expected.adjust_quality(quality, joined["expected_parts"])
     limits_frame, quality, aggregates = _limits_and_bands(joined["aggregates"], quality, cfg)
     timed_rejects = rejects.filter(pl.col("stream_id").is_not_null() & pl.col("ts").is_not_null())
     tables = {
@@ -355,6 +370,8 @@ def derive_tables(
         ),
         # Rejected cells that have a stream and a time: tools report defect fractions per window.
         "rejects": timed_rejects.select("stream_id", "ts", "reason", "raw").sort("stream_id", "ts", "reason", "raw"),
+        # Only a corpus that declares streams absent by design has this table: the others' stores stay as they were.
+        **({expected.TABLE: expected.table(rules)} if rules else {}),
     }
     return {name: frame.to_arrow() for name, frame in tables.items()}, observations, digest.hexdigest()
 
@@ -385,7 +402,13 @@ def _require_observations(ingest_dir: Path) -> None:
     )
 
 
-def build_store(ingest_dir: Path, out: Path, cfg: StoreConfig, resources: Resources | None = None) -> StageResult:
+def build_store(
+    ingest_dir: Path,
+    out: Path,
+    cfg: StoreConfig,
+    resources: Resources | None = None,
+    silence: expected.Declared | None = None,
+) -> StageResult:
     """Write store.duckdb (read-only afterwards) and one deterministic Parquet export per table."""
     _require_observations(ingest_dir)
     resources = resources or Resources()
@@ -402,7 +425,7 @@ def build_store(ingest_dir: Path, out: Path, cfg: StoreConfig, resources: Resour
         )
         quiet(con)
         try:
-            tables, observations, observations_digest = derive_tables(ingest_dir, out, cfg, resources, con)
+            tables, observations, observations_digest = derive_tables(ingest_dir, out, cfg, resources, con, silence)
             for name, table in tables.items():
                 con.register("incoming", table)
                 # Arrow tables arrive sorted by their key; insertion order is kept (preserve_insertion_order).
@@ -425,16 +448,17 @@ def build_store(ingest_dir: Path, out: Path, cfg: StoreConfig, resources: Resour
     if Path(str(path) + ".wal").exists():
         raise StageError(f"{path}.wal left after CHECKPOINT and close; the store is not self-contained")
     os.chmod(path, 0o444)
-    for name in KEYS:
+    names = [*KEYS, *(name for name in OPTIONAL if name in tables)]
+    for name in names:
         if name != "observations":
             write_table(tables[name], out / f"{name}.parquet")
     limits = {row["name"]: row["value"] for row in tables["thresholds"].to_pylist()}
     digests = {
-        name: reader_digest(tables[name].to_batches(), tables[name].schema) for name in KEYS if name != "observations"
+        name: reader_digest(tables[name].to_batches(), tables[name].schema) for name in names if name != "observations"
     }
     return StageResult(
-        outputs=[f"{name}.parquet" for name in KEYS],
-        row_counts={name: observations if name == "observations" else tables[name].num_rows for name in KEYS},
+        outputs=[f"{name}.parquet" for name in names],
+        row_counts={name: observations if name == "observations" else tables[name].num_rows for name in names},
         # Digests of the tables as inserted; `logical_digests(path)` re-reads the file (verify does).
         logical_digests={**digests, "observations": observations_digest},
         details={"thresholds": limits, "std_ddof": cfg.std_ddof},
@@ -447,7 +471,8 @@ def logical_digests(path: Path) -> dict[str, str]:
     con = open_store(path)
     try:
         digests = {}
-        for name, key in KEYS.items():
+        present = {row[0] for row in con.execute("SELECT table_name FROM duckdb_tables()").fetchall()}
+        for name, key in [*KEYS.items(), *((n, k) for n, k in OPTIONAL.items() if n in present)]:
             reader = con.sql(f"SELECT * FROM {name} ORDER BY {', '.join(key)}").to_arrow_reader(1 << 20)
             digests[name] = reader_digest(reader, reader.schema)
         return digests

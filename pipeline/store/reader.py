@@ -50,6 +50,11 @@ KEYS: dict[str, list[str]] = {
     "rejects": ["stream_id", "ts", "reason", "raw"],
 }
 
+# Tables a store has only when its corpus declares them (table -> full sort key), exported like the others: a corpus
+# without them builds the very store it built before they existed. expected_hours: the rules of streams absent by
+# design (pipeline/store/expected.py), read by the tools.
+OPTIONAL: dict[str, list[str]] = {"expected_hours": ["stream_id"]}
+
 # Table -> its columns with their DuckDB types, as the exported Parquet tables hold them (a built store keeps
 # observations' stream_id as an ENUM): a release's tables are checked against these before they are loaded, so that
 # the tools never meet a table of other columns.
@@ -80,6 +85,7 @@ COLUMNS: dict[str, str] = {
     "floor DOUBLE, ceiling DOUBLE",
     "settings": "name VARCHAR, value BIGINT",
     "rejects": "stream_id VARCHAR, ts BIGINT, reason VARCHAR, raw VARCHAR",
+    "expected_hours": "stream_id VARCHAR, rule VARCHAR, says VARCHAR",
 }
 
 

@@ -15,6 +15,7 @@ import pyarrow as pa
 from pipeline.core.canonical import canonical_json
 from pipeline.core.errors import StageError
 from pipeline.core.workspace import Workspace
+from pipeline.store import expected
 from pipeline.store.reader import OBSERVATIONS_OUT_OF_ORDER, STORE_FILE, open_store
 
 DEFAULT_CACHE_BYTES = 512 * 1024 * 1024
@@ -139,6 +140,14 @@ class ToolStore:
         self.settings = {
             row["name"]: row["value"] for row in self._rows("SELECT name, value FROM settings ORDER BY name")
         }
+        # The rules of streams absent by design (pipeline/store/expected.py): a store has the table only when its
+        # corpus declares some.
+        declared = self._rows("SELECT table_name FROM duckdb_tables() WHERE table_name = ?", [expected.TABLE])
+        self.expected_hours = (
+            {row["stream_id"]: expected.decode(row["rule"]) for row in self._rows(f"SELECT * FROM {expected.TABLE}")}
+            if declared
+            else {}
+        )
         for row in self.streams.values():  # compact keys, computed once, for name matching
             row["_keys"] = {k: _compact(row[k]) for k in ("point_class", "equipment_type")}
             row["_tails"] = {k: _tails(row[k]) for k in ("equipment", "location")}

@@ -32,7 +32,7 @@ from contracts.tools import (
     WindowInput,
 )
 from pipeline.core.errors import TimestampError, ToolFailure
-from pipeline.store import bands, compute
+from pipeline.store import bands, compute, expected
 from pipeline.tools import rounding
 from pipeline.tools.access import StreamArrays, ToolStore, compact
 from pipeline.tools.timeutil import format_us, parse_us
@@ -162,9 +162,32 @@ def _stats(
     if period != "custom":
         return store.aggregate(stream_id, period, start)
     arrays = arrays if arrays is not None else store.window(stream_id, start, end)
-    return compute.window_stats(
+    stats = compute.window_stats(
         arrays.ts, arrays.value, arrays.step, start, end, store.settings["std_ddof"], _kind(store, stream_id)
     )  # the store's own ddof
+    return _over_expected_hours(store, stream_id, stats, arrays.ts, start, end)
+
+
+def _over_expected_hours(
+    store: ToolStore, stream_id: str, stats: dict | None, ts: np.ndarray, start: int, end: int
+) -> dict | None:
+    """A custom window of a stream absent by design: its coverage and gaps over the expected hours only, as the store
+    decides its calendar windows (pipeline/store/expected.py); any other stream's statistics as they are."""
+    rule = store.expected_hours.get(stream_id)
+    if rule is None or stats is None:
+        return stats
+    inside = ts[(ts >= start) & (ts < end)]
+    found = expected.window(expected.Expected.over(rule, start, end), inside, start, end, stats["step_us"])
+    return {**stats, **{k: found[k] for k in ("coverage", "longest_gap_us", "gap_ratio")}}
+
+
+def _expected_count(store: ToolStore, stream_id: str, start: int, end: int, step: int | None) -> float:
+    """Readings expected in [start, end) at the window's step: over the expected hours only for a stream absent by
+    design."""
+    rule = store.expected_hours.get(stream_id)
+    if rule is None:
+        return (end - start) / step if step else 0.0
+    return expected.expected_count(rule, start, end, step)
 
 
 def _metric(stats: dict, metric: str) -> float:
@@ -287,7 +310,12 @@ def lookup_observation(store: ToolStore, args: LookupObservationInput) -> Lookup
         found = index
     elif args.mode == "exact":
         return LookupObservationResult(
-            **base, observed_timestamp=None, value=None, offset_seconds=None, fallback_reason="no_exact_match"
+            **base,
+            observed_timestamp=None,
+            value=None,
+            offset_seconds=None,
+            fallback_reason="no_exact_match",
+            outside_expected_hours=_outside(store, args.stream_id, at),
         )
     else:
         found = nearest_index(arrays.ts, at)
@@ -298,7 +326,23 @@ def lookup_observation(store: ToolStore, args: LookupObservationInput) -> Lookup
         value=rounding.value(arrays.value[found]),
         offset_seconds=rounding.seconds(observed - at),
         fallback_reason=None if exact else "nearest_observation",
+        outside_expected_hours=None if exact else _outside(store, args.stream_id, at),
     )
+
+
+def _outside(store: ToolStore, stream_id: str, at: int) -> str | None:
+    """What the stream's expected hours are, when the instant lies outside them (no reading is missing there: it is
+    absent by design); None for an instant inside them, or a stream without any."""
+    rule = store.expected_hours.get(stream_id)
+    if rule is None or bool(expected.Expected.over(rule, at, at).inside(np.array([at]))[0]):
+        return None
+    return f"outside the expected hours: {expected.says(rule)}"
+
+
+def _says(store: ToolStore, stream_id: str) -> str | None:
+    """When a stream silent by design is expected, and why it is silent otherwise (None: always expected)."""
+    rule = store.expected_hours.get(stream_id)
+    return expected.says(rule) if rule is not None else None
 
 
 def _thresholds(store: ToolStore) -> Thresholds:
@@ -323,6 +367,7 @@ def inspect_quality(store: ToolStore, args: InspectQualityInput) -> InspectQuali
         constant_fraction=rounding.value(q["constant_fraction"]),
         quality_band=q["quality_band"],
         thresholds=_thresholds(store),
+        expected_hours=_says(store, args.stream_id),
     )
 
 
@@ -344,12 +389,12 @@ def inspect_quality_window(store: ToolStore, args: InspectQualityWindowInput) ->
     total = stats["count"] + rejected
     duplicates, nans = dups / total, bad / total
     step = stats["step_us"]
-    expected = (end - start) / step if step else 0.0
+    expected_count = _expected_count(store, args.stream_id, start, end, step)
     return InspectQualityWindowResult(
         stream_id=args.stream_id,
         window=window,
         count=int(stats["count"]),
-        expected_count=rounding.value(expected),
+        expected_count=rounding.value(expected_count),
         step_seconds=rounding.seconds(step),
         longest_gap_seconds=rounding.seconds(stats["longest_gap_us"]),
         coverage=rounding.value(stats["coverage"]),
@@ -360,4 +405,5 @@ def inspect_quality_window(store: ToolStore, args: InspectQualityWindowInput) ->
             store, rounding.value(stats["coverage"]), rounding.value(stats["gap_ratio"]), duplicates == 0 and nans == 0
         ),
         thresholds=_thresholds(store),
+        expected_hours=_says(store, args.stream_id),
     )
