@@ -11,7 +11,7 @@ from tests.helpers import make_workspace, real_lines, xai_config
 
 PINNED = {
     "observations": "8ad5d56efee922f91801b3807c179341",
-    "aggregates": "f4674f5ccf9d77de1b41043751c86695",
+    "aggregates": "63de980ae97d8ccbceeaecb955ded647",
     "quality": "babdfcbe6ed2be7c4d1bfa7878eed18e",
     "thresholds": "7b77713326ea4a66cd67f1a03aee03f2",
 }

@@ -239,16 +239,19 @@ def test_a_validation_error_is_one_short_line():
 def test_hostile_units_in_a_saved_answer_are_wrong_units_in_score_and_evaluate(played, tmp_path, unit):
     base, trace = played
 
-    def hostile(rows: list[dict]) -> None:
+    numbers = [n for n, v in first(rows_of(trace), "answer")["action"]["fields"].items() if type(v) in (int, float)]
+    assert numbers, "the first answer of the trace holds no number: pick another"
+
+    def hostile(rows: list[dict]) -> None:  # each number of the first answer given with the hostile unit
         fields = first(rows, "answer")["action"]["fields"]
-        fields.update({name: f"12 {unit}" for name in fields})
+        fields.update({name: f"12 {unit}" for name in numbers})
 
     damaged = damaged_copy(trace, hostile, tmp_path / "units.jsonl")
     scored = cli(base, "score", damaged, "--release", base / "artifacts" / "xai4heat" / "release", "--json")
     assert scored.exit_code == 0, (scored.output, scored.exception)
-    assert json.loads(scored.output)["summaries"][0]["rejections"] == {"wrong_unit": 1}
+    assert json.loads(scored.output)["summaries"][0]["rejections"] == {"wrong_unit": len(numbers)}
     evaluated = cli(base, "evaluate", "--trace", damaged, *on_release(base), "--json")
-    assert evaluated.exit_code == 0 and json.loads(evaluated.output)["rejections"] == {"wrong_unit": 1}
+    assert evaluated.exit_code == 0 and json.loads(evaluated.output)["rejections"] == {"wrong_unit": len(numbers)}
 
 
 def test_a_damaged_episode_file_is_one_error_line(played, tmp_path):

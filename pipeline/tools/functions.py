@@ -151,7 +151,7 @@ def _unit(store: ToolStore, stream_id: str, metric: str) -> str | None:
     row = store.streams[stream_id]
     if metric == "count":
         return None
-    return row["unit"] if metric == "sum" else row.get("rate_unit") or row["unit"]
+    return row.get("unit") if metric == "sum" else row.get("rate_unit") or row.get("unit")
 
 
 def _stats(
