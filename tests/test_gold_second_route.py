@@ -5,7 +5,10 @@ pipeline/), agrees with the release within its answer form's tolerance (issue 51
 Rows about an amount stream (a meter: kWh, MWh, L) follow the meter definitions of issue 51 (consumption is the
 register difference, a mean is a rate per hour). Releases built before those definitions have no aggregates column
 `total`: their amount rows are expected to disagree and are an xfail that names every disagreement; once the release's
-store has `total`, they are checked as strictly as the others."""
+store has `total`, they are checked as strictly as the others.
+
+A stream silent by design ([[silence]], pvdaq's night) is measured over its expected hours, with the sun's elevation
+from NREL's SPA (pvlib, tests/second_route/daylight.py), not the product's NOAA equations."""
 
 from __future__ import annotations
 
@@ -18,7 +21,7 @@ import pyarrow.parquet as pq
 import pytest
 
 from tests.helpers import REPO, SHIPPED
-from tests.second_route import clean, golds, raw, rows
+from tests.second_route import clean, daylight, golds, raw, rows
 
 SPLITS = ("train", "dev", "test")
 EXAMPLES = 3  # disagreements shown per corpus and family
@@ -43,7 +46,7 @@ def second_route() -> Callable[[str], golds.Corpus]:
     def corpus(name: str) -> golds.Corpus:
         if name not in cache:
             spec, cells = raw.collect(REPO, name)
-            cache[name] = golds.Corpus(REPO, clean.corpus_streams(spec, cells))
+            cache[name] = golds.Corpus(REPO, clean.corpus_streams(spec, cells), spec.get("silence", []))
         return cache[name]
 
     return corpus
@@ -213,3 +216,57 @@ def test_a_number_is_compared_at_its_forms_tolerance(second_route):
         near = golds.Quantity(second.value + sign * (limit - unit), second.unit)
         far = golds.Quantity(second.value + sign * (limit + unit), second.unit)
         assert rows.agree(field, gold, near) is None and rows.agree(field, gold, far) is not None
+
+
+def test_the_second_routes_expected_hours_follow_the_sun():
+    """The expected hours' arithmetic on intervals set by hand, and the sun: on the 2019 March equinox the centre of
+    the sun is at or above the horizon (no refraction) for 12 hours at the equator, to a minute (the declination moves
+    while it is up); refraction or the upper limb would add about 4 minutes. Each declared crossing of pvdaq's 3
+    degrees is where SPA's elevation crosses them (to a millisecond)."""
+    hours = daylight.Hours(np.array([10, 50]), np.array([30, 60]))
+    assert hours.between(np.array([0, 20, 30, 55]), np.array([100, 55, 50, 55])).tolist() == [30, 15, 0, 0]
+    assert hours.inside(np.array([9, 10, 29, 30, 59, 60])).tolist() == [False, True, True, False, True, False]
+    equinox = 1_553_040_000 * 1_000_000  # 2019-03-20T00:00:00Z
+    rule = {"kind": "night", "streams": "x", "latitude": 0.0, "longitude": 0.0, "sun_above_deg": 0.0}
+    sun = daylight.Hours.night_rule(rule, equinox, equinox + golds.HOUR_US * 24)
+    day = sun.between(np.array([equinox]), np.array([equinox + 24 * golds.HOUR_US]))[0]
+    assert abs(day - 12 * golds.HOUR_US) < 60_000_000, day / golds.HOUR_US
+    spec, _ = raw.collect(REPO, "pvdaq")
+    (declared, *_) = spec["silence"]
+    first = 1_460_000_000 * 1_000_000  # 2016-04-07, inside TAEFC1044741's readings
+    hours = daylight.Hours.night_rule(declared, first, first + 14 * 24 * golds.HOUR_US)
+    ms = 1_000
+    for edges, sign in ((hours.starts, 1), (hours.ends, -1)):
+        after = daylight.elevation(declared["latitude"], declared["longitude"], edges + ms)
+        before = daylight.elevation(declared["latitude"], declared["longitude"], edges - ms)
+        assert np.all(sign * (after - declared["sun_above_deg"]) > 0) and np.all(
+            sign * (before - declared["sun_above_deg"]) < 0
+        )
+
+
+def test_a_reading_commitment_probed_in_the_silent_hours_has_no_gold(second_route):
+    """A stream silent by design is probed for re_clarify and abstain only in its expected hours (docs/episodes.md):
+    moved to 01:00 at the site, a released commitment's instant is far from any reading, which the offset rule alone
+    would call a long gap; the second route holds that no reading is missing there and defines no gold."""
+    derived = second_route("pvdaq")
+    row = next(
+        r
+        for r in released_rows("pvdaq")
+        if r["phases"][-1]["type"] == "commitment" and r["phases"][-1]["gold"]["decision"] == "re_clarify"
+    )
+    assert rows.disagreements(derived, row) == []
+    night = json.loads(json.dumps(row))
+    call = night["phases"][-1]["canonical_calls"][0]
+    assert call["tool"] == "lookup_observation"
+    day = golds.instant(call["arguments"]["timestamp"]) // (24 * golds.HOUR_US) * (24 * golds.HOUR_US)
+    at = day + 8 * golds.HOUR_US  # 08:00 UTC: 01:00 at 119 W
+    call["arguments"]["timestamp"] = golds.iso(at)
+    night["phases"][-1]["gold"] = {"decision": "abstain", "reason": "long_gap"}
+    (sid,) = row["evidence_stream_ids"]
+    assert derived._offset_commitment(sid, at) == ("abstain", "long_gap")  # what the offset rule alone gives
+    last = len(row["phases"]) - 1
+    found = rows.disagreements(derived, night)
+    assert {(d.where.split(" ")[0], d.second) for d in found} == {
+        (f"phases[{last}].decision", "undefined"),
+        (f"phases[{last}].reason", "absent_by_design"),
+    }

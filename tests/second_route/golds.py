@@ -17,7 +17,7 @@ from pathlib import Path
 import numpy as np
 import pint
 
-from tests.second_route import windows
+from tests.second_route import daylight, windows
 from tests.second_route.clean import Stream
 
 HOUR_US = 3_600_000_000
@@ -51,11 +51,13 @@ class Quantity:
 class Corpus:
     """One corpus's cleaned streams and everything a gold is defined over."""
 
-    def __init__(self, root: Path, streams: dict[str, Stream]) -> None:
+    def __init__(self, root: Path, streams: dict[str, Stream], silence: list[dict] | None = None) -> None:
         self.streams = streams
         settings = windows.store_settings(root)
         self.steps = {sid: windows.local_steps(s.ts, settings["step_window"]) for sid, s in streams.items()}
-        self.limits = windows.thresholds(streams, self.steps, settings)
+        # the mapping's [[silence]]: streams measured over their expected hours only
+        self.hours = daylight.declared_hours(silence or [], {sid: s.ts for sid, s in streams.items()})
+        self.limits = windows.thresholds(streams, self.steps, self.hours, settings)
         answers = tomllib.loads((root / "configs" / "answers.toml").read_text(encoding="utf-8"))
         self.pint_of = {code: spec["pint"] for code, spec in answers["units"].items()}
         episodes = tomllib.loads((root / "configs" / "episodes.toml").read_text(encoding="utf-8"))
@@ -137,12 +139,12 @@ class Corpus:
         return Quantity(float(np.min(rates)), f"({self.unit(sid)}) / hour")
 
     def week_band(self, sid: str, start: int, end: int) -> str | None:
-        q = windows.quality(self.streams[sid], self.steps[sid], start, end)
+        q = windows.quality(self.streams[sid], self.steps[sid], start, end, self.hours.get(sid))
         return None if q is None else windows.band(q, self.limits)
 
     def shown_quality(self, sid: str, start: int, end: int) -> tuple[float, float | None]:
         """(coverage, gap ratio) as inspect_quality_window shows them (4 dp); no reading: no coverage."""
-        q = windows.quality(self.streams[sid], self.steps[sid], start, end)
+        q = windows.quality(self.streams[sid], self.steps[sid], start, end, self.hours.get(sid))
         if q is None:
             return 0.0, None
         return round(q.coverage, 4), None if q.gap_ratio is None else round(q.gap_ratio, 4)
@@ -167,7 +169,16 @@ class Corpus:
 
     def reading_commitment(self, sid: str, at: int) -> tuple[str, str]:
         """Report a reading when one is at the instant or within the acceptable offset; ask for a more precise time
-        when the nearest is within gap_ratio_abstain_window whole-stream steps; else abstain (a long gap)."""
+        when the nearest is within gap_ratio_abstain_window whole-stream steps; else abstain (a long gap). Asking again
+        or abstaining is about a missing reading, so for a stream silent by design it is defined only inside its
+        expected hours (docs/episodes.md): outside them no reading is missing, and no such gold is defined."""
+        decision = self._offset_commitment(sid, at)
+        hours = self.hours.get(sid)
+        if decision[0] != "answer" and hours is not None and not hours.inside(np.array([at]))[0]:
+            return "undefined", "absent_by_design"
+        return decision
+
+    def _offset_commitment(self, sid: str, at: int) -> tuple[str, str]:
         offset = round(abs(self.reading(sid, at, nearest=True)["offset_seconds"].value), 3)  # as shown
         step_s = round((windows.stream_step(self.streams[sid].ts) or 0) / 1e6, 3)
         if offset == 0:

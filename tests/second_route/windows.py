@@ -15,6 +15,7 @@ import numpy as np
 import pandas as pd
 
 from tests.second_route.clean import Stream
+from tests.second_route.daylight import Hours
 
 DAY_US = 86_400_000_000
 WEEK_US = 7 * DAY_US
@@ -45,7 +46,8 @@ class Quality:
     clean: bool  # no duplicate or non-finite cell of the stream has its time in the window
 
 
-def quality(stream: Stream, steps: np.ndarray, start: int, end: int) -> Quality | None:
+def quality(stream: Stream, steps: np.ndarray, start: int, end: int, hours: Hours | None = None) -> Quality | None:
+    """The window's quality; for a stream silent by design (`hours`: its expected hours) over those hours alone."""
     lo, hi = np.searchsorted(stream.ts, [start, end])
     if hi <= lo:
         return None
@@ -53,16 +55,34 @@ def quality(stream: Stream, steps: np.ndarray, start: int, end: int) -> Quality 
     local = steps[lo:hi]
     local = local[~np.isnan(local)]
     step = float(np.round(np.median(local))) if len(local) else None
-    longest = max(int(inside[0] - start), int(np.max(np.diff(inside), initial=0)), int(end - inside[-1]))
     ok = step is not None and step > 0
     dirty = [t for t in (stream.duplicate_ts, stream.non_finite_ts) if np.any((t >= start) & (t < end))]
+    if hours is None:
+        longest = max(int(inside[0] - start), int(np.max(np.diff(inside), initial=0)), int(end - inside[-1]))
+        coverage = min(1.0, (hi - lo) / ((end - start) / step)) if ok else 0.0
+    else:
+        longest, coverage = _over_expected(hours, inside, start, end, step if ok else None)
     return Quality(
         count=hi - lo,
         step_us=step,
-        coverage=min(1.0, (hi - lo) / ((end - start) / step)) if ok else 0.0,
+        coverage=coverage,
         gap_ratio=longest / step if ok else None,
         clean=not dirty,
     )
+
+
+def _over_expected(hours: Hours, inside: np.ndarray, start: int, end: int, step: float | None) -> tuple[int, float]:
+    """(longest gap, coverage) counting expected time only: gaps are the expected time from the window's start to its
+    first reading, between readings and from the last to its end; a reading counts when the expected hours overlap
+    its slot (half the window's step either side); coverage = counted / (E(start, end) / step), 1 without any E."""
+    edges = np.r_[start, inside, end]
+    longest = int(np.max(hours.between(edges[:-1], edges[1:])))
+    if step is None:
+        return longest, 0.0
+    half = int(step) // 2
+    counted = int(np.count_nonzero(hours.between(inside - half, inside + half) > 0))
+    expected = int(hours.between(np.array([start]), np.array([end]))[0]) / step
+    return longest, min(1.0, counted / expected) if expected > 0 else 1.0
 
 
 def weeks(ts: np.ndarray) -> np.ndarray:
@@ -70,13 +90,16 @@ def weeks(ts: np.ndarray) -> np.ndarray:
     return np.unique((ts - MONDAY_US) // WEEK_US) * WEEK_US + MONDAY_US
 
 
-def thresholds(streams: dict[str, Stream], steps: dict[str, np.ndarray], settings: dict) -> dict[str, float]:
-    """The corpus's band thresholds: declared quantiles (linear) of every stream-week's coverage and gap ratio, rounded
-    to 4 dp and clamped into the declared floor and ceiling (the stream-level long-gap limit is not used by a gold)."""
+def thresholds(
+    streams: dict[str, Stream], steps: dict[str, np.ndarray], hours: dict[str, Hours], settings: dict
+) -> dict[str, float]:
+    """The corpus's band thresholds: declared quantiles (linear) of every stream-week's coverage and gap ratio (over
+    the expected hours of a stream silent by design), rounded to 4 dp and clamped into the declared floor and ceiling
+    (the stream-level long-gap limit is not used by a gold)."""
     coverage, ratio = [], []
     for sid, stream in streams.items():
         for start in weeks(stream.ts).tolist():
-            q = quality(stream, steps[sid], start, start + WEEK_US)
+            q = quality(stream, steps[sid], start, start + WEEK_US, hours.get(sid))
             coverage.append(q.coverage)
             if q.gap_ratio is not None:
                 ratio.append(q.gap_ratio)
