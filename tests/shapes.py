@@ -121,3 +121,25 @@ def write_estate(
                 path.write_text("timestamp,value\n" + "\n".join(carried + by_year[year]) + "\n", encoding="utf-8")
             written[f"b{b + 1}/{meter}"] = sum(len(v) for v in by_year.values())
     return written
+
+
+def write_building(
+    raw: Path, rooms: int, days: int, step_minutes: int = 30, seed: int = 5, sensors: tuple[str, ...] = SENSORS
+) -> list[str]:
+    """One building's trend export: one wide `building.csv` (timestamp, then `room<N>_<sensor>` for each room and
+    sensor), each room's readings as in the office corpus (diurnal values, days and hours down: empty cells).
+    Returns the room names."""
+    raw.mkdir(parents=True, exist_ok=True)
+    names = [f"room{101 + r}" for r in range(rooms)]
+    by_time: dict[str, dict[str, str]] = {}
+    for room, name in enumerate(names):
+        for line in office_rows(room, days, step_minutes, seed)[1:]:
+            stamp, *cells = line.split(",")
+            by_time.setdefault(stamp, {}).update(
+                {f"{name}_{sensor}": cell for sensor, cell in zip(SENSORS, cells, strict=True)}
+            )
+    columns = [f"{name}_{sensor}" for name in names for sensor in sensors]
+    lines = ["timestamp," + ",".join(columns)]
+    lines += [f"{stamp}," + ",".join(row.get(c, "") for c in columns) for stamp, row in sorted(by_time.items())]
+    (raw / "building.csv").write_text("\n".join(lines) + "\n", encoding="utf-8")
+    return names
