@@ -160,6 +160,7 @@ class Lifter:
         self.grid_share = min(nearest) if nearest else 0.0  # revision probes keep the nearest family's grid share
         self.full_periods: set[tuple[int, str]] = set()  # (period index, outcome) pairs the episodes stage has filled
         self.period = WEEK  # the calendar period commitments are capped per (a day in a corpus of few weeks)
+        self.stream_splits: dict[str, str] | None = None  # in a group plan, each stream's split
 
     # ------------------------------------------------------------------ phases
     def _say(self, templates: list[str], purpose: str, slots: dict, choose: Chooser) -> str:
@@ -250,6 +251,7 @@ class Lifter:
             and r["ambiguity_count"] == 1
             and r["equipment"]
             and not r["content_twins"]
+            and (self.stream_splits is None or self.stream_splits.get(s) == task.split)  # stays in its split's groups
         )
         if not others:
             return None, slots

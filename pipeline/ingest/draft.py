@@ -22,7 +22,7 @@ from contracts.lexicon import LexiconEntry, PointLexicon
 from pipeline.core.checksums import SUMS_NAME
 from pipeline.core.errors import ConfigError
 from pipeline.ingest.draft_paths import Paths, place_label, read_paths
-from pipeline.ingest.draft_plan import WEEK_SAMPLE_ROWS, PlanFn, Settings, SpanRead, monday, split_kind, split_shares
+from pipeline.ingest.draft_plan import PlanFn, Settings, SpanRead, monday, sampled_lines, split_kind, split_shares
 from pipeline.ingest.metadata import UNCONFIRMED
 
 SAMPLE_BYTES = 256 * 1024
@@ -381,22 +381,16 @@ def _plan(
 
 def _weeks_with_data(raw: Path, group: list[Sniffed], pattern: str) -> dict[int, int]:
     """Per Monday, how many streams (files alike but for a shard group, as in _stream_spans) have a reading that
-    week, from up to WEEK_SAMPLE_ROWS time cells of each file."""
+    week, from the time cells of evenly spread rows of each file (draft_plan.sampled_lines)."""
     regex, seen = re.compile(pattern), set()
     for s in group:
         if s.time is None:
             continue
         index, fmt, _ = s.time
         key = _stream_key(regex, pattern, s.rel)
-        line_bytes = max(1, sum(map(len, map(",".join, s.rows))) // max(1, len(s.rows)))
-        stride = max(1, s.bytes // line_bytes // WEEK_SAMPLE_ROWS)
-        with (raw / s.rel).open(encoding="utf-8-sig", errors="replace", newline="") as handle:
-            rows = csv.reader(handle, delimiter=s.delimiter)
-            if s.header:
-                next(rows, None)
-            for number, row in enumerate(rows):
-                if number % stride == 0 and index < len(row) and (at := _epoch_us(row[index], fmt)) is not None:
-                    seen.add((key, monday(at)))
+        for row in csv.reader(sampled_lines(raw / s.rel, s.header), delimiter=s.delimiter):
+            if index < len(row) and (at := _epoch_us(row[index], fmt)) is not None:
+                seen.add((key, monday(at)))
     return dict(sorted(Counter(week for _, week in seen).items()))
 
 

@@ -7,14 +7,16 @@ stage's own rule (pipeline/tasks/propose.py) to what the draft read.
 from __future__ import annotations
 
 import json
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
+from pathlib import Path
 
 DAY_US = 86_400_000_000
 WEEK_US = 7 * DAY_US
 MONDAY_US = 4 * DAY_US  # 1970-01-05 00:00 UTC, the first Monday after the epoch
-WEEK_SAMPLE_ROWS = 20_000  # time cells read per file at most, evenly spread: a week of data is seen when it holds
-# more rows than the file's rows / WEEK_SAMPLE_ROWS
+WHOLE_BYTES = 2 * 1024 * 1024  # a file this small is read whole for the weeks holding data
+WEEK_SAMPLES = 20_000  # a larger one at this many evenly spread offsets: a week of data is seen when its rows take
+# more than 1 / WEEK_SAMPLES of the file (a 5-minute stream's week is 2,016 rows)
 
 
 @dataclass(frozen=True)
@@ -56,3 +58,19 @@ def split_shares(settings: Settings) -> list[str]:
     value, why = settings["shares"]
     shares = ", ".join(f"{k} = {v:g}" for k, v in value.items())  # type: ignore[attr-defined]
     return [f"# {why}", "[splits]", f"shares = {{ {shares} }}", ""]
+
+
+def sampled_lines(path: Path, header: bool) -> Iterator[str]:
+    """The data lines of a file: every one of a small file, else the line after each of WEEK_SAMPLES evenly spread
+    byte offsets (a seek each, never the whole file). Lines are decoded as UTF-8, a byte that is not replaced."""
+    size = path.stat().st_size
+    with path.open("rb") as handle:
+        if size <= WHOLE_BYTES:
+            lines = handle.read().decode("utf-8-sig", errors="replace").splitlines()
+            yield from lines[1:] if header else lines
+            return
+        for sample in range(1, WEEK_SAMPLES):
+            handle.seek(size * sample // WEEK_SAMPLES)
+            handle.readline()  # the rest of the line the offset fell in
+            if line := handle.readline():
+                yield line.decode("utf-8", errors="replace").rstrip("\r\n")

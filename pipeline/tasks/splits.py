@@ -30,8 +30,8 @@ import polars as pl
 from contracts.tasks import PERIOD_DAYS, SPLITS, Family, SplitRule
 from pipeline.core.canonical import digest
 from pipeline.core.errors import StageError
-from pipeline.store.compute import DAY
-from pipeline.tasks.fit import WEEK, Fit
+from pipeline.store.compute import DAY, MONDAY
+from pipeline.tasks.fit import WEEK, Fit, whole_weeks
 from pipeline.tools.timeutil import format_us
 
 
@@ -234,9 +234,14 @@ def _time_plan(rule: SplitRule, calendar: list[int], counts: list[int], corpus: 
 GROUPED_BY = ("location", "equipment")  # what a group is, the first that names enough groups; else the stream
 
 
+def group_of(stream: dict, by: str) -> str:
+    """A stream's group in a group plan: `<site>/<its location or equipment>`, or `<site>/<stream>` without one."""
+    return f"{stream['site_id']}/{(stream[by] if by != 'stream' else None) or stream['stream_id']}"
+
+
 def groups(con: duckdb.DuckDBPyConnection, min_groups: int) -> tuple[str, dict[str, str]]:
     """What a group plan splits: the first of GROUPED_BY whose values name `min_groups` groups (per site) among the
-    streams with data, else each stream; and each stream's group (`<site>/<value>`, a stream without one its own)."""
+    streams with data, else each stream; and each stream's group (group_of)."""
     by = "stream"
     for column in GROUPED_BY:
         named = con.execute(
@@ -245,9 +250,18 @@ def groups(con: duckdb.DuckDBPyConnection, min_groups: int) -> tuple[str, dict[s
         if named >= min_groups:
             by = column
             break
-    key = "stream_id" if by == "stream" else f"coalesce({by}, stream_id)"
-    rows = con.execute(f"SELECT stream_id, site_id || '/' || {key} FROM streams ORDER BY stream_id").fetchall()
-    return by, dict(rows)
+    rows = con.execute("SELECT stream_id, site_id, location, equipment FROM streams ORDER BY stream_id").fetchall()
+    keys = ("stream_id", "site_id", "location", "equipment")
+    return by, {row[0]: group_of(dict(zip(keys, row, strict=True)), by) for row in rows}
+
+
+def stream_splits(split_rule: dict, streams: dict[str, dict]) -> dict[str, str] | None:
+    """Each stream's split in a group plan, from the tasks manifest's `split_rule` and the store's streams: where a
+    conversation may go (a revision to another point of the class stays in its split's groups). None otherwise."""
+    if split_rule.get("by") != "group":
+        return None
+    split_of = {group: split for split, names in split_rule["groups"].items() for group in names}
+    return {s: split_of.get(group_of(row, split_rule["grouped_by"]), "") for s, row in streams.items()}
 
 
 def group_count(con: duckdb.DuckDBPyConnection, min_groups: int) -> int:
@@ -279,6 +293,8 @@ def _unit_plan(
         assigned = _assign(rows, {site: "test" for site in held_out}, fit.rule, seed, "site")
         _check_every_split(assigned, "site", fit, len(rows), held_out, corpus)
         return SplitPlan(**common, by="site", site_splits=dict(sorted(assigned.items())))
+    whole = _whole_weeks(con, span)
+    common["blocks"] = {s: Block(s, whole.start, whole.end) for s in fit.rule.order}
     by, grouped = groups(con, fit.rule.min_sites)
     con.register("grouped", pl.DataFrame({"stream_id": list(grouped), "group_id": list(grouped.values())}))
     rows = con.execute(
@@ -294,6 +310,16 @@ def _unit_plan(
     return SplitPlan(
         **common, by="group", grouping=Grouping(by, dict(sorted(assigned.items())), dict(sorted(by_stream.items())))
     )
+
+
+def _whole_weeks(con: duckdb.DuckDBPyConnection, span: Block) -> Block:
+    """A group plan's block: the corpus's whole calendar weeks (Monday to Sunday). One building's partial first and
+    last weeks are partial for every room, so a commitment about either would be an abstention whatever the room:
+    the week would tell the outcome across splits that share it. The span itself when it has no whole week."""
+    first, last = con.execute("SELECT min(first_ts), max(last_ts) FROM streams WHERE n_obs > 0").fetchone()
+    weeks = whole_weeks(first, last)
+    start = first + (-(first - MONDAY)) % WEEK
+    return Block("", start, start + weeks * WEEK) if weeks else span
 
 
 def _check_every_split(
