@@ -160,13 +160,15 @@ def _weeks_for_time(
     """The fewest calendar weeks of data a time plan needs, counting the families that more data would keep (and
     their longer buffers)."""
     rule = families.splits.with_overrides(overrides)
-    weeks = span.weeks
-    while True:
+    for weeks in range(span.weeks, span.weeks + MAX_WEEKS):
         longer = Span(span.first, span.first + weeks * WEEK, span.sites, weeks - 1, span.groups)
         kept, _ = fitting(families, rule, longer, weekly)
         if kept and longer.weeks >= time_weeks(buffer_days(families, rule, kept)):
             return longer.weeks
-        weeks += 1
+    return span.weeks + MAX_WEEKS
+
+
+MAX_WEEKS = 10_000  # more weeks of data than any window and buffer asks: the search stops there
 
 
 def why_no_plan(kind: SplitKind, rule: SplitRule, span: Span, corpus: str, time_needs: int | None = None) -> str:
