@@ -5,6 +5,8 @@ two series that do not overlap in time) the draft writes the nearest shares that
 
 from __future__ import annotations
 
+import csv
+import json
 import tomllib
 from pathlib import Path
 
@@ -12,7 +14,7 @@ import duckdb
 import pytest
 
 from contracts.tasks import PERIOD_DAYS
-from pipeline.core.config import load_families
+from pipeline.core.config import load_families, load_mapping
 from pipeline.core.errors import StageError
 from pipeline.core.workspace import Workspace
 from pipeline.store.compute import DAY
@@ -101,3 +103,37 @@ def test_the_draft_names_another_plan_where_no_shares_give_every_block_data():
     assert any(line.startswith("split plan: group") for line in found.lines)
     alone = propose(FAMILIES, _span_of(counted, 1, 1), counted, weekly, "c")
     assert alone.split is None and any(line.startswith("split plan: none; no shares give") for line in alone.lines)
+
+
+@pytest.mark.slow
+def test_a_renamed_pvdaq_builds_and_releases_with_the_drafted_shares(tmp_path):
+    """What the build refused before ("the test block is empty"): the draft's shares give every split rows. The
+    TODOs are filled from pvdaq.toml; the draft's one site holds both inverters, so each stream also gets its
+    inverter as equipment (two streams of one class at a site without it are ambiguous, and no family keeps them)."""
+    root, name = renamed_copy(tmp_path, "pvdaq")
+    ws = Workspace.from_root(root)
+    assert run_in(ws, "corpus", "draft", str(root / "data" / "raw" / name), "--name", name).exit_code == 0
+    shipped = load_mapping(REPO / "configs" / "corpora" / "pvdaq.toml")
+    point = shipped.metadata.points["ac_power"]
+    mapping = root / "configs" / "corpora" / f"{name}.toml"
+    text = mapping.read_text(encoding="utf-8").replace(f'"TODO: one line on what {name} is"', repr(shipped.title))
+    mapping.write_text(text.replace('"TODO: the raw data\'s license"', '"BSD-2-Clause"'), encoding="utf-8")
+    points = root / "configs" / "corpora" / name / "points.csv"
+    rows = list(csv.DictReader(points.open(encoding="utf-8", newline="")))
+    for row in rows:
+        assert row["point_class"] == "TODO"
+        row.update(point_class=point.point_class, unit=point.unit, equipment=row["key"], equipment_type="Inverter")
+    with points.open("w", encoding="utf-8", newline="") as handle:
+        writer = csv.DictWriter(handle, fieldnames=list(rows[0]))
+        writer.writeheader()
+        writer.writerows(rows)
+    built = run_in(ws, "build", "--corpus", name)
+    assert built.exit_code == 0, built.output
+    release = root / "artifacts" / name / "release"
+    assert all((release / f"{split}.jsonl").read_text().strip() for split in ("train", "dev", "test"))
+    trace = tmp_path / "oracle.jsonl"
+    assert (
+        run_in(ws, "run", "--corpus", name, "--split", "test", "--agent", "oracle", "--out", str(trace)).exit_code == 0
+    )
+    scored = json.loads(run_in(ws, "score", str(trace), "--json").output)
+    assert scored["summaries"][0]["accomplished_rate"] == 1.0
