@@ -140,6 +140,8 @@ def test_one_building_releases_by_room_with_a_test_split_and_oracle_one(tmp_path
         assert touched and touched <= equipment[split], (split, touched)
     drops = {f: r["dropped_by_split_rule"] for f, r in tasks["families"].items()}
     assert drops["window_pairwise_compare"].get("streams_in_two_splits", 0) > 0  # rooms compared across splits
+    inspected = cli(root, "inspect", "tasks", "--corpus", name).output
+    assert "splits by group (equipment) over " in inspected and "streams_in_two_splits" in inspected
     assert oracle_on_test(root, name, tmp_path) == 1.0
 
 
