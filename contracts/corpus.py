@@ -385,8 +385,9 @@ class CorpusMapping(Frozen):
     split: SplitKind = Field(
         "auto",
         description="How rows are split: 'time' (time blocks with buffers), 'site' (whole sites per split, for a short "
-        "corpus of many sites) or 'auto' (time blocks when the span allows them, else sites when there are enough; "
-        "docs/tasks.md states the minimums).",
+        "corpus of many sites), 'group' (whole zones, rooms or stream groups per split, for one building) or 'auto' "
+        "(time blocks when the span allows them, else sites, else groups when there are enough; docs/tasks.md states "
+        "the minimums).",
     )
     splits: SplitOverrides | None = Field(
         None, description="[splits]: this corpus's own split settings over configs/families.toml [splits]."

@@ -63,7 +63,7 @@ PERIOD_DAYS = {"day": 1, "week": 7, "month": 31, "relative": 1, "instant": 0, "n
 WINDOW_SLOT = {"relative": "anchor_iso", "week": "week_start", "month": "month_name", "day": "day"}
 
 
-SplitKind = Literal["auto", "time", "site"]
+SplitKind = Literal["auto", "time", "site", "group"]
 
 
 class SplitRule(Frozen):
@@ -71,8 +71,9 @@ class SplitRule(Frozen):
     block per split, in `order`, each holding about its share of the corpus's stream-weeks, with buffers between
     blocks; a row goes to the block that holds its whole reach (its windows widened by one window, for revisions, and
     by `reach_days`, for the commitment). site: whole sites go to the splits, each about its share of the
-    stream-weeks, every split over the corpus's whole time. Held-out sites only ever appear in test; a corpus with
-    fewer than 2 sites splits by time alone. pipeline/tasks/fit.py chooses the plan and the families that fit."""
+    stream-weeks, every split over the corpus's whole time. group: as site, with the zones, rooms or stream groups
+    of the sites in place of whole sites. Held-out sites only ever appear in test; a corpus with fewer than 2 sites
+    splits by time alone. pipeline/tasks/fit.py chooses the plan and the families that fit."""
 
     order: list[Split] = Field(min_length=3, max_length=3, description="The splits' blocks in time order.")
     shares: dict[Split, float] = Field(
@@ -87,7 +88,8 @@ class SplitRule(Frozen):
     min_sites: int = Field(
         5,
         ge=3,
-        description="A site split needs at least this many sites (each split gets one or more whole sites).",
+        description="A site split needs at least this many sites, a group split this many zones, rooms or stream "
+        "groups (each split gets one or more).",
     )
     min_windows_in_span: int = Field(
         3,

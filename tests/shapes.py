@@ -121,3 +121,39 @@ def write_estate(
                 path.write_text("timestamp,value\n" + "\n".join(carried + by_year[year]) + "\n", encoding="utf-8")
             written[f"b{b + 1}/{meter}"] = sum(len(v) for v in by_year.values())
     return written
+
+
+BUILDING_WEEKS = {"healthy": 0.45, "dropouts": 0.25, "down": 0.30}  # each room's weeks, by what its sensors had
+
+
+def write_building(
+    raw: Path, rooms: int, days: int, step_minutes: int = 30, seed: int = 5, sensors: tuple[str, ...] = SENSORS
+) -> list[str]:
+    """One building's trend export: one wide `building.csv` (timestamp, then `room<N>_<sensor>` for each room and
+    sensor), each room's diurnal readings as in the office corpus. Each sensor's calendar week is drawn
+    (BUILDING_WEEKS): healthy (a reading left empty now and then), dropouts (15% of its readings lost: a usable but
+    thinner week) or down (one to two days without readings). Returns the room names."""
+    raw.mkdir(parents=True, exist_ok=True)
+    names = [f"room{101 + r}" for r in range(rooms)]
+    by_time: dict[str, dict[str, str]] = {}
+    for room, name in enumerate(names):
+        rng = np.random.default_rng(seed * 7919 + room)
+        regimes: dict[tuple[str, int], tuple[str, int, int]] = {}
+        for line in office_rows(room, days, step_minutes, seed, outages=False)[1:]:
+            stamp, *cells = line.split(",")
+            at = dt.datetime.strptime(stamp, "%Y-%m-%d %H:%M:%S")
+            week = (at.date() - dt.date(2023, 2, 27)).days // 7
+            row = by_time.setdefault(stamp, {})
+            for sensor, cell in zip(SENSORS, cells, strict=True):
+                if (sensor, week) not in regimes:
+                    kind = str(rng.choice(list(BUILDING_WEEKS), p=list(BUILDING_WEEKS.values())))
+                    regimes[(sensor, week)] = (kind, int(rng.integers(0, 6)), int(rng.integers(1, 3)))
+                kind, first_day, length = regimes[(sensor, week)]
+                down = kind == "down" and first_day <= at.weekday() < first_day + length
+                if not down and not (kind == "dropouts" and rng.random() < 0.15):
+                    row[f"{name}_{sensor}"] = "" if rng.random() < 0.002 else cell
+    columns = [f"{name}_{sensor}" for name in names for sensor in sensors]
+    lines = ["timestamp," + ",".join(columns)]
+    lines += [f"{stamp}," + ",".join(row.get(c, "") for c in columns) for stamp, row in sorted(by_time.items())]
+    (raw / "building.csv").write_text("\n".join(lines) + "\n", encoding="utf-8")
+    return names

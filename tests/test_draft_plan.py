@@ -85,15 +85,32 @@ def test_office_of_45_rooms_drafts_a_site_plan_and_names_the_families_left_out(t
     assert again.exit_code == 0 and _mapping(root, "office")[0] == text
 
 
-def test_one_room_of_eight_days_is_one_line_naming_span_sites_and_each_minimum(tmp_path):
+def test_one_room_of_eight_days_drafts_a_group_plan_of_its_sensors(tmp_path):
     root = _root(tmp_path)
     write_office(root / "data" / "raw" / "one", rooms=1, days=8)
     result = _draft(root, "one")
+    assert result.exit_code == 0, result.output
+    [plan] = [line for line in result.output.splitlines() if line.startswith("split plan: ")]
+    assert plan == "split plan: group (whole zones, rooms or stream groups per split, 5 groups at 1 site)"
+    assert "#   split plan: group" in _mapping(root, "one")[0]
+
+
+def test_one_sensor_of_eight_days_is_one_line_naming_span_sites_groups_and_each_minimum(tmp_path):
+    root = _root(tmp_path)
+    _write(
+        root / "data" / "raw" / "one" / "room.csv",
+        ["timestamp", "temperature"],
+        [[t, 21.5] for t in _times(dt.datetime(2023, 3, 1), dt.timedelta(minutes=10), 8 * 144)],
+    )
+    result = _draft(root, "one")
     assert result.exit_code == 0, result.output  # the draft is still written: the user may add data or set [splits]
     [reason] = [line for line in result.output.splitlines() if line.startswith("split plan: ")]
-    assert reason.startswith("split plan: none; its data spans 8.0 days (2 calendar weeks) at 1 site: no split plan")
+    assert reason.startswith(
+        "split plan: none; its data spans 8.0 days (2 calendar weeks) at 1 site with 1 zone, room or stream group: "
+        "no split plan"
+    )
     assert "a time split needs" in reason and "calendar weeks" in reason and "a site split needs 5 sites" in reason
-    assert "configs/corpora/one.toml" in reason
+    assert "a group split needs 5 zones, rooms or stream groups" in reason and "configs/corpora/one.toml" in reason
     assert "families the span would keep under a plan: timestamp_nearest_lookup, timestamp_value_lookup" in (
         result.output
     )

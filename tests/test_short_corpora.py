@@ -160,17 +160,18 @@ def test_eight_days_of_45_rooms_release_in_every_split_and_play(tmp_path):
     assert scores == {"oracle": 1.0, "noop": 0.0, "controller": 0.0}
 
 
-def test_one_site_of_eight_days_is_one_line_saying_what_would_split(tmp_path):
+def test_one_site_of_eight_days_splits_its_sensors_and_the_gate_refuses_too_few_rows_in_one_line(tmp_path):
+    """One room's five sensors over eight days: a group plan (each sensor a stream group) fits, as the draft said;
+    19 rows cannot hold the commitment mix, so the release is refused in one line."""
     root = _project(tmp_path / "p", "one", rooms=1, days=8)
     built = cli(root, "build", "--corpus", "one")
     assert built.exit_code == 1
     error = [line for line in built.output.splitlines() if line.startswith("error:")]
     assert len(error) == 1 and "Traceback" not in built.output
-    assert "8.0 days (2 calendar weeks) at 1 site: no split plan fits" in error[0]
-    assert "a time split needs" in error[0] and "a site split needs 5 sites" in error[0]
-    drafted = (root / "draft.txt").read_text(encoding="utf-8")  # the draft said the same before the build
+    assert "commitment_mix" in error[0] and "nothing was released" in error[0]
+    drafted = (root / "draft.txt").read_text(encoding="utf-8")  # the draft stated the plan the build took
     plan = next(line for line in drafted.splitlines() if line.startswith("split plan:"))
-    assert "at 1 site: no split plan fits" in plan and "a site split needs 5 sites" in plan
+    assert plan == "split plan: group (whole zones, rooms or stream groups per split, 5 groups at 1 site)"
 
 
 def test_a_release_whose_commitments_test_no_quality_gate_is_refused(tmp_path):

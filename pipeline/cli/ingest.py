@@ -84,14 +84,13 @@ def draft(ctx: click.Context, folder: str, name: str, out: str | None, force: bo
 
     from pipeline.core.config import load_families, weekly_commitments
     from pipeline.ingest.api import draft_corpus
-    from pipeline.tasks.fit import Span, summary, whole_weeks
+    from pipeline.tasks.propose import draft_plan
 
     ws = cli.workspace(ctx)
     families, weekly = load_families(ws), weekly_commitments(ws)
 
-    def plan(first: int, last: int, sites: int, streams: list[tuple[int, int]]) -> list[str]:  # as the tasks stage
-        weeks = max((whole_weeks(a, b) for a, b in streams), default=0)
-        return summary(families, "auto", None, Span(first, last, sites, weeks), weekly, name)
+    def plan(read):  # the tasks stage's rule on what the draft read
+        return draft_plan(families, read, weekly, name)
 
     guesses, written, lines = draft_corpus(ws, folder, name, force, out, plan)
     if as_json:

@@ -69,11 +69,13 @@ def _tasks_text(summary: dict) -> None:
         if empty and family not in summary["missing_families"]:
             click.echo(f"{family}: no task in {', '.join(empty)} (no candidate placed there survived selection)")
     rule = summary["split_rule"]
-    if "sites" in rule:
+    unit = "sites" if "sites" in rule else "groups" if "groups" in rule else None
+    if unit:
         block = rule["blocks"][0]
+        by = "site" if unit == "sites" else f"group ({rule['grouped_by']})"
         click.echo(
-            f"splits by site over {block['start'][:10]}..{block['end'][:10]}: "
-            + "; ".join(f"{split} {len(sites)} sites ({', '.join(sites)})" for split, sites in rule["sites"].items())
+            f"splits by {by} over {block['start'][:10]}..{block['end'][:10]}: "
+            + "; ".join(f"{split} {len(found)} {unit} ({', '.join(found)})" for split, found in rule[unit].items())
         )
     else:
         click.echo(

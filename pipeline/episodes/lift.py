@@ -164,6 +164,7 @@ class Lifter:
         # outcome (issue 51: the week-complement guesser)
         self.full_periods: set[tuple[str, int, str]] = set()
         self.period = WEEK  # the calendar period commitments are capped per (a day in a corpus of few weeks)
+        self.stream_splits: dict[str, str] | None = None  # in a group plan, each stream's split
 
     # ------------------------------------------------------------------ phases
     def _say(self, templates: list[str], purpose: str, slots: dict, choose: Chooser) -> str:
@@ -254,6 +255,7 @@ class Lifter:
             and r["ambiguity_count"] == 1
             and r["equipment"]
             and not r["content_twins"]
+            and (self.stream_splits is None or self.stream_splits.get(s) == task.split)  # stays in its split's groups
         )
         if not others:
             return None, slots

@@ -18,6 +18,7 @@ from pipeline.episodes.rules import off_mix
 from pipeline.store.compute import DAY
 from pipeline.store.reader import STORE_FILE
 from pipeline.tasks import gold, render
+from pipeline.tasks.splits import stream_splits
 from pipeline.tools.access import ToolStore
 
 
@@ -37,7 +38,7 @@ def build_episodes(
     for task in read_tasks(tasks_dir):  # in selection order
         tasks.setdefault((task.family, task.split), []).append(task)
     try:
-        lifter = corpus_lifter(store, cfg, families, answers, zone)
+        lifter = corpus_lifter(store, cfg, families, answers, zone, tasks_dir)
         targets = {key: families.families[key[0]].target(families.targets, key[1]) for key in tasks}
         period, periods = commit_period(store, cfg)
         caps = {  # per split: splits by site share calendar weeks (issue 51)
@@ -86,11 +87,14 @@ def read_tasks(tasks_dir: Path) -> list[Task]:
 
 
 def corpus_lifter(
-    store: ToolStore, cfg: EpisodesConfig, families: FamiliesConfig, answers: AnswersConfig, zone: str
+    store: ToolStore, cfg: EpisodesConfig, families: FamiliesConfig, answers: AnswersConfig, zone: str, tasks_dir: Path
 ) -> Lifter:
-    """The lifter of a corpus, its commitments capped per the corpus's calendar period (commit_period)."""
+    """The lifter of a corpus, its commitments capped per the corpus's calendar period (commit_period), its
+    revisions kept in their split's groups in a group plan (the tasks manifest's split_rule)."""
     lifter = Lifter(store, cfg, families, answers, zone)
     lifter.period = WEEK if commit_period(store, cfg)[0] == "week" else DAY
+    manifest = json.loads((tasks_dir / "manifest.json").read_text(encoding="utf-8"))
+    lifter.stream_splits = stream_splits(manifest["details"]["split_rule"], store.streams)
     return lifter
 
 
@@ -124,7 +128,7 @@ class Variants:
         answers: AnswersConfig,
         zone: str,
     ) -> None:
-        self.cfg, self.lifter = cfg, corpus_lifter(store, cfg, families, answers, zone)
+        self.cfg, self.lifter = cfg, corpus_lifter(store, cfg, families, answers, zone, tasks_dir)
         self.tasks = {task.task_id: task for task in read_tasks(tasks_dir)}
 
     def other(self, episode: Episode) -> Episode | None:

@@ -12,7 +12,6 @@ import io
 import os
 import re
 from collections import Counter
-from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from pathlib import Path, PurePosixPath
@@ -22,6 +21,7 @@ from contracts.lexicon import LexiconEntry, PointLexicon
 from pipeline.core.checksums import SUMS_NAME
 from pipeline.core.errors import ConfigError
 from pipeline.ingest.draft_paths import Paths, place_label, read_paths
+from pipeline.ingest.draft_plan import PlanFn, Settings, SpanRead, monday, sampled_lines, split_kind, split_shares
 from pipeline.ingest.draft_times import TimeChoice, choose, epochs, time_lines
 from pipeline.ingest.draft_times import toml_value as _toml
 from pipeline.ingest.draft_values import excluded, is_states, states_line, unit_for, unread_reason, value_column
@@ -37,8 +37,6 @@ SITE_NAMES = re.compile(
     r"(?i)site|building|bldg|room|zone|house|home|station|location|premise|facility|campus|plant|apartment|flat|meter"
 )
 STREAM_NAMES = re.compile(r"(?i)sensor|stream|point|tag|signal|variable|channel|metric|measure|series|quantity|name")
-# (first, last reading in epoch us, sites, each stream's (first, last) from its files) -> the build's plan lines
-PlanFn = Callable[[int, int, int, list[tuple[int, int]]], list[str]]
 DELIMITERS = ("\t", ";", ",", "|")
 MISSING = {"", "na", "nan", "null", "none", "-"}
 NOT_DATA = re.compile(
@@ -281,12 +279,17 @@ def _stream_spans(edges: dict[str, tuple[int, int] | None], pattern: str) -> lis
     for rel, edge in edges.items():
         if edge is None:
             continue
-        found = regex.fullmatch(rel if "/" in pattern else PurePosixPath(rel).name)
-        groups = found.groupdict() if found else {"": rel}
-        key = tuple(sorted((k, v) for k, v in groups.items() if k not in ("year", "part")))
+        key = _stream_key(regex, pattern, rel)
         a, b = joined.get(key, edge)
         joined[key] = (min(a, edge[0]), max(b, edge[1]))
     return [joined[key] for key in sorted(joined)]
+
+
+def _stream_key(regex: re.Pattern, pattern: str, rel: str) -> tuple:
+    """The stream (or site) a file holds: its path's groups in `pattern` but the shard groups (year, part)."""
+    found = regex.fullmatch(rel if "/" in pattern else PurePosixPath(rel).name)
+    groups = found.groupdict() if found else {"": rel}
+    return tuple(sorted((k, v) for k, v in groups.items() if k not in ("year", "part")))
 
 
 def _edges(sniffed: Sniffed) -> tuple[int, int] | None:
@@ -336,6 +339,42 @@ def propose(key: str, lexicon: PointLexicon) -> LexiconEntry | None:
     return best[1] if best else None
 
 
+def _plan(
+    raw: Path,
+    group: list[Sniffed],
+    edges: dict[str, tuple[int, int] | None],
+    pattern: str,
+    sites: int,
+    streams: int,
+    plan: PlanFn | None,
+) -> tuple[list[str], Settings]:
+    """What a build would do with the corpus (the lines), and the split settings the mapping must hold for it."""
+    if plan is None:
+        return [], {}
+    known = [e for e in edges.values() if e]
+    if not known:
+        return [f"span: unknown (no time read in the first and last rows of {group[0].rel})"], {}
+    first, last = min(a for a, _ in known), max(b for _, b in known)
+    weeks = _weeks_with_data(raw, group, pattern)
+    spans = _stream_spans(edges, pattern)
+    return plan(SpanRead(first, last, sites, spans, max(streams, len(spans)), weeks))
+
+
+def _weeks_with_data(raw: Path, group: list[Sniffed], pattern: str) -> dict[int, int]:
+    """Per Monday, how many streams (files alike but for a shard group, as in _stream_spans) have a reading that
+    week, from the time cells of evenly spread rows of each file (draft_plan.sampled_lines)."""
+    regex, seen = re.compile(pattern), set()
+    for s in group:
+        if s.time is None:
+            continue
+        index, fmt, _ = s.time
+        key = _stream_key(regex, pattern, s.rel)
+        for row in csv.reader(sampled_lines(raw / s.rel, s.header), delimiter=s.delimiter):
+            if index < len(row) and (at := _epoch_us(row[index], fmt)) is not None:
+                seen.add((key, monday(at)))
+    return dict(sorted(Counter(week for _, week in seen).items()))
+
+
 def _plan_block(plan: list[str]) -> list[str]:
     if not plan:
         return []
@@ -378,11 +417,8 @@ def draft(
     left_out = _left_out(raw, files, groups, group, glob)
 
     keys, sites, site_column, site_label = _streams_and_sites(raw, group, layout, naming, bool(graphs))
-    known = [e for e in edges.values() if e]
-    span = (min(a for a, _ in known), max(b for _, b in known), sites, _stream_spans(edges, pattern)) if known else None
-    plan_lines = plan(*span) if plan and span else []
-    if plan and not span:
-        plan_lines = [f"span: unknown (no time read in the first and last rows of {first.rel})"]
+    streams = len(keys) * sites if layout.kind == "wide_csv" else max(len(keys), sites)
+    plan_lines, settings = _plan(raw, group, edges, pattern, sites, streams, plan)
 
     lines = [
         f"# Draft mapping written by `telemetry-bench corpus draft` from {len(files)} files; every guess says why.",
@@ -398,6 +434,7 @@ def draft(
         'license = "TODO: the raw data\'s license, an SPDX identifier (CC-BY-4.0, ODbL-1.0, BSD-2-Clause, MIT...)"',
         'license_url = "TODO: where the license text is (https://...), or empty"',
         'citation = "TODO: how to credit the raw data (authors, title, DOI)"',
+        *split_kind(settings),
         *_time_lines(first, choice),
         *_values_section(first, layout, glob, pattern, naming.why, len(rels), left_out),
         *_value_column_lines(group, layout),
@@ -408,6 +445,7 @@ def draft(
     )
     lines += [*metadata, "", "[cleaning]", 'missing_tokens = ["", "NA"]', 'duplicates = "keep_first_row"']
     lines += [*_states_lines(group, states), ""]
+    lines += split_shares(settings)
     text = "\n".join(lines)
     _validate(text, name)
     time_index, time_fmt, _ = first.time  # type: ignore[misc]

@@ -21,7 +21,7 @@ from pipeline.core.manifest import StageResult, write_splits
 from pipeline.store.reader import STORE_FILE, open_store
 from pipeline.tasks import candidates, forms, gold, grading, render
 from pipeline.tasks.fit import Span, fit, whole_weeks
-from pipeline.tasks.splits import Block, SplitPlan, plan
+from pipeline.tasks.splits import Block, SplitPlan, group_count, plan
 from pipeline.tools.access import ToolStore
 
 
@@ -166,7 +166,8 @@ def _select(pool: candidates.Pool, store: ToolStore, unit: FamilyUnit) -> tuple[
     report.emptied_by = pool.emptied_by
     report.streams_left_out, report.eligible_streams = pool.left_out, pool.eligible_streams
     idents = candidates.identities(pool, family.key)
-    placed = splits.place(pool.frame([*family.time_columns, family.sites_column]), family, idents, cfg.seed, name)
+    columns = [*family.time_columns, family.sites_column] + [family.streams_column] * (splits.grouping is not None)
+    placed = splits.place(pool.frame(columns), family, idents, cfg.seed, name)
     order = candidates.ordered(cfg.seed, name, pool, idents)
     order = order.with_columns(split=placed.gather(order.get_column("number")))
     dropped = order.filter(~pl.col("split").is_in(SPLITS)).get_column("split").value_counts()
@@ -216,8 +217,9 @@ ORPHANS_NAMED = 40  # streams in no family named in the build output (inspect ta
 
 def _plan_words(splits: SplitPlan) -> str:
     found = splits.as_dict()
-    if "sites" in found:
-        return "sites " + "; ".join(f"{s}: {', '.join(v)}" for s, v in found["sites"].items())
+    for unit in ("sites", "groups"):
+        if unit in found:
+            return f"{unit} " + "; ".join(f"{s}: {', '.join(v)}" for s, v in found[unit].items())
     return f"time blocks {found['blocks']}"
 
 
@@ -344,7 +346,8 @@ def compile_tasks(
             raise StageError(f"corpus {corpus}: the store holds no observation, so no task; check the ingest report")
         spans = con.execute("SELECT first_ts, last_ts FROM streams WHERE n_obs > 0").fetchall()
         longest = max(whole_weeks(a, b) for a, b in spans)
-        fitted = fit(cfg, split, overrides, Span(first, last, sites, longest), corpus, weekly_commitments)
+        grouped = group_count(con, cfg.splits.with_overrides(overrides).min_sites)
+        fitted = fit(cfg, split, overrides, Span(first, last, sites, longest, grouped), corpus, weekly_commitments)
         splits = plan(con, fitted, held_out, corpus, cfg.seed)
         every_stream = [s for (s,) in con.execute("SELECT stream_id FROM streams ORDER BY stream_id").fetchall()]
         observations = con.execute("SELECT count(*) FROM observations").fetchone()[0]

@@ -5,8 +5,9 @@ side to revise to). The buffer between time blocks is `buffer_days` less what th
 short of the longest declared window, so a corpus without month families gets shorter buffers. The plan:
 - time: needs 3 one-week blocks and 2 buffers of whole weeks within the corpus's calendar weeks;
 - site: needs `min_sites` sites;
-- auto: time when the span allows it, else site when there are enough sites, else one line naming the span, the
-  sites and the minimum of each plan.
+- group: needs `min_sites` zones, rooms or stream groups (one building's: pipeline/tasks/splits.py says which);
+- auto: time when the span allows it, else site when there are enough sites, else group when there are enough
+  groups, else one line naming the span, the sites, the groups, the minimum of each plan and the change that fits.
 One home for these rules: the tasks stage applies them, `corpus draft` states them before any build.
 """
 
@@ -33,12 +34,14 @@ def whole_weeks(first: int, last: int) -> int:
 class Span:
     """A corpus's extent: its first and last reading (epoch us) and its number of sites; `stream_whole_weeks`, when
     known, is the most whole calendar weeks inside any one stream's own span (streams of sites whose data do not
-    overlap in time can have none although the corpus's span has several)."""
+    overlap in time can have none although the corpus's span has several); `groups` is how many zones, rooms or
+    stream groups a group plan would split (pipeline/tasks/splits.py: groups)."""
 
     first: int
     last: int
     sites: int
     stream_whole_weeks: int | None = None
+    groups: int = 0
 
     @property
     def days(self) -> float:
@@ -54,9 +57,11 @@ class Span:
         """Calendar weeks (Monday to Sunday, UTC) from the first reading's to the last's, both included."""
         return int((self.last - MONDAY) // WEEK - (self.first - MONDAY) // WEEK + 1)
 
-    def describe(self) -> str:
+    def describe(self, groups: bool = False) -> str:
+        """The span in words; with `groups`, the zones, rooms or stream groups too (when known)."""
         sites = f"{self.sites} site" + ("" if self.sites == 1 else "s")
-        return f"{_days(self.days)} ({self.weeks} calendar weeks) at {sites}"
+        grouped = f" with {_groups(self.groups)}" if groups and self.groups else ""
+        return f"{_days(self.days)} ({self.weeks} calendar weeks) at {sites}{grouped}"
 
 
 @dataclass(frozen=True)
@@ -66,10 +71,14 @@ class Fit:
     kept: list[str]
     left_out: dict[str, str]
     rule: SplitRule
-    plan: str  # "time" or "site"
+    plan: str  # "time", "site" or "group"
 
     def notes(self) -> list[str]:
         return [f"family {name} left out: {why}" for name, why in self.left_out.items()]
+
+
+def _groups(n: int) -> str:
+    return f"{n} zone, room or stream group" if n == 1 else f"{n} zones, rooms or stream groups"
 
 
 def _days(days: float) -> str:
@@ -134,26 +143,68 @@ def fit(
         )
     buffer = buffer_days(families, rule, kept)
     rule = rule.model_copy(update={"buffer_days": buffer})
-    time_ok, site_ok = span.weeks >= time_weeks(buffer), span.sites >= rule.min_sites
-    allowed = {"time": time_ok, "site": site_ok, "auto": time_ok or site_ok}
-    plan = None if not allowed[kind] else kind if kind != "auto" else "time" if time_ok else "site"
+    allowed = {p: _fits(p, rule, span, time_weeks(buffer)) for p in PLANS}
+    plan = next((p for p in PLANS if allowed[p]), None) if kind == "auto" else kind if allowed[kind] else None
     if plan is None:
-        raise StageError(f"corpus {corpus}: {why_no_plan(kind, rule, span, corpus)}")
+        needed = _weeks_for_time(families, overrides, span, weekly_commitments)
+        raise StageError(f"corpus {corpus}: {why_no_plan(kind, rule, span, corpus, needed)}")
     return Fit(kept=kept, left_out=left_out, rule=rule, plan=plan)
 
 
-def why_no_plan(kind: SplitKind, rule: SplitRule, span: Span, corpus: str) -> str:
-    """The one line saying why no split plan fits a span, and what span or sites would."""
-    time_need = (
-        f"a time split needs {time_weeks(rule.buffer_days)} calendar weeks (3 blocks and 2 buffers of "
-        f"{rule.buffer_days} days)"
-    )
-    site_need = f"a site split needs {rule.min_sites} sites"
-    needs = {"time": time_need, "site": site_need, "auto": f"{time_need}, {site_need}"}[kind]
+PLANS = ("time", "site", "group")  # the order `auto` tries them in
+
+
+def _weeks_for_time(
+    families: FamiliesConfig, overrides: SplitOverrides | None, span: Span, weekly: frozenset[str]
+) -> int:
+    """The fewest calendar weeks of data a time plan needs, counting the families that more data would keep (and
+    their longer buffers)."""
+    rule = families.splits.with_overrides(overrides)
+    for weeks in range(span.weeks, span.weeks + MAX_WEEKS):
+        longer = Span(span.first, span.first + weeks * WEEK, span.sites, weeks - 1, span.groups)
+        kept, _ = fitting(families, rule, longer, weekly)
+        if kept and longer.weeks >= time_weeks(buffer_days(families, rule, kept)):
+            return longer.weeks
+    return span.weeks + MAX_WEEKS
+
+
+MAX_WEEKS = 10_000  # more weeks of data than any window and buffer asks: the search stops there
+
+
+def why_no_plan(kind: SplitKind, rule: SplitRule, span: Span, corpus: str, time_needs: int | None = None) -> str:
+    """The one line saying why no split plan fits a span: what it has, each plan's minimum, and the change that
+    would make one fit (the data, sites or groups missing, or the mapping's split when another plan fits).
+    `time_needs` is the calendar weeks a time plan needs once more data keeps more families."""
+    weeks = time_weeks(rule.buffer_days)
+    time_needs = max(weeks, time_needs or 0)
+    needs = {
+        "time": f"a time split needs {weeks} calendar weeks (3 blocks and 2 buffers of {rule.buffer_days} days)",
+        "site": f"a site split needs {rule.min_sites} sites",
+        "group": f"a group split needs {rule.min_sites} zones, rooms or stream groups (equipment or location in "
+        "the points table, or streams)",
+    }
+    tried = PLANS if kind == "auto" else (kind,)
+    fits = [p for p in PLANS if p not in tried and _fits(p, rule, span, weeks)]
+    more = {
+        "time": f"data over {time_needs - span.weeks} more calendar weeks",
+        "site": f"{rule.min_sites - span.sites} more sites",
+        "group": f"{rule.min_sites - span.groups} more zones, rooms or streams (equipment per room in the points "
+        "table names the rooms)",
+    }
+    change = (
+        f"set split = {fits[0]!r}" if fits else "add " + " or ".join(more[p] for p in tried)
+    ) + f" in configs/corpora/{corpus}.toml" * bool(fits)
     return (
-        f"its data spans {span.describe()}: no split plan fits (split = {kind!r}; {needs}); add data or sites, or "
-        f"set split and [splits] in configs/corpora/{corpus}.toml"
+        f"its data spans {span.describe(groups=True)}: no split plan fits (split = {kind!r}; "
+        f"{', '.join(needs[p] for p in tried)}); {change}"
+        + ("" if fits else f", or set split and [splits] in configs/corpora/{corpus}.toml")
     )
+
+
+def _fits(plan: str, rule: SplitRule, span: Span, weeks: int) -> bool:
+    return {"time": span.weeks >= weeks, "site": span.sites >= rule.min_sites, "group": span.groups >= rule.min_sites}[
+        plan
+    ]
 
 
 def summary(
@@ -173,11 +224,12 @@ def summary(
         lines.append("split plan: none; " + str(exc).split(": ", 1)[1])
         kept, _ = fitting(families, families.splits.with_overrides(overrides), span, weekly_commitments)
         return lines + ([f"families the span would keep under a plan: {', '.join(kept)}"] if kept else [])
-    how = (
-        f"time blocks with {found.rule.buffer_days}-day buffers"
-        if found.plan == "time"
-        else f"whole sites per split, {span.sites} sites"
-    )
+    how = {
+        "time": f"time blocks with {found.rule.buffer_days}-day buffers",
+        "site": f"whole sites per split, {span.sites} sites",
+        "group": f"whole zones, rooms or stream groups per split, {span.groups} groups at {span.sites} site"
+        + "s" * (span.sites != 1),
+    }[found.plan]
     lines.append(f"split plan: {found.plan} ({how})")
     lines.append(f"families that fit: {', '.join(found.kept)}")
     by_reason: dict[str, list[str]] = {}
