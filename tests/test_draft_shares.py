@@ -19,7 +19,7 @@ from pipeline.core.errors import StageError
 from pipeline.core.workspace import Workspace
 from pipeline.store.compute import DAY
 from pipeline.tasks.splits import blocks_without_data, time_blocks
-from tests.helpers import REPO, copy_shared_configs, run_in
+from tests.helpers import REPO, copy_shared_configs, fill_drafted_mapping, run_in
 
 FAMILIES = load_families(Workspace.from_root(REPO))
 DRAFTABLE = ("hhw", "pvdaq", "ucam", "xai4heat")  # daiad ships zip archives, which `corpus draft` does not read
@@ -116,8 +116,7 @@ def test_a_renamed_pvdaq_builds_and_releases_with_the_drafted_shares(tmp_path):
     shipped = load_mapping(REPO / "configs" / "corpora" / "pvdaq.toml")
     point = shipped.metadata.points["ac_power"]
     mapping = root / "configs" / "corpora" / f"{name}.toml"
-    text = mapping.read_text(encoding="utf-8").replace(f'"TODO: one line on what {name} is"', repr(shipped.title))
-    mapping.write_text(text.replace('"TODO: the raw data\'s license"', '"BSD-2-Clause"'), encoding="utf-8")
+    fill_drafted_mapping(mapping, title=shipped.title, license="BSD-2-Clause")
     points = root / "configs" / "corpora" / name / "points.csv"
     rows = list(csv.DictReader(points.open(encoding="utf-8", newline="")))
     for row in rows:

@@ -14,7 +14,7 @@ from pipeline.core.config import load_families, weekly_commitments
 from pipeline.core.errors import StageError
 from pipeline.core.workspace import Workspace
 from pipeline.tasks.fit import DAY, Span, fit
-from tests.helpers import REPO, copy_shared_configs, run_in
+from tests.helpers import REPO, copy_shared_configs, fill_drafted_mapping, run_in
 from tests.shapes import SENSORS, write_building
 
 WEDNESDAY = 1_677_628_800_000_000  # 2023-03-01 00:00 UTC
@@ -51,10 +51,7 @@ def building(root: Path, name: str, rooms: int, days: int, step: int = 30, senso
         writer.writeheader()
         writer.writerows(rows)
     mapping = root / "configs" / "corpora" / f"{name}.toml"
-    text = mapping.read_text(encoding="utf-8")
-    text = text.replace(f'"TODO: one line on what {name} is"', '"one building, room by room"')
-    text = text.replace('"TODO: the raw data\'s license"', '"CC-BY-4.0"')
-    mapping.write_text(text, encoding="utf-8")
+    fill_drafted_mapping(mapping, title="one building, room by room")
     return drafted.output
 
 
