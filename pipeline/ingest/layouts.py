@@ -74,6 +74,10 @@ def archive_member(path: Path, member: str, limit: int) -> tuple[str, bytes]:
             return matched[0], _member_bytes(path, archive, matched[0], limit)
         except (OversizedMember, UnsupportedCompression) as exc:
             raise IngestError(f"{path}:{matched[0]}: {exc}; raise values.max_member_bytes or extract it") from exc
+        except EncryptedMember as exc:
+            raise IngestError(
+                f"{path}:{matched[0]}: {exc}; extract it with its password and point values.files at the extracted file"
+            ) from exc
         except (zipfile.BadZipFile, zlib.error, EOFError) as exc:
             raise IngestError(
                 f"{path}:{matched[0]}: the member cannot be inflated ({exc}); restore the archive"
@@ -319,6 +323,10 @@ class UnsupportedCompression(ValueError):
     """A zip member compressed by a method that is not inflated within a bound."""
 
 
+class EncryptedMember(ValueError):
+    """A zip member whose header sets the encrypted flag: zipfile would ask for a password the build never has."""
+
+
 def _member_bytes(path: Path, archive: zipfile.ZipFile | None, name: str, limit: int) -> bytes:
     """A member's bytes, reading (inflating) at most `limit` + 1 of them: one more is an OversizedMember."""
     if archive is None:
@@ -326,6 +334,8 @@ def _member_bytes(path: Path, archive: zipfile.ZipFile | None, name: str, limit:
             data = handle.read(limit + 1)
     else:
         info = archive.getinfo(name)
+        if info.flag_bits & 0x1:  # zip's "encrypted" bit: reading it raises RuntimeError("password required")
+            raise EncryptedMember("the member is encrypted (a password is required)")
         if info.compress_type not in BOUNDED_COMPRESSION:
             raise UnsupportedCompression(
                 f"compression method {info.compress_type} is not read (only {', '.join(BOUNDED_COMPRESSION.values())} "
@@ -439,6 +449,9 @@ def _load_member(
         return None
     except UnsupportedCompression as exc:
         refuse("unsupported_compression", str(exc))
+        return None
+    except EncryptedMember as exc:
+        refuse("encrypted_member", str(exc))
         return None
     except (ValueError, zipfile.BadZipFile, zlib.error, EOFError, RuntimeError, NotImplementedError, OSError) as exc:
         # a corrupt pickle, a bad CRC, a member shorter than it declares, an encrypted one, an unreadable file
