@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import re
 from typing import Annotated, Literal
+from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 from pydantic import Field, field_validator
 
@@ -147,6 +148,19 @@ def regex(value: str, what: str) -> str:
     return value
 
 
+def iana_zone(value: str | None) -> str | None:
+    """The zone, refused in one line when zoneinfo does not know it (checked with the mapping, before any file)."""
+    if value is None:
+        return value
+    try:
+        ZoneInfo(value)
+    except (ZoneInfoNotFoundError, ValueError) as exc:
+        raise ValueError(
+            f"timezone {value!r} is not an IANA time zone zoneinfo knows; write one such as 'UTC' or 'Europe/Belgrade'"
+        ) from exc
+    return value
+
+
 Weekday = Literal["mon", "tue", "wed", "thu", "fri", "sat", "sun"]
 WEEKDAYS: tuple[str, ...] = ("mon", "tue", "wed", "thu", "fri", "sat", "sun")
 _HOURS = re.compile(r"^([01]\d|2[0-3]):([0-5]\d)-([01]\d|2[0-3]|24):([0-5]\d)$")
@@ -191,6 +205,11 @@ class ScheduleSilence(_Silence):
         default=list(WEEKDAYS), min_length=1, description="Local days those hours apply to (mon..sun; default all)."
     )
     timezone: str | None = Field(None, description="IANA zone of the hours (default: the mapping's time.timezone).")
+
+    @field_validator("timezone")
+    @classmethod
+    def _known_zone(cls, value: str | None) -> str | None:
+        return iana_zone(value)
 
     @field_validator("hours")
     @classmethod
