@@ -225,10 +225,16 @@ def read_long(path: Path, rel: str, mapping: CorpusMapping, resolver: Resolver, 
         sid = stream_key.replace_strict(codes, default=None, return_dtype=pl.Int32)
     else:
         frame, values = _site_cells(frame, layout.site_column)
-        pairs = frame.filter(pl.col(SITE).is_not_null()).select(SITE, _input(layout.stream_column)).unique()
+        # Each site's keys in one pass (filtering the pairs once per site was quadratic in the sites of a file).
+        keys_of = dict(
+            frame.filter(pl.col(SITE).is_not_null())
+            .group_by(SITE)
+            .agg(pl.col(_input(layout.stream_column)).unique().sort())
+            .iter_rows()
+        )
         codes = {}
         for value, site in _sites_of_rows(resolver, rel, layout, groups, values).items():
-            keys = sorted(pairs.filter(pl.col(SITE) == value)[_input(layout.stream_column)].to_list())
+            keys = keys_of[value]
             codes |= {
                 f"{value}\x00{k}": c for k, c in _codes(resolver, rel, site, keys, layout.stream_id, groups).items()
             }
