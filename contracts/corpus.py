@@ -152,11 +152,7 @@ class _CsvFiles(Grown):
     @field_validator("file_pattern", "archive_member")
     @classmethod
     def _compiles(cls, value: str | None, info: ValidationInfo) -> str | None:
-        try:
-            re.compile(value or "")
-        except re.error as exc:
-            raise ValueError(f"{info.field_name} is not a valid regex: {exc}") from exc
-        return value
+        return None if value is None else _regex(value, str(info.field_name))
 
     def pattern_groups(self) -> set[str]:
         """The named groups of file_pattern."""

@@ -7,6 +7,7 @@ import re
 from typing import Annotated, Literal
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
+import regex as regex_engine
 from pydantic import Field, field_validator
 
 from contracts.base import Frozen
@@ -142,8 +143,8 @@ Metadata = Annotated[BrickMetadata | TableMetadata | InlineMetadata, Field(discr
 def regex(value: str, what: str) -> str:
     """The value, refused in one line when it is not a regular expression (`what` names the key)."""
     try:
-        re.compile(value)
-    except re.error as exc:
+        regex_engine.compile(value)  # the engine that matches it (pipeline/core/patterns.py), with a time bound
+    except regex_engine.error as exc:
         raise ValueError(f"{what} {value!r} is not a valid regex: {exc}") from exc
     return value
 

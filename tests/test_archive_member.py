@@ -104,3 +104,12 @@ def test_an_encrypted_member_is_one_error_line(tmp_path):
     with pytest.raises(IngestError, match=r"x\.csv: the member is encrypted .*extract it with its password") as caught:
         ingest(ws, "xai4heat")
     assert "\n" not in str(caught.value)
+
+
+def test_a_backtracking_member_regex_ends_in_one_line(tmp_path):
+    """(a+)+ against 40 a's and a '!' backtracks 2**40 ways under re; the bounded matcher ends it."""
+    archive = _zip({"a" * 40 + "!.csv": BODY})
+    ws = make_workspace(tmp_path, "xai4heat", _config(r"(a+)+\.csv"), {"xai4heat_scada_L4.zip": archive})
+    with pytest.raises(IngestError, match="matches no member") as caught:
+        ingest(ws, "xai4heat")
+    assert "\n" not in str(caught.value)

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import contextlib
 import fnmatch
-import re
 import zipfile
 import zlib
 from collections.abc import Callable
@@ -15,6 +14,7 @@ import numpy as np
 import polars as pl
 
 from contracts.corpus import BtsPickle, CorpusMapping, FilePerStream, LongCsv, WideCsv
+from pipeline.core import patterns
 from pipeline.core.errors import IngestError, UnsafePickle
 from pipeline.core.executor import Scope
 from pipeline.ingest.cleaning import Slice
@@ -60,10 +60,9 @@ def archive_member(path: Path, member: str, limit: int) -> tuple[str, bytes]:
     large or compressed by a method not read within a bound."""
     if not path.is_file():
         raise IngestError(f"{path}: file not found; restore it or fix values.files in the corpus mapping")
-    rule = re.compile(member)
     with open_archive(path) as archive:
         names = sorted(i.filename for i in archive.infolist() if not i.is_dir())
-        matched = [n for n in names if rule.fullmatch(n)]
+        matched = [n for n in names if patterns.fullmatch(member, n, "values.archive_member")]
         if len(matched) != 1:
             raise IngestError(
                 f"{path}: values.archive_member {member!r} matches "
@@ -391,7 +390,7 @@ def _read_members(
         def refuse(reason: str, detail: str, member: str = name) -> None:
             resolver.rejected_members.append({"source": rel, "member": member, "reason": reason, "detail": detail})
 
-        match = re.fullmatch(layout.member_pattern, name)
+        match = patterns.fullmatch(layout.member_pattern, name, "values.member_pattern")
         if not match:
             if scope.owns(f"{rel}:{name}"):
                 refuse("unmatched_member", f"name does not match values.member_pattern {layout.member_pattern!r}")

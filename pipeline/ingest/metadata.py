@@ -9,6 +9,7 @@ from pathlib import Path
 
 from contracts.corpus import CorpusMapping
 from contracts.corpus_metadata import BrickMetadata, CounterRule, TableMetadata
+from pipeline.core import patterns
 from pipeline.core.errors import IngestError
 from pipeline.ingest.brick import read_brick
 from pipeline.ingest.catalog import Catalog, Point, TableRow
@@ -151,7 +152,8 @@ def table_points(path: str, rows_of_key: dict[str, list[TableRow]], rel: str, si
         applying = [
             r
             for r in rows
-            if (r.site is None or r.site == site) and (r.files is None or re.fullmatch(r.files, rel) is not None)
+            if (r.site is None or r.site == site)
+            and (r.files is None or patterns.fullmatch(r.files, rel, "metadata files cell") is not None)
         ]
         if not applying:
             continue

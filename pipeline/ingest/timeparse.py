@@ -10,6 +10,7 @@ from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 import polars as pl
 
 from contracts.corpus import TimeSpec
+from pipeline.core import patterns
 from pipeline.ingest.pickles import EARLIEST_US, LATEST_US  # the instants the store holds: 1900-01-01..2200-01-01
 
 EPOCH_SCALE = {"epoch_s": 1_000_000, "epoch_ms": 1_000, "epoch_us": 1}
@@ -179,7 +180,7 @@ def spec_for_file(spec: TimeSpec, rel: str) -> tuple[TimeSpec, str]:
     """The spec a file's times are read with, and the mapping key that set its format (for error messages): the first
     time.file_formats entry whose regex fully matches the relative path gives the format (and zone, if it sets one)."""
     for index, entry in enumerate(spec.file_formats):
-        if re.fullmatch(entry.files, rel):
+        if patterns.fullmatch(entry.files, rel, "time.file_formats files"):
             update = {"format": entry.format} | ({"timezone": entry.timezone} if entry.timezone is not None else {})
             return spec.model_copy(
                 update=update
