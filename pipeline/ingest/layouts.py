@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import fnmatch
+import unicodedata
 import zipfile
 import zlib
 from collections.abc import Callable
@@ -142,10 +143,27 @@ SITE = "site:"  # the stripped site cell of each row (null when empty), beside t
 MISSING_SITE = "missing_site"
 
 
-def _site_cells(frame: pl.DataFrame, column: str) -> tuple[pl.DataFrame, list[str]]:
+def _site_key(text: str) -> str:
+    """The site id a site cell names: NFC-normalized and stripped, so look-alike spellings are one id."""
+    return unicodedata.normalize("NFC", text).strip()
+
+
+def _site_cells(frame: pl.DataFrame, column: str, where: Path) -> tuple[pl.DataFrame, list[str]]:
     """The frame with each row's site key (`site:`, null when the cell is empty: its cells are rejected as
-    missing_site before any other reason) and the distinct site keys, sorted."""
-    text = pl.col(_input(column)).str.strip_chars()
+    missing_site before any other reason) and the distinct site keys, sorted. Two spellings in one file that are one
+    key (NFC vs NFD, a trailing space) are one IngestError line: merged, their rows would collide unseen."""
+    spellings = sorted(frame[_input(column)].drop_nulls().unique().to_list())
+    keys = {spelling: _site_key(spelling) for spelling in spellings}
+    by_key: dict[str, list[str]] = {}
+    for spelling, key in keys.items():
+        by_key.setdefault(key, []).append(spelling)
+    clash = next((group for key, group in sorted(by_key.items()) if len(group) > 1 and key), None)
+    if clash:
+        raise IngestError(
+            f"{where}: site_column {column!r} holds {' and '.join(map(ascii, clash))}, one site id "
+            f"{_site_key(clash[0])!r} once NFC-normalized and stripped; write one spelling of each site id"
+        )
+    text = pl.col(_input(column)).replace_strict(keys, default=None, return_dtype=pl.String)
     frame = frame.with_columns(pl.when(text != "").then(text).alias(SITE))
     frame = frame.with_columns(
         ts_reason=pl.when(pl.col(SITE).is_null()).then(pl.lit(MISSING_SITE)).otherwise(pl.col("ts_reason"))
@@ -184,7 +202,9 @@ def read_wide(path: Path, rel: str, mapping: CorpusMapping, resolver: Resolver, 
             for c in columns
         ]
     else:
-        frame, values = _site_cells(_timed_frame(raw, mapping, [*columns, layout.site_column], rel), layout.site_column)
+        frame, values = _site_cells(
+            _timed_frame(raw, mapping, [*columns, layout.site_column], rel), layout.site_column, raw.path
+        )
         by_value = {}
         for value, site in _sites_of_rows(resolver, rel, layout, groups, values).items():
             resolver.check_columns(rel, columns, site)
@@ -223,7 +243,7 @@ def read_long(path: Path, rel: str, mapping: CorpusMapping, resolver: Resolver, 
         codes = _codes(resolver, rel, site, keys, layout.stream_id, groups)
         sid = stream_key.replace_strict(codes, default=None, return_dtype=pl.Int32)
     else:
-        frame, values = _site_cells(frame, layout.site_column)
+        frame, values = _site_cells(frame, layout.site_column, raw.path)
         # Each site's keys in one pass (filtering the pairs once per site was quadratic in the sites of a file).
         keys_of = dict(
             frame.filter(pl.col(SITE).is_not_null())
