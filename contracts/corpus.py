@@ -10,6 +10,7 @@ from pydantic import Field, ValidationInfo, field_validator, model_validator
 
 from contracts.base import Frozen, Grown
 from contracts.corpus_metadata import BrickMetadata, Metadata, Silence
+from contracts.corpus_metadata import iana_zone as _iana_zone
 from contracts.corpus_metadata import regex as _regex
 from contracts.tasks import SplitKind, SplitOverrides
 
@@ -44,6 +45,11 @@ class FileTimeFormat(Frozen):
     def _known_format(cls, value: str) -> str:
         return _known_time_format(value)
 
+    @field_validator("timezone")
+    @classmethod
+    def _known_zone(cls, value: str | None) -> str | None:
+        return _iana_zone(value)
+
     @field_validator("files")
     @classmethod
     def _compiles(cls, value: str) -> str:
@@ -77,6 +83,11 @@ class TimeSpec(Frozen):
     @classmethod
     def _known_format(cls, value: str) -> str:
         return _known_time_format(value)
+
+    @field_validator("timezone")
+    @classmethod
+    def _known_zone(cls, value: str | None) -> str | None:
+        return _iana_zone(value)
 
 
 class _CsvFiles(Grown):
@@ -141,11 +152,7 @@ class _CsvFiles(Grown):
     @field_validator("file_pattern", "archive_member")
     @classmethod
     def _compiles(cls, value: str | None, info: ValidationInfo) -> str | None:
-        try:
-            re.compile(value or "")
-        except re.error as exc:
-            raise ValueError(f"{info.field_name} is not a valid regex: {exc}") from exc
-        return value
+        return None if value is None else _regex(value, str(info.field_name))
 
     def pattern_groups(self) -> set[str]:
         """The named groups of file_pattern."""

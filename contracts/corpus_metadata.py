@@ -5,7 +5,9 @@ from __future__ import annotations
 
 import re
 from typing import Annotated, Literal
+from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
+import regex as regex_engine
 from pydantic import Field, field_validator
 
 from contracts.base import Frozen
@@ -141,9 +143,22 @@ Metadata = Annotated[BrickMetadata | TableMetadata | InlineMetadata, Field(discr
 def regex(value: str, what: str) -> str:
     """The value, refused in one line when it is not a regular expression (`what` names the key)."""
     try:
-        re.compile(value)
-    except re.error as exc:
+        regex_engine.compile(value)  # the engine that matches it (pipeline/core/patterns.py), with a time bound
+    except regex_engine.error as exc:
         raise ValueError(f"{what} {value!r} is not a valid regex: {exc}") from exc
+    return value
+
+
+def iana_zone(value: str | None) -> str | None:
+    """The zone, refused in one line when zoneinfo does not know it (checked with the mapping, before any file)."""
+    if value is None:
+        return value
+    try:
+        ZoneInfo(value)
+    except (ZoneInfoNotFoundError, ValueError) as exc:
+        raise ValueError(
+            f"timezone {value!r} is not an IANA time zone zoneinfo knows; write one such as 'UTC' or 'Europe/Belgrade'"
+        ) from exc
     return value
 
 
@@ -191,6 +206,11 @@ class ScheduleSilence(_Silence):
         default=list(WEEKDAYS), min_length=1, description="Local days those hours apply to (mon..sun; default all)."
     )
     timezone: str | None = Field(None, description="IANA zone of the hours (default: the mapping's time.timezone).")
+
+    @field_validator("timezone")
+    @classmethod
+    def _known_zone(cls, value: str | None) -> str | None:
+        return iana_zone(value)
 
     @field_validator("hours")
     @classmethod

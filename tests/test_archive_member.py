@@ -83,3 +83,33 @@ def test_errors_inside_the_member_name_it_in_its_archive(tmp_path):
     ws = make_workspace(tmp_path, "xai4heat", _config(r".*\.csv"), {"xai4heat_scada_L4.zip": _zip({"x.csv": body})})
     with pytest.raises(IngestError, match=r"xai4heat_scada_L4\.zip:x\.csv: "):
         ingest(ws, "xai4heat")
+
+
+def _encrypted(data: bytes) -> bytes:
+    """The archive with the "encrypted" flag (bit 0) set in every local and central header (zipfile never writes it)."""
+    out = bytearray(data)
+    for signature, offset in ((b"PK\x03\x04", 6), (b"PK\x01\x02", 8)):
+        at = out.find(signature)
+        while at != -1:
+            out[at + offset] |= 0x1
+            at = out.find(signature, at + 4)
+    return bytes(out)
+
+
+def test_an_encrypted_member_is_one_error_line(tmp_path):
+    archive = _encrypted(_zip({"x.csv": BODY}))
+    with zipfile.ZipFile(io.BytesIO(archive)) as check:
+        assert check.getinfo("x.csv").flag_bits & 0x1
+    ws = make_workspace(tmp_path, "xai4heat", _config(r".*\.csv"), {"xai4heat_scada_L4.zip": archive})
+    with pytest.raises(IngestError, match=r"x\.csv: the member is encrypted .*extract it with its password") as caught:
+        ingest(ws, "xai4heat")
+    assert "\n" not in str(caught.value)
+
+
+def test_a_backtracking_member_regex_ends_in_one_line(tmp_path):
+    """(a+)+ against 40 a's and a '!' backtracks 2**40 ways under re; the bounded matcher ends it."""
+    archive = _zip({"a" * 40 + "!.csv": BODY})
+    ws = make_workspace(tmp_path, "xai4heat", _config(r"(a+)+\.csv"), {"xai4heat_scada_L4.zip": archive})
+    with pytest.raises(IngestError, match="matches no member") as caught:
+        ingest(ws, "xai4heat")
+    assert "\n" not in str(caught.value)

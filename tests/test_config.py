@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import re
+
 import pytest
 
 from pipeline.core.config import load_mapping
@@ -53,3 +55,12 @@ def test_range_must_be_ordered(tmp_path):
     text = xai_config().replace("Thermal_Power_Sensor = [0.0, 20000.0]", "Thermal_Power_Sensor = [1.0, 0.0]")
     with pytest.raises(ConfigError, match="min 1.0 > max 0.0"):
         load_mapping(write(tmp_path, text))
+
+
+@pytest.mark.parametrize("time_format", ["%Y-%m-%d %H:%M:%S", "epoch_s"])
+def test_an_unknown_timezone_is_one_line_with_the_mapping(tmp_path, time_format):
+    text = xai_config().replace('timezone = "Europe/Belgrade"', "timezone = 'Mars/Olympus'", 1)
+    text = re.sub(r"^format = .*$", f"format = '{time_format}'", text, count=1, flags=re.MULTILINE)
+    with pytest.raises(ConfigError, match=r"time\.timezone.*'Mars/Olympus' is not an IANA time zone") as caught:
+        load_mapping(write(tmp_path, text))
+    assert "\n" not in str(caught.value)

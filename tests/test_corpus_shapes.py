@@ -162,10 +162,10 @@ site = "b{site}"
 def test_site_column_in_a_wide_file(tmp_path):
     body = (
         "time,building,heat,flow\n"
-        "2020-01-01 00:00,1,1.0,2.0\n"
+        "2020-01-01 00:00, 1 ,1.0,2.0\n"  # a padded id is its stripped self
         "2020-01-01 00:00,2,3.0,4.0\n"
         "2020-01-01 01:00,,5.0,6.0\n"  # no site: both cells are missing_site
-        "2020-01-01 01:00, 2 ,7.0,NA\n"
+        "2020-01-01 01:00,2,7.0,NA\n"
     )
     tables = ingest(workspace(tmp_path, mapping(WIDE_SITES), {"all.csv": body}), "shapes")
     accounted(tables, 4 * 2)
@@ -408,3 +408,26 @@ def test_per_file_time_formats_are_for_csv_layouts(tmp_path):
     with pytest.raises(ConfigError, match="time.file_formats applies to CSV layouts") as info:
         load_mapping(path)
     assert "\n" not in str(info.value)
+
+
+@pytest.mark.parametrize(
+    ("first", "second"),
+    [("Caf\u00e9", "Cafe\u0301"), ("2", "2 ")],  # NFC vs NFD; a trailing space
+)
+def test_two_spellings_of_one_site_id_in_a_file_are_one_error_line(tmp_path, first, second):
+    body = f"time,building,heat,flow\n2020-01-01 00:00,{first},1.0,2.0\n2020-01-01 00:00,{second},3.0,4.0\n"
+    ws = workspace(tmp_path, mapping(WIDE_SITES), {"all.csv": body})
+    fails(run(ws, "ingest"), "all.csv", "once NFC-normalized and stripped; write one spelling")
+
+
+def test_a_site_id_is_nfc_normalized_across_files(tmp_path):
+    values = WIDE_SITES.replace('files = "all.csv"', 'files = "*.csv"').replace(
+        "file_pattern = 'all\\.csv'", "file_pattern = '[ab]\\.csv'"
+    )
+    files = {
+        "a.csv": "time,building,heat,flow\n2020-01-01 00:00,Caf\u00e9,1.0,2.0\n",
+        "b.csv": "time,building,heat,flow\n2020-01-01 01:00,Cafe\u0301,3.0,4.0\n",
+    }
+    tables = ingest(workspace(tmp_path, mapping(values), files), "shapes")
+    assert tables["sites"]["site_id"].to_list() == ["bCaf\u00e9"]
+    assert tables["observations"].height == 4

@@ -141,3 +141,28 @@ def test_the_candidates_read_month_first_dates_and_say_where_both_readings_fit()
     assert readings(["2021-09-07 00:00 +08:00"]) == ["%Y-%m-%d %H:%M %:z"]
     assert readings(["02-Mar-22 5:00:01 PM CST"]) == ["%d-%b-%y %I:%M:%S %p %Z"]
     assert readings(["05/07/2022 5:00 PM"]) == ["%m/%d/%Y %I:%M %p", "%d/%m/%Y %I:%M %p"]  # PM is no zone
+
+
+@pytest.mark.parametrize(
+    "spec",
+    [
+        {"format": "%Y-%m-%d"},
+        {"format": "%Y-%m-%d", "timezone": "Europe/Belgrade"},
+        {"format": "iso8601"},
+        {"format": "epoch_s"},
+    ],
+)
+def test_a_time_outside_the_span_the_store_holds_is_a_reject(spec):
+    values = (
+        ["0000-01-01", "1899-12-31", "2020-01-01", "2200-01-02"]
+        if spec["format"] != "epoch_s"
+        else ["-62167219200", "-2208988801", "1577836800", "7258204800"]
+    )
+    got = parse(values, **spec)
+    assert [reason for _, reason in got] == [
+        "timestamp_out_of_span",
+        "timestamp_out_of_span",
+        None,
+        "timestamp_out_of_span",
+    ]
+    assert [ts is None for ts, _ in got] == [True, True, False, True]

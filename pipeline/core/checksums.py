@@ -19,6 +19,17 @@ def sha256_file(path: Path, chunk: int = 1 << 22) -> str:
     return hasher.hexdigest()
 
 
+def refuse_outside(folder: Path, path: Path) -> None:
+    """One line when `path` (a file symlink, or a file under a linked folder) resolves outside `folder`: a raw corpus
+    is what its folder holds, so such a link is never read, as the file walk never enters a linked folder."""
+    target = path.resolve()
+    if not target.is_relative_to(folder.resolve()):
+        raise ChecksumError(
+            f"{path}: a symlink to {target}, outside the corpus folder {folder}; copy the file into the folder or "
+            "remove the link"
+        )
+
+
 def _normalize(rel: str) -> str:
     return rel[2:] if rel.startswith("./") else rel
 
@@ -50,6 +61,7 @@ def verify(folder: Path) -> dict[str, str]:
     sums = read_sums(folder)
     for rel, expected in sorted(sums.items()):
         target = folder / rel
+        refuse_outside(folder, target)
         if not target.is_file():
             raise ChecksumError(
                 f"{target}: listed in {folder / SUMS_NAME} but missing; restore the file from its source (see "
@@ -74,6 +86,7 @@ def list_files(folder: Path, sums: bool = False) -> list[str]:
         if p.is_file() and (sums or p.name != SUMS_NAME) and not p.name.startswith(".")
     )
     for rel in files:
+        refuse_outside(folder, folder / rel)
         try:
             check_text(rel, "file name")
         except ValueError as exc:

@@ -38,7 +38,7 @@ class UnknownCorpusError(ConfigError):
 
 
 class ChecksumError(TelemetryBenchError):
-    """A raw file is missing or does not match its SHA256SUMS line."""
+    """A raw file is missing, does not match its SHA256SUMS line, or is a link to outside its corpus folder."""
 
 
 class IngestError(TelemetryBenchError):

@@ -18,6 +18,7 @@ import pyarrow as pa
 
 from contracts.corpus import CorpusMapping
 from pipeline.core.canonical import digest_value
+from pipeline.core.checksums import refuse_outside
 from pipeline.core.errors import IngestError
 from pipeline.core.executor import Scope
 from pipeline.core.parts import iter_part, join, read_part, write_part
@@ -83,6 +84,8 @@ def value_files(raw: Path, mapping: CorpusMapping) -> list[tuple[Path, str]]:
         for p in raw.glob(mapping.values.files)
         if (p.is_file() or (folders_too and p.is_dir())) and p not in excluded
     )
+    for path, _ in files:
+        refuse_outside(raw, path)
     if not files:
         raise IngestError(f"{raw}: no file matches values.files = {mapping.values.files!r}; check the pattern")
     return files

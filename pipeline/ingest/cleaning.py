@@ -2,8 +2,8 @@
 
 Reasons, in the order they are decided (the first that applies wins):
   malformed_row and oversized_cell (the reader sets the record aside), missing_site, missing_timestamp, bad_timestamp,
-  nonexistent_local_time, ambiguous_local_time, unmapped_column, dropout_row, missing, unparseable, non_finite,
-  sentinel, zero_dropout, out_of_range, duplicate_timestamp, counter_first, counter_decrease,
+  timestamp_out_of_span, nonexistent_local_time, ambiguous_local_time, unmapped_column, dropout_row, missing,
+  unparseable, non_finite, sentinel, zero_dropout, out_of_range, duplicate_timestamp, counter_first, counter_decrease,
   counter_jump.
 """
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import fnmatch
-import re
+import unicodedata
 import zipfile
 import zlib
 from collections.abc import Callable
@@ -15,6 +15,7 @@ import numpy as np
 import polars as pl
 
 from contracts.corpus import BtsPickle, CorpusMapping, FilePerStream, LongCsv, WideCsv
+from pipeline.core import patterns
 from pipeline.core.errors import IngestError, UnsafePickle
 from pipeline.core.executor import Scope
 from pipeline.ingest.cleaning import Slice
@@ -60,10 +61,9 @@ def archive_member(path: Path, member: str, limit: int) -> tuple[str, bytes]:
     large or compressed by a method not read within a bound."""
     if not path.is_file():
         raise IngestError(f"{path}: file not found; restore it or fix values.files in the corpus mapping")
-    rule = re.compile(member)
     with open_archive(path) as archive:
         names = sorted(i.filename for i in archive.infolist() if not i.is_dir())
-        matched = [n for n in names if rule.fullmatch(n)]
+        matched = [n for n in names if patterns.fullmatch(member, n, "values.archive_member")]
         if len(matched) != 1:
             raise IngestError(
                 f"{path}: values.archive_member {member!r} matches "
@@ -74,6 +74,10 @@ def archive_member(path: Path, member: str, limit: int) -> tuple[str, bytes]:
             return matched[0], _member_bytes(path, archive, matched[0], limit)
         except (OversizedMember, UnsupportedCompression) as exc:
             raise IngestError(f"{path}:{matched[0]}: {exc}; raise values.max_member_bytes or extract it") from exc
+        except EncryptedMember as exc:
+            raise IngestError(
+                f"{path}:{matched[0]}: {exc}; extract it with its password and point values.files at the extracted file"
+            ) from exc
         except (zipfile.BadZipFile, zlib.error, EOFError) as exc:
             raise IngestError(
                 f"{path}:{matched[0]}: the member cannot be inflated ({exc}); restore the archive"
@@ -139,10 +143,27 @@ SITE = "site:"  # the stripped site cell of each row (null when empty), beside t
 MISSING_SITE = "missing_site"
 
 
-def _site_cells(frame: pl.DataFrame, column: str) -> tuple[pl.DataFrame, list[str]]:
+def _site_key(text: str) -> str:
+    """The site id a site cell names: NFC-normalized and stripped, so look-alike spellings are one id."""
+    return unicodedata.normalize("NFC", text).strip()
+
+
+def _site_cells(frame: pl.DataFrame, column: str, where: Path) -> tuple[pl.DataFrame, list[str]]:
     """The frame with each row's site key (`site:`, null when the cell is empty: its cells are rejected as
-    missing_site before any other reason) and the distinct site keys, sorted."""
-    text = pl.col(_input(column)).str.strip_chars()
+    missing_site before any other reason) and the distinct site keys, sorted. Two spellings in one file that are one
+    key (NFC vs NFD, a trailing space) are one IngestError line: merged, their rows would collide unseen."""
+    spellings = sorted(frame[_input(column)].drop_nulls().unique().to_list())
+    keys = {spelling: _site_key(spelling) for spelling in spellings}
+    by_key: dict[str, list[str]] = {}
+    for spelling, key in keys.items():
+        by_key.setdefault(key, []).append(spelling)
+    clash = next((group for key, group in sorted(by_key.items()) if len(group) > 1 and key), None)
+    if clash:
+        raise IngestError(
+            f"{where}: site_column {column!r} holds {' and '.join(map(ascii, clash))}, one site id "
+            f"{_site_key(clash[0])!r} once NFC-normalized and stripped; write one spelling of each site id"
+        )
+    text = pl.col(_input(column)).replace_strict(keys, default=None, return_dtype=pl.String)
     frame = frame.with_columns(pl.when(text != "").then(text).alias(SITE))
     frame = frame.with_columns(
         ts_reason=pl.when(pl.col(SITE).is_null()).then(pl.lit(MISSING_SITE)).otherwise(pl.col("ts_reason"))
@@ -181,7 +202,9 @@ def read_wide(path: Path, rel: str, mapping: CorpusMapping, resolver: Resolver, 
             for c in columns
         ]
     else:
-        frame, values = _site_cells(_timed_frame(raw, mapping, [*columns, layout.site_column], rel), layout.site_column)
+        frame, values = _site_cells(
+            _timed_frame(raw, mapping, [*columns, layout.site_column], rel), layout.site_column, raw.path
+        )
         by_value = {}
         for value, site in _sites_of_rows(resolver, rel, layout, groups, values).items():
             resolver.check_columns(rel, columns, site)
@@ -220,11 +243,17 @@ def read_long(path: Path, rel: str, mapping: CorpusMapping, resolver: Resolver, 
         codes = _codes(resolver, rel, site, keys, layout.stream_id, groups)
         sid = stream_key.replace_strict(codes, default=None, return_dtype=pl.Int32)
     else:
-        frame, values = _site_cells(frame, layout.site_column)
-        pairs = frame.filter(pl.col(SITE).is_not_null()).select(SITE, _input(layout.stream_column)).unique()
+        frame, values = _site_cells(frame, layout.site_column, raw.path)
+        # Each site's keys in one pass (filtering the pairs once per site was quadratic in the sites of a file).
+        keys_of = dict(
+            frame.filter(pl.col(SITE).is_not_null())
+            .group_by(SITE)
+            .agg(pl.col(_input(layout.stream_column)).unique().sort())
+            .iter_rows()
+        )
         codes = {}
         for value, site in _sites_of_rows(resolver, rel, layout, groups, values).items():
-            keys = sorted(pairs.filter(pl.col(SITE) == value)[_input(layout.stream_column)].to_list())
+            keys = keys_of[value]
             codes |= {
                 f"{value}\x00{k}": c for k, c in _codes(resolver, rel, site, keys, layout.stream_id, groups).items()
             }
@@ -319,6 +348,10 @@ class UnsupportedCompression(ValueError):
     """A zip member compressed by a method that is not inflated within a bound."""
 
 
+class EncryptedMember(ValueError):
+    """A zip member whose header sets the encrypted flag: zipfile would ask for a password the build never has."""
+
+
 def _member_bytes(path: Path, archive: zipfile.ZipFile | None, name: str, limit: int) -> bytes:
     """A member's bytes, reading (inflating) at most `limit` + 1 of them: one more is an OversizedMember."""
     if archive is None:
@@ -326,6 +359,8 @@ def _member_bytes(path: Path, archive: zipfile.ZipFile | None, name: str, limit:
             data = handle.read(limit + 1)
     else:
         info = archive.getinfo(name)
+        if info.flag_bits & 0x1:  # zip's "encrypted" bit: reading it raises RuntimeError("password required")
+            raise EncryptedMember("the member is encrypted (a password is required)")
         if info.compress_type not in BOUNDED_COMPRESSION:
             raise UnsupportedCompression(
                 f"compression method {info.compress_type} is not read (only {', '.join(BOUNDED_COMPRESSION.values())} "
@@ -375,7 +410,7 @@ def _read_members(
         def refuse(reason: str, detail: str, member: str = name) -> None:
             resolver.rejected_members.append({"source": rel, "member": member, "reason": reason, "detail": detail})
 
-        match = re.fullmatch(layout.member_pattern, name)
+        match = patterns.fullmatch(layout.member_pattern, name, "values.member_pattern")
         if not match:
             if scope.owns(f"{rel}:{name}"):
                 refuse("unmatched_member", f"name does not match values.member_pattern {layout.member_pattern!r}")
@@ -439,6 +474,9 @@ def _load_member(
         return None
     except UnsupportedCompression as exc:
         refuse("unsupported_compression", str(exc))
+        return None
+    except EncryptedMember as exc:
+        refuse("encrypted_member", str(exc))
         return None
     except (ValueError, zipfile.BadZipFile, zlib.error, EOFError, RuntimeError, NotImplementedError, OSError) as exc:
         # a corrupt pickle, a bad CRC, a member shorter than it declares, an encrypted one, an unreadable file

@@ -9,6 +9,7 @@ from pathlib import Path
 
 from contracts.corpus import CorpusMapping
 from contracts.corpus_metadata import BrickMetadata, CounterRule, TableMetadata
+from pipeline.core import patterns
 from pipeline.core.errors import IngestError
 from pipeline.ingest.brick import read_brick
 from pipeline.ingest.catalog import Catalog, Point, TableRow
@@ -151,7 +152,8 @@ def table_points(path: str, rows_of_key: dict[str, list[TableRow]], rel: str, si
         applying = [
             r
             for r in rows
-            if (r.site is None or r.site == site) and (r.files is None or re.fullmatch(r.files, rel) is not None)
+            if (r.site is None or r.site == site)
+            and (r.files is None or patterns.fullmatch(r.files, rel, "metadata files cell") is not None)
         ]
         if not applying:
             continue
@@ -187,12 +189,16 @@ class Resolver:
         self.keyed_table = isinstance(meta, TableMetadata) and (meta.site_column or meta.files_column) is not None
         self.rows_of_key: dict[str, list[TableRow]] = {}  # a points table keyed by site or files
         self._table_points: dict[tuple[str, str | None], dict[str, Point]] = {}
+        # The same rows by site (None: rows for every site), so a file's site reads only its rows and the rows for
+        # every site: scanning all rows for each site was quadratic in the sites of a table keyed by site.
+        self._rows_of_site: dict[str | None, dict[str, list[TableRow]]] = {}
         if isinstance(meta, BrickMetadata):
             self.catalog = read_brick(_glob(raw, meta.files, "metadata.files"), meta)
         elif isinstance(meta, TableMetadata):
             self.catalog = _read_table(raw, meta)
             for row in self.catalog.table_rows:
                 self.rows_of_key.setdefault(row.key, []).append(row)
+                self._rows_of_site.setdefault(row.site, {}).setdefault(row.key, []).append(row)
         else:
             self.catalog = Catalog()
             self.catalog.points_by_key = {
@@ -255,9 +261,18 @@ class Resolver:
             return {key: point for (file_name, key), point in self.catalog.points_by_file.items() if file_name == name}
         if self.keyed_table:
             if (rel, site) not in self._table_points:
-                self._table_points[rel, site] = table_points(self.table_path, self.rows_of_key, rel, site)
+                self._table_points[rel, site] = table_points(self.table_path, self._rows_for(site), rel, site)
             return self._table_points[rel, site]
         return self.catalog.points_by_key  # not copied: asked once per key of every file
+
+    def _rows_for(self, site: str | None) -> dict[str, list[TableRow]]:
+        """The rows that may apply to a site (its own and those for every site), keys and rows in table order."""
+        general, own = self._rows_of_site.get(None, {}), self._rows_of_site.get(site, {}) if site is not None else {}
+        return {
+            key: sorted(general.get(key, []) + own.get(key, []), key=lambda r: r.number)
+            for key in self.rows_of_key
+            if key in general or key in own
+        }
 
     def check_columns(self, rel: str, present: list[str], site: str | None = None) -> None:
         """Expected columns absent from a file: reported for Brick, an error for declared points unless optional."""

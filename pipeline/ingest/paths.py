@@ -5,13 +5,14 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
+from pipeline.core import patterns
 from pipeline.core.errors import IngestError
 
 
 def file_groups(rel: str, pattern: str) -> dict[str, str]:
     """The named groups of file_pattern, matched against the file name, or the relative path when it holds a '/'."""
     by_path = "/" in pattern
-    match = re.fullmatch(pattern, rel if by_path else Path(rel).name)
+    match = patterns.fullmatch(pattern, rel if by_path else Path(rel).name, "values.file_pattern")
     if not match:
         raise IngestError(
             f"{rel}: {'relative path' if by_path else 'file name'} does not match values.file_pattern {pattern!r}; "

@@ -10,6 +10,7 @@ from pathlib import Path
 import polars as pl
 
 from contracts.corpus import CorpusMapping
+from pipeline.core import patterns
 from pipeline.core.errors import IngestError, shown
 from pipeline.ingest.layouts import read_raw
 from pipeline.ingest.timeparse import BAD, readings, spec_for_file
@@ -18,7 +19,7 @@ from pipeline.ingest.timeparse import BAD, readings, spec_for_file
 def limit_for(mapping: CorpusMapping, defaults: dict[str, float], rel: str, reason: str) -> tuple[float, str] | None:
     """The share of a file's cells a reason may reject, and where that limit is written (None: no limit)."""
     for index, entry in enumerate(mapping.cleaning.reject_limits):
-        if entry.reason == reason and re.fullmatch(entry.files, rel):
+        if entry.reason == reason and patterns.fullmatch(entry.files, rel, "cleaning.reject_limits files"):
             return entry.share, f"cleaning.reject_limits entry {index + 1}"
     return (defaults[reason], "configs/ingest.toml") if reason in defaults else None
 

@@ -10,6 +10,8 @@ from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 import polars as pl
 
 from contracts.corpus import TimeSpec
+from pipeline.core import patterns
+from pipeline.ingest.pickles import EARLIEST_US, LATEST_US  # the instants the store holds: 1900-01-01..2200-01-01
 
 EPOCH_SCALE = {"epoch_s": 1_000_000, "epoch_ms": 1_000, "epoch_us": 1}
 _AWARE = ("%Y-%m-%dT%H:%M:%S%.f%#z", "%Y-%m-%d %H:%M:%S%.f%#z")
@@ -69,6 +71,7 @@ MISSING = "missing_timestamp"
 BAD = "bad_timestamp"
 NONEXISTENT = "nonexistent_local_time"
 AMBIGUOUS = "ambiguous_local_time"
+OUT_OF_SPAN = "timestamp_out_of_span"  # a time that reads (0000-01-01) but lies outside the span the store holds
 
 
 def _literal_letters(fmt: str) -> set[str]:
@@ -177,7 +180,7 @@ def spec_for_file(spec: TimeSpec, rel: str) -> tuple[TimeSpec, str]:
     """The spec a file's times are read with, and the mapping key that set its format (for error messages): the first
     time.file_formats entry whose regex fully matches the relative path gives the format (and zone, if it sets one)."""
     for index, entry in enumerate(spec.file_formats):
-        if re.fullmatch(entry.files, rel):
+        if patterns.fullmatch(entry.files, rel, "time.file_formats files"):
             update = {"format": entry.format} | ({"timezone": entry.timezone} if entry.timezone is not None else {})
             return spec.model_copy(
                 update=update
@@ -220,9 +223,14 @@ def parse_times(frame: pl.DataFrame, column: str, spec: TimeSpec) -> pl.DataFram
         naive = text.str.strptime(pl.Datetime("us"), spec.format, strict=False)
         ts, local_reason = _localize_series(naive, spec)
         reason = pl.select(pl.when(naive.is_null()).then(pl.lit(BAD)).otherwise(local_reason)).to_series()
+    # The store refuses to load an instant outside its span (pipeline/store/invariants.py): such a cell is a reject
+    # here, counted, so the build never writes what its store would not hold.
+    outside = ts.is_not_null() & ((ts < EARLIEST_US) | (ts > LATEST_US))
     return frame.with_columns(
-        ts=pl.select(pl.when(missing).then(None).otherwise(ts)).to_series(),
-        ts_reason=pl.select(pl.when(missing).then(pl.lit(MISSING)).otherwise(reason)).to_series(),
+        ts=pl.select(pl.when(missing | outside).then(None).otherwise(ts)).to_series(),
+        ts_reason=pl.select(
+            pl.when(missing).then(pl.lit(MISSING)).when(outside).then(pl.lit(OUT_OF_SPAN)).otherwise(reason)
+        ).to_series(),
     )
 
 

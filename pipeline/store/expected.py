@@ -8,7 +8,6 @@ a union of [start, end) intervals in integer microseconds, so every measure of i
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
@@ -18,6 +17,7 @@ import polars as pl
 from pydantic import TypeAdapter
 
 from contracts.corpus_metadata import WEEKDAYS, NightSilence, ScheduleSilence, Silence, hour_range
+from pipeline.core import patterns
 from pipeline.core.errors import StageError
 
 TABLE = "expected_hours"  # the store table of the declared streams' rules; written only when a corpus declares any
@@ -44,8 +44,7 @@ def rules_for(declared: list, stream_ids: list[str], corpus: str, timezone: str)
     declaration matches no stream or a stream matches two."""
     rules: dict[str, Silence] = {}
     for index, rule in enumerate(declared):
-        pattern = re.compile(rule.streams)
-        matched = [sid for sid in stream_ids if pattern.fullmatch(sid)]
+        matched = [sid for sid in stream_ids if patterns.fullmatch(rule.streams, sid, f"silence[{index}] streams")]
         if not matched:
             raise StageError(
                 f"configs/corpora/{corpus}.toml: silence[{index}] streams {rule.streams!r} matches no stream; fix the "
