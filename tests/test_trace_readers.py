@@ -279,3 +279,22 @@ def test_a_price_table_that_is_not_text_is_one_error_line(played, tmp_path):
     prices.write_bytes(b"\xff\xfe[models]")
     release = base / "artifacts" / "xai4heat" / "release"
     one_error_line(cli(base, "score", trace, "--release", release, "--prices", prices), f"{prices}: not valid TOML")
+
+
+DEEP_PRICES = {
+    "inline tables": "x = " + "{a = " * 5000 + "1" + "}" * 5000 + "\n",
+    "arrays": "x = " + "[" * 100_000 + "]" * 100_000 + "\n",
+}
+
+
+@pytest.mark.parametrize("command", ["score", "leaderboard"])
+@pytest.mark.parametrize("shape", sorted(DEEP_PRICES))
+def test_a_price_table_nested_thousands_deep_is_one_error_line(played, tmp_path, command, shape):
+    # tomllib recurses per level: without a bound this was a RecursionError traceback (issue 53)
+    base, trace = played
+    prices = tmp_path / "prices.toml"
+    prices.write_text(DEEP_PRICES[shape], encoding="utf-8")
+    release = base / "artifacts" / "xai4heat" / "release"
+    out = ["--out", tmp_path / "board.md"] if command == "leaderboard" else []
+    result = cli(base, command, trace, "--release", release, "--prices", prices, *out)
+    one_error_line(result, f"{prices}: arrays or inline tables nested deeper than 32 levels")
