@@ -83,6 +83,15 @@ def _set(row: Callable[[list[dict]], dict], key: str, value: object) -> Callable
     return lambda rows: row(rows).__setitem__(key, value)
 
 
+def _ghost_first_episode(rows: list[dict]) -> None:
+    """The first episode's records renamed to an episode no split holds (the first only: every episode renamed to
+    one would repeat its turns, refused as repeats before the episode is looked up)."""
+    renamed = rows[1]["episode_id"]
+    for row in rows[1:]:
+        if row["episode_id"] == renamed:
+            row["episode_id"] = "ghost"
+
+
 DAMAGE = {  # what is changed in a valid trace -> what the one error line names
     "answer fields as a list": (
         _set(lambda r: first(r, "answer")["action"], "fields", [1, 2]),
@@ -102,7 +111,8 @@ DAMAGE = {  # what is changed in a valid trace -> what the one error line names
     "a NaN": (_set(lambda r: r[1], "elapsed_ms", float("nan")), ["line 2", "NaN"]),
     "an unknown record type": (_set(lambda r: r[1], "type", "bogus"), ["line 2: not a trace record"]),
     "an episode of another split": (
-        lambda r: [row.__setitem__("episode_id", "ghost") for row in r[1:]],
+        # the first episode only: every episode renamed to one would repeat its turns (refused as repeats)
+        _ghost_first_episode,
         ["line 2: episode_id: 'ghost' is not an episode of"],
     ),
 }
