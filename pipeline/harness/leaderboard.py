@@ -187,10 +187,16 @@ def _blank(value: float | None) -> float | str:
 
 
 def _csv(board: Leaderboard) -> str:
-    buffer = io.StringIO()
-    writer = csv.DictWriter(buffer, fieldnames=CSV_COLUMNS, lineterminator="\n")
+    return csv_text(CSV_COLUMNS, [_flat(row) for row in board.rows])
+
+
+def csv_text(columns: tuple[str, ...], rows: list[dict]) -> str:
+    """Rows as CSV, every text cell quoted (the writer quotes only cells holding a \\n, its line end, and a \\r in a
+    name would otherwise split the row in a reader) and none starting a formula."""
+    buffer = io.StringIO(newline="")
+    writer = csv.DictWriter(buffer, fieldnames=columns, lineterminator="\n", quoting=csv.QUOTE_NONNUMERIC)
     writer.writeheader()
-    writer.writerows({k: _csv_cell(v) for k, v in _flat(row).items()} for row in board.rows)
+    writer.writerows({k: _csv_cell(v) for k, v in row.items()} for row in rows)
     return buffer.getvalue()
 
 
