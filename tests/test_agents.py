@@ -13,6 +13,7 @@ from pydantic import TypeAdapter
 
 from contracts.agent_io import AgentInput, EpisodeStart
 from contracts.protocol import Action
+from pipeline.core.canonical import canonical_bytes
 from pipeline.core.errors import GymError
 from pipeline.harness.gym import TelemetryEnv, register
 from pipeline.runtime.gold_path import gold_actions
@@ -332,3 +333,25 @@ def test_an_agent_cannot_fake_a_failure_to_leave_its_episodes_unscored(real_arti
     assert "infra_error" not in summary["issues"]
     turns = [json.loads(line) for line in out.read_text().splitlines()[1:] if json.loads(line)["type"] == "turn"]
     assert len(turns) > 1 and all(t["issues"] == ["parse_error"] for t in turns)
+
+
+def test_gym_api_records_hostile_actions_as_parse_errors(real_artifacts):
+    # issue 53: 100,000 levels took 86 s and 6.7 GB before a MemoryError (the Unicode check named every level's path);
+    # an object JSON cannot write crashed the record; an unknown kind is the agent's parse error, as in `run`
+    deep: dict = {}
+    level = deep
+    for _ in range(100_000):
+        level["a"] = level = {}
+    actions = {
+        "nested deeper than 64 levels": {"kind": "call_tool", "name": "list_points", "arguments": deep},
+        "not JSON": {"kind": "answer", "fields": {"x": object()}},
+        "": {"kind": "fly"},
+    }
+    with TelemetryEnv("xai4heat", "test", root=REPO, artifacts=real_artifacts) as env:
+        env.reset()
+        for says, action in actions.items():
+            observation, reward, *_, info = env.step(action)
+            assert info["issues"] == ["parse_error"] and reward == 0.0
+            assert says in (env.turns[-1].raw or {}).get("error", "") if says else env.turns[-1].action is None
+            assert observation.messages[-1].text == "(your last output was not a valid action)"
+        assert all(canonical_bytes(t.model_dump(mode="json")) for t in env.turns)  # every record can be written

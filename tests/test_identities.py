@@ -141,3 +141,16 @@ def test_a_sweep_plays_each_model_into_its_own_trace(real_artifacts, tmp_path, n
     summaries = _scored(real_artifacts, *sorted(tmp_path.glob("t-*.jsonl")))
     assert [s["identity"]["model"] for s in summaries] == ["model-a", "model-b", "vendor/model:c"]
     assert unnamed.exit_code == 2 and "name {model} in it" in unnamed.output
+
+
+def test_a_sweep_refuses_two_models_that_map_to_one_trace(real_artifacts, tmp_path, no_openai_env):
+    # `a/b` and `a-b` both become `a-b` in a file name: the second trace would overwrite the first (issue 53).
+    models = tmp_path / "models.txt"
+    models.write_text("a/b\na-b\n", encoding="utf-8")
+    out = tmp_path / "runs" / "{model}.jsonl"
+    refused = _play(
+        real_artifacts, out, "openai", "--base-url", "http://127.0.0.1:9", "--models", str(models), "--limit", "1"
+    )
+    assert refused.exit_code == 2, refused.output
+    assert "'a/b' and 'a-b' both write" in refused.output and "a-b.jsonl" in refused.output
+    assert not (tmp_path / "runs").exists()

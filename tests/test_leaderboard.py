@@ -119,3 +119,22 @@ def test_bootstrap_interval_brackets_the_mean_and_needs_a_known_format(real_arti
     _, played = traces
     result = run_cli(real_artifacts, "leaderboard", str(played["oracle"]), "--out", str(tmp_path / "r.txt"))
     assert result.exit_code == 2 and "name a .json, .csv or .md file" in result.output
+
+
+HOSTILE = ("a | b\n| injected | row |", "<script>alert(1)</script>", '=HYPERLINK("http://x","y")', "+1", "@SUM(A1)")
+
+
+def test_agent_names_from_traces_cannot_add_rows_markup_or_formulas(real_artifacts, traces, tmp_path):
+    # An agent name is whatever a trace header says (issue 53): it must stay one cell of one row, as text.
+    _, played = traces
+    hostile = [_half_right(played["oracle"], tmp_path / f"h{i}.jsonl", name) for i, name in enumerate(HOSTILE)]
+    md, table = tmp_path / "r.md", tmp_path / "r.csv"
+    result = run_cli(real_artifacts, "leaderboard", *map(str, hostile), "--out", str(md), "--out", str(table))
+    assert result.exit_code == 0, result.output
+    text = md.read_text(encoding="utf-8")
+    assert "<script>" not in text and "&lt;script&gt;alert(1)&lt;/script&gt;" in text
+    rows = [line for line in text.splitlines() if line.startswith("| ") and not line.startswith("| rank")]
+    assert len(rows) == len(HOSTILE) and "a &#124; b &#124; injected &#124; row &#124;" in text
+    assert all(row.count("|") == text.splitlines()[4].count("|") for row in rows)
+    agents = sorted(r["agent"] for r in csv.DictReader(table.open(encoding="utf-8")))
+    assert agents == sorted(f"'{n}" if n[0] in "=+-@" else n for n in HOSTILE)

@@ -83,6 +83,15 @@ def _set(row: Callable[[list[dict]], dict], key: str, value: object) -> Callable
     return lambda rows: row(rows).__setitem__(key, value)
 
 
+def _ghost_first_episode(rows: list[dict]) -> None:
+    """The first episode's records renamed to an episode no split holds (the first only: every episode renamed to
+    one would repeat its turns, refused as repeats before the episode is looked up)."""
+    renamed = rows[1]["episode_id"]
+    for row in rows[1:]:
+        if row["episode_id"] == renamed:
+            row["episode_id"] = "ghost"
+
+
 DAMAGE = {  # what is changed in a valid trace -> what the one error line names
     "answer fields as a list": (
         _set(lambda r: first(r, "answer")["action"], "fields", [1, 2]),
@@ -102,7 +111,8 @@ DAMAGE = {  # what is changed in a valid trace -> what the one error line names
     "a NaN": (_set(lambda r: r[1], "elapsed_ms", float("nan")), ["line 2", "NaN"]),
     "an unknown record type": (_set(lambda r: r[1], "type", "bogus"), ["line 2: not a trace record"]),
     "an episode of another split": (
-        lambda r: [row.__setitem__("episode_id", "ghost") for row in r[1:]],
+        # the first episode only: every episode renamed to one would repeat its turns (refused as repeats)
+        _ghost_first_episode,
         ["line 2: episode_id: 'ghost' is not an episode of"],
     ),
 }
@@ -279,3 +289,22 @@ def test_a_price_table_that_is_not_text_is_one_error_line(played, tmp_path):
     prices.write_bytes(b"\xff\xfe[models]")
     release = base / "artifacts" / "xai4heat" / "release"
     one_error_line(cli(base, "score", trace, "--release", release, "--prices", prices), f"{prices}: not valid TOML")
+
+
+DEEP_PRICES = {
+    "inline tables": "x = " + "{a = " * 5000 + "1" + "}" * 5000 + "\n",
+    "arrays": "x = " + "[" * 100_000 + "]" * 100_000 + "\n",
+}
+
+
+@pytest.mark.parametrize("command", ["score", "leaderboard"])
+@pytest.mark.parametrize("shape", sorted(DEEP_PRICES))
+def test_a_price_table_nested_thousands_deep_is_one_error_line(played, tmp_path, command, shape):
+    # tomllib recurses per level: without a bound this was a RecursionError traceback (issue 53)
+    base, trace = played
+    prices = tmp_path / "prices.toml"
+    prices.write_text(DEEP_PRICES[shape], encoding="utf-8")
+    release = base / "artifacts" / "xai4heat" / "release"
+    out = ["--out", tmp_path / "board.md"] if command == "leaderboard" else []
+    result = cli(base, command, trace, "--release", release, "--prices", prices, *out)
+    one_error_line(result, f"{prices}: arrays or inline tables nested deeper than 32 levels")

@@ -298,8 +298,20 @@ def _sweep(ctx: click.Context, given: dict, models: list[str | None]) -> None:
     if len(models) > 1 and "{model}" not in out:
         raise click.UsageError(f"--out {out}: name {{model}} in it to play {len(models)} models, one trace each")
     failed = []
-    for model in models:
-        resolved = OpenAISettings.resolve(base_url=given["base_url"], model=model, api_key_env=given["api_key_env"])
+    settings = [
+        OpenAISettings.resolve(base_url=given["base_url"], model=m, api_key_env=given["api_key_env"]) for m in models
+    ]
+    paths = [out.replace("{model}", re.sub(r"[^A-Za-z0-9._-]+", "-", s.model)) for s in settings]
+    # Two models whose names differ only in punctuation map to one file; the second trace would overwrite the first.
+    seen: dict[str, str] = {}
+    for resolved, path in zip(settings, paths, strict=True):
+        if path in seen:
+            raise click.UsageError(
+                f"--out {out}: models {seen[path]!r} and {resolved.model!r} both write {path}; "
+                "rename one in --models or play them in separate runs"
+            )
+        seen[path] = resolved.model
+    for resolved, path in zip(settings, paths, strict=True):
         options = {
             "base_url": resolved.base_url,
             "model": resolved.model,
@@ -309,7 +321,6 @@ def _sweep(ctx: click.Context, given: dict, models: list[str | None]) -> None:
             "timeout": given["timeout"],
             "max_retries": given["max_retries"],
         }
-        path = out.replace("{model}", re.sub(r"[^A-Za-z0-9._-]+", "-", resolved.model))
         try:
             _play_and_report(
                 ctx,

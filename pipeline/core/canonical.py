@@ -59,7 +59,7 @@ def json_depth(value: Any) -> int:
     deepest, stack = 0, [(value, 1)]
     while stack:
         item, level = stack.pop()
-        children = item.values() if isinstance(item, dict) else item if isinstance(item, list) else None
+        children = item.values() if isinstance(item, dict) else item if isinstance(item, (list, tuple)) else None
         if children is not None:
             deepest = max(deepest, level)
             stack.extend((child, level + 1) for child in children)

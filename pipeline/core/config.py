@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import tomllib
 from pathlib import Path
 from typing import TypeVar
 
@@ -19,6 +18,7 @@ from contracts.runtime import PriceTable
 from contracts.synth import SynthConfig
 from contracts.tasks import WINDOW_SLOT, FamiliesConfig, Family
 from pipeline.core.errors import ConfigError, UnknownCorpusError, validation_problems
+from pipeline.core.toml_text import read_toml
 from pipeline.core.workspace import Workspace
 
 M = TypeVar("M", bound=BaseModel)
@@ -34,10 +34,7 @@ def load_mapping(path: Path) -> CorpusMapping:
     """Parse and validate one mapping; unknown keys and bad values are errors naming the key."""
     if not path.is_file():
         raise ConfigError(f"{path}: corpus mapping not found; create it or check the corpus name")
-    try:
-        data = tomllib.loads(path.read_text(encoding="utf-8"))
-    except (tomllib.TOMLDecodeError, UnicodeDecodeError) as exc:
-        raise ConfigError(f"{path}: not valid TOML ({exc}); fix the syntax") from exc
+    data = read_toml(path)
     if data.get("name") != path.stem:
         raise ConfigError(f"{path}: name = {data.get('name')!r} must equal the file name {path.stem!r}")
     try:
@@ -67,10 +64,9 @@ def _load_model(path: Path, model: type[M], needed_for: str, default: M | None =
         if default is not None:
             return default
         raise ConfigError(f"{path}: missing; {needed_for}")
+    data = read_toml(path)
     try:
-        return model.model_validate(tomllib.loads(path.read_text(encoding="utf-8")))
-    except (tomllib.TOMLDecodeError, UnicodeDecodeError) as exc:
-        raise ConfigError(f"{path}: not valid TOML ({exc}); fix the syntax") from exc
+        return model.model_validate(data)
     except ValidationError as exc:
         raise ConfigError(_format_validation(path, exc)) from exc
 

@@ -38,16 +38,19 @@ except ImportError:  # without the extra: one line naming it, not inspect's modu
     optional("inspect_ai", "pipeline.harness.inspect_task (inspect eval telemetry_bench/...)")
     raise
 
+from pydantic import ValidationError
+
 from contracts.agent_view import AgentObservation
 from contracts.episodes import Episode
 from contracts.runtime import EpisodeEnd, TraceHeader, TurnRecord
 from pipeline.core.canonical import atomic_write_bytes, canonical_bytes, digest_file
 from pipeline.core.code_identity import PACKAGE_ROOT
 from pipeline.core.config import corpus_names
-from pipeline.core.errors import RunError, TelemetryBenchError
+from pipeline.core.errors import RunError, TelemetryBenchError, shown, validation_problems
 from pipeline.core.workspace import Workspace
 from pipeline.harness.play import episode_source
-from pipeline.harness.traces import load_episodes, usage_totals
+from pipeline.harness.traces import RECORDS as TRACE_RECORDS
+from pipeline.harness.traces import load_episodes, record_key, usage_totals
 from pipeline.runtime.openai_agent import SYSTEM, call_action, function_specs, replies, reply_output, unique_call_id
 from pipeline.runtime.runner import EpisodeSession
 from pipeline.runtime.scoring import score_episode
@@ -316,18 +319,47 @@ def write_trace(log: Any, out: Path) -> Path:
         versions={"telemetry-bench": metadata.version("telemetry-bench"), "inspect_ai": metadata.version("inspect_ai")},
     )
     lines = [canonical_bytes(header.model_dump(mode="json"))]
+    seen: dict[tuple, str] = {}
     for sample in samples:
-        records = sample.store.get(RECORDS, [])
+        where = f"{log.location}: sample {shown(str(sample.id))} epoch {sample.epoch}"
+        records = _sample_records(sample, where)
         if sample.error is not None:  # inspect gave up on the sample (the model failed): not scored, as infra_error
-            run = sample.epoch - 1
-            turns = sum(1 for r in records if r["type"] == "turn")
-            records = [r for r in records if r["type"] == "turn"]
+            records = [r for r in records if isinstance(r, TurnRecord)]
             end = EpisodeEnd(
-                episode_id=str(sample.id), run=run, turns=turns, stopped=False, infra_error=sample.error.message
+                episode_id=str(sample.id),
+                run=sample.epoch - 1,
+                turns=len(records),
+                stopped=False,
+                infra_error=sample.error.message,
             )
-            records.append(end.model_dump(mode="json"))
-        for record in records:
-            model = TurnRecord if record["type"] == "turn" else EpisodeEnd
-            lines.append(canonical_bytes(model.model_validate(record).model_dump(mode="json")))
+            records.append(end)
+        for number, record in enumerate(records):
+            # a sample the log holds twice would be scored twice, its turns counted twice
+            key = record_key(record)
+            if key in seen:
+                raise RunError(
+                    f"telemetry_bench: {where}: record {number} repeats {seen[key]}; a record is scored once"
+                )
+            seen[key] = f"{where} record {number}"
+            lines.append(canonical_bytes(record.model_dump(mode="json")))
     atomic_write_bytes(out, b"".join(line + b"\n" for line in lines))
+    return out
+
+
+def _sample_records(sample: Any, where: str) -> list[TurnRecord | EpisodeEnd]:
+    """A sample's trace records validated, or one RunError line naming the sample, the record and what is wrong."""
+    records = (sample.store or {}).get(RECORDS, [])
+    if not isinstance(records, list):
+        raise RunError(f"telemetry_bench: {where}: {RECORDS} is a {type(records).__name__}, not a list of records")
+    out = []
+    for number, record in enumerate(records):
+        kind = record.get("type") if isinstance(record, dict) else None
+        model = TRACE_RECORDS.get(kind) if isinstance(kind, str) else None
+        if model is None:
+            got = f"type: {shown(kind)}" if isinstance(record, dict) else f"a {type(record).__name__}"
+            raise RunError(f"telemetry_bench: {where}: record {number}: not a trace record ({got}, not turn or end)")
+        try:
+            out.append(model.model_validate(record))
+        except ValidationError as exc:
+            raise RunError(f"telemetry_bench: {where}: record {number}: {validation_problems(exc)}") from exc
     return out

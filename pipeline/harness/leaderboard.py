@@ -5,6 +5,7 @@ Markdown."""
 from __future__ import annotations
 
 import csv
+import html
 import io
 from collections import defaultdict
 from pathlib import Path
@@ -186,11 +187,33 @@ def _blank(value: float | None) -> float | str:
 
 
 def _csv(board: Leaderboard) -> str:
-    buffer = io.StringIO()
-    writer = csv.DictWriter(buffer, fieldnames=CSV_COLUMNS, lineterminator="\n")
+    return csv_text(CSV_COLUMNS, [_flat(row) for row in board.rows])
+
+
+def csv_text(columns: tuple[str, ...], rows: list[dict]) -> str:
+    """Rows as CSV, every text cell quoted (the writer quotes only cells holding a \\n, its line end, and a \\r in a
+    name would otherwise split the row in a reader) and none starting a formula."""
+    buffer = io.StringIO(newline="")
+    writer = csv.DictWriter(buffer, fieldnames=columns, lineterminator="\n", quoting=csv.QUOTE_NONNUMERIC)
     writer.writeheader()
-    writer.writerows(_flat(row) for row in board.rows)
+    writer.writerows({k: _csv_cell(v) for k, v in row.items()} for row in rows)
     return buffer.getvalue()
+
+
+# A spreadsheet runs a cell that starts with one of these as a formula (OWASP CSV injection): names come from traces.
+FORMULA_STARTS = ("=", "+", "-", "@", "\t", "\r")
+
+
+def _csv_cell(value: object) -> object:
+    """A text cell a spreadsheet would run as a formula gets a leading quote; figures are written as they are."""
+    return f"'{value}" if isinstance(value, str) and value.startswith(FORMULA_STARTS) else value
+
+
+def _md(text: object) -> str:
+    """Text from a trace as one Markdown table cell: HTML escaped, pipes as entities and line breaks as spaces, so a
+    name can neither add rows or cells nor inject markup."""
+    escaped = html.escape(str(text), quote=True).replace("|", "&#124;")
+    return " ".join(escaped.splitlines())
 
 
 def _markdown(board: Leaderboard) -> str:
@@ -200,7 +223,7 @@ def _markdown(board: Leaderboard) -> str:
         boards[(row.corpus, row.split, row.episodes_digest)].append(row)
     for (corpus, split, digest), rows in boards.items():
         lines += [
-            f"## {corpus} {split} (episodes {digest[:8]})",
+            f"## {_md(corpus)} {_md(split)} (episodes {_md(digest[:8])})",
             "",
             "| rank | agent | accomplished | 95% interval | balanced commitment | commitment by gold outcome "
             "| episodes | runs | tokens in / out | cost (USD) | failure modes |",
@@ -210,17 +233,17 @@ def _markdown(board: Leaderboard) -> str:
             rank = (
                 str(row.rank) if row.rank is not None else f"partial ({row.least_covered} of {row.episodes_in_split})"
             )
-            modes = ", ".join(f"{k} {v}" for k, v in sorted(row.failure_modes.items(), key=lambda kv: -kv[1])[:3])
+            modes = ", ".join(f"{_md(k)} {v}" for k, v in sorted(row.failure_modes.items(), key=lambda kv: -kv[1])[:3])
             cost = "" if row.usage.cost_usd is None else f"{row.usage.cost_usd:.4f}"
             balanced = "-" if row.balanced_commitment_accuracy is None else f"{row.balanced_commitment_accuracy:.4f}"
             per_outcome = ", ".join(f"{o} {v:.4f}" for o, v in row.commitment_accuracy.items())
             lines.append(
-                f"| {rank} | {row.identity.label} | {row.accomplished_rate:.4f} | "
+                f"| {rank} | {_md(row.identity.label)} | {row.accomplished_rate:.4f} | "
                 f"[{row.interval.low:.4f}, {row.interval.high:.4f}] | {balanced} | {per_outcome or '-'} | "
                 f"{row.episodes} | {row.runs} | "
                 f"{row.usage.tokens_in} / {row.usage.tokens_out} | {cost} | {modes or '-'} |"
             )
         lines.append("")
     if board.refused:
-        lines += ["## Not ranked", ""] + [f"- {r.trace}: {r.reason}" for r in board.refused] + [""]
+        lines += ["## Not ranked", ""] + [f"- {_md(r.trace)}: {_md(r.reason)}" for r in board.refused] + [""]
     return "\n".join(lines)

@@ -151,11 +151,18 @@ def read_trace(path: Path) -> tuple[TraceHeader, dict, set[int]]:
     header = _header(path, lines)
     turns: _Turns = _Turns(lambda: defaultdict(list))
     runs: set[int] = set()
+    seen: dict[tuple, int] = {}
     for number, line in enumerate(lines[1:], start=2):
         record = trace_record(path, number, line)
         if record.run >= header.repeat:
             raise RunError(f"{path}: line {number}: run: {record.run} is not below the header's repeat {header.repeat}")
         unit = (record.episode_id, record.run)
+        first = seen.setdefault(record_key(record), number)
+        if first != number:
+            raise RunError(
+                f"{path}: line {number}: {record_key(record)[0]} {shown(record.episode_id)} run {record.run} "
+                f"repeats line {first}; a record is scored once: {WRITTEN_BY_RUN}"
+            )
         turns.first_line.setdefault(unit, number)
         runs.add(record.run)
         if isinstance(record, TurnRecord):
@@ -165,6 +172,13 @@ def read_trace(path: Path) -> tuple[TraceHeader, dict, set[int]]:
             if record.infra_error:
                 turns.infra.add(unit)
     return header, turns, runs
+
+
+def record_key(record: TurnRecord | EpisodeEnd) -> tuple:
+    """What a record is the only one of: a player's turn number, or its end, in one run of one episode (a trace
+    holding it twice would count its turns twice)."""
+    turn = (f"turn {record.turn}",) if isinstance(record, TurnRecord) else ("end",)
+    return (*turn, record.episode_id, record.run, record.player)
 
 
 class _Turns(defaultdict):

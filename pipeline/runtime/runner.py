@@ -39,16 +39,17 @@ def unrecordable(raw: Any) -> str | None:
     """Why an agent's output cannot enter the trace as it came, where it enters (every agent's, whatever its kind): a
     string that is not Unicode text (a lone surrogate), a number no JSON writer writes (NaN, infinity, an integer
     longer than Python writes), or nesting deeper than MAX_JSON_DEPTH (a trace that could not be read back); None when
-    it can. Types JSON has no name for are the protocol's concern, not this."""
+    it can. A type JSON has no name for is refused too: the record of the action could not be written."""
+    # depth first: not_unicode names the path of every level it walks, quadratic in the depth (6.7 GB at 100,000)
+    if json_depth(raw) > MAX_JSON_DEPTH:
+        return f"nested deeper than {MAX_JSON_DEPTH} levels"
     problem = not_unicode(raw)
     if problem is not None:
         return problem
-    if json_depth(raw) > MAX_JSON_DEPTH:
-        return f"nested deeper than {MAX_JSON_DEPTH} levels"
     try:
         canonical_bytes(raw)
-    except TypeError:
-        return None
+    except TypeError as exc:
+        return f"not JSON ({exc})"
     except (ValueError, RecursionError) as exc:
         return f"{type(exc).__name__}: {exc}"
     return None
