@@ -7,6 +7,8 @@ from __future__ import annotations
 
 import csv
 import json
+import os
+import shutil
 import tomllib
 from pathlib import Path
 
@@ -26,7 +28,8 @@ DRAFTABLE = ("hhw", "pvdaq", "ucam", "xai4heat")  # daiad ships zip archives, wh
 
 
 def renamed_copy(tmp_path: Path, corpus: str) -> tuple[Path, str]:
-    """A project holding the corpus's raw files (linked, not copied) under a new name."""
+    """A project holding the corpus's raw files under a new name (hard links where the file system allows them, else
+    copies: a symlink out of the corpus folder is refused by ingest)."""
     root, name = tmp_path / "p", f"{corpus}_copy"
     (root / "configs" / "corpora").mkdir(parents=True)
     copy_shared_configs(root)
@@ -34,7 +37,10 @@ def renamed_copy(tmp_path: Path, corpus: str) -> tuple[Path, str]:
     for path in sorted(p for p in source.rglob("*") if p.is_file()):
         target = root / "data" / "raw" / name / path.relative_to(source)
         target.parent.mkdir(parents=True, exist_ok=True)
-        target.symlink_to(path)
+        try:
+            os.link(path, target)
+        except OSError:
+            shutil.copyfile(path, target)
     return root, name
 
 
