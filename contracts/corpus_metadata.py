@@ -8,7 +8,7 @@ from typing import Annotated, Literal
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 import regex as regex_engine
-from pydantic import Field, field_validator
+from pydantic import Field, field_validator, model_validator
 
 from contracts.base import Frozen
 
@@ -17,7 +17,13 @@ class CounterRule(Frozen):
     """A cumulative counter turned into the amount recorded since the reading before each (across gaps too)."""
 
     zero_is_dropout: bool = Field(True, description="A reading of exactly 0 is a logging dropout, not a reset.")
-    max_increment: float | None = Field(None, description="An increment above this is rejected as counter_jump.")
+    max_rate: float | None = Field(
+        None,
+        gt=0,
+        description="The most the meter can record per hour, in the stream's unit per hour: an increment above "
+        "max_rate times the hours since the reading before is rejected as counter_jump (a rate, so that the amount "
+        "recorded across a gap is kept).",
+    )
     rollover: float | None = Field(
         None,
         gt=0,
@@ -29,6 +35,17 @@ class CounterRule(Frozen):
         description="A decrease that is not a rollover is a reset to 0: its increment is the new reading (false: "
         "counter_decrease).",
     )
+
+    @model_validator(mode="before")
+    @classmethod
+    def _renamed(cls, data: object) -> object:
+        # A bound per reading rejected the amount recorded across every long gap; the bound is now a rate.
+        if isinstance(data, dict) and "max_increment" in data:
+            raise ValueError(
+                "max_increment is replaced by max_rate, the most the meter records per hour of the interval since "
+                "the reading before (for hourly readings, max_increment = 5000 is max_rate = 5000)"
+            )
+        return data
 
 
 class PointSpec(Frozen):

@@ -117,8 +117,8 @@ def test_counter_differenced_across_a_dropout(tmp_path):
     assert total == pytest.approx(readings[-1] - readings[0])  # the register difference, gap included
 
 
-def test_counter_jump_above_declared_increment(tmp_path):
-    text = xai_config(held_out_sites="[]").replace("max_increment = 50.0", "max_increment = 0.25")
+def test_counter_jump_above_declared_rate(tmp_path):
+    text = xai_config(held_out_sites="[]").replace("max_rate = 50.0", "max_rate = 0.25")
     ws = make_workspace(tmp_path, "xai4heat", text, {L4: "\n".join(real_lines(X + L4, range(36000, 36013))) + "\n"})
     tables = ingest(ws, "xai4heat")
     assert reasons(tables, "e").get("counter_jump", 0) >= 1

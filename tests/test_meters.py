@@ -141,3 +141,42 @@ def test_consumption_over_a_window_matches_an_independent_sum(tmp_path):
     )
     first_week = sum(_usage(i) for i in range(1, 7 * 24))
     assert ranked.ranked_streams[0].value == pytest.approx(first_week, abs=1e-3)
+
+
+def _plain_counter(read: range, jump_at: int, jump: float) -> dict[str, str]:
+    """A register counting _usage for 200 hours, read each hour in `read` and from hour 100 on, that jumps by `jump`
+    litres at reading `jump_at` (a meter fault: the register moves without water flowing)."""
+    total, rows = 1000.0, []
+    for i in range(200):
+        total += _usage(i) + (jump if i == jump_at else 0.0)
+        if i in read or i >= 100:
+            rows.append(f"{START + i * HOUR},{round(total, 3)}\n")
+    return {"water-1.csv": "unix_ts,counter\n" + "".join(rows)}
+
+
+def test_max_rate_keeps_the_water_used_across_a_gap_and_rejects_a_jump(tmp_path):
+    # Readings 0..39, a 60-hour gap, then 100..199; at 150 the register jumps by 5,000 L within an hour. The most a
+    # reading may add is max_rate times the hours since the reading before: 60 h of use (~600 L) is kept, the jump is
+    # not. A bound per reading (the old max_increment) rejected the first reading after the gap.
+    max_rate = 40.0  # L/h: above every hour of _usage (at most 24.0)
+    assert max(_usage(i) for i in range(200)) < max_rate < 5000
+    ws = make_workspace(
+        tmp_path, "meter", _mapping(f"{{ max_rate = {max_rate} }}"), _plain_counter(range(40), 150, 5000)
+    )
+    tables = ingest(ws, "meter")
+    reasons = dict(tables["rejects"].group_by("reason").len().iter_rows())
+    assert reasons == {"counter_first": 1, "counter_jump": 1}
+    obs = tables["observations"].sort("ts")
+    across = obs.filter(pl.col("ts") == (START + 100 * HOUR) * 1_000_000)["value"].item()
+    assert across == pytest.approx(sum(_usage(i) for i in range(40, 101)))  # hours 40..100: the water used in the gap
+    assert across > max_rate  # one reading's amount above the hourly rate: kept because 61 hours passed
+    jumped = tables["rejects"].filter(pl.col("reason") == "counter_jump")["ts"].item()
+    assert jumped == (START + 150 * HOUR) * 1_000_000
+
+
+def test_the_old_per_reading_bound_is_refused_in_one_line(tmp_path):
+    ws = make_workspace(tmp_path, "meter", _mapping("{ max_increment = 5000.0 }"), _plain_counter(range(40), 150, 0))
+    with pytest.raises(Exception) as caught:
+        ingest(ws, "meter")
+    message = str(caught.value)
+    assert "max_rate" in message and "max_increment" in message and "\n" not in message.strip()

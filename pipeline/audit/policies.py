@@ -24,6 +24,7 @@ from pipeline.audit.reading import (
     split_list,
     week_window,
 )
+from pipeline.core.timeunits import DAY_US
 from pipeline.episodes.calls import _rename
 from pipeline.episodes.rules import (
     BAND_OUTCOME,
@@ -217,7 +218,7 @@ class ShortcutPolicy(Agent):
         if "anchor_iso" in s:
             end = parse_us(s["anchor_iso"])
             return {
-                "window_start_iso": format_us(end - 86_400_000_000),
+                "window_start_iso": format_us(end - DAY_US),
                 "window_end_iso": s["anchor_iso"],
                 "anchor_iso": s["anchor_iso"],
             }

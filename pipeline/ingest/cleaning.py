@@ -16,6 +16,7 @@ import polars as pl
 
 from contracts.corpus import Cleaning
 from contracts.corpus_metadata import CounterRule
+from pipeline.core.timeunits import HOUR_US
 
 NULL_STR = pl.lit(None, dtype=pl.String)
 # The raw text of a valid cell: kept for text files; written from the number for numeric ones.
@@ -255,9 +256,10 @@ def difference_counters(obs: pl.DataFrame, counters: dict[int, CounterRule]) -> 
         codes = [c for c, r in counters.items() if r == rule]
         mine = readings.filter(pl.col("sid").is_in(codes)).with_columns(
             _prev=pl.col("value").shift(1).over("sid"),
+            _hours=(pl.col("ts") - pl.col("ts").shift(1).over("sid")) / HOUR_US,
         )
         increment = _counter_increment(rule)
-        jump = (increment > rule.max_increment) if rule.max_increment is not None else pl.lit(False)
+        jump = (increment > rule.max_rate * pl.col("_hours")) if rule.max_rate is not None else pl.lit(False)
         mine = mine.with_columns(
             _reason=_first_reason(
                 (pl.col("_prev").is_null(), "counter_first"),

@@ -11,7 +11,8 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
-DAY_US = 86_400_000_000
+from pipeline.core.timeunits import DAY_US
+
 WEEK_US = 7 * DAY_US
 MONDAY_US = 4 * DAY_US  # 1970-01-05 00:00 UTC, the first Monday after the epoch
 WHOLE_BYTES = 2 * 1024 * 1024  # a file this small is read whole for the weeks holding data

@@ -11,9 +11,9 @@ import numpy as np
 import polars as pl
 
 from pipeline.core import runs
+from pipeline.core.timeunits import DAY_US, HOUR_US
 
-DAY = 86_400_000_000
-HOUR = 3_600_000_000
+DAY, HOUR = DAY_US, HOUR_US
 MONDAY = 4 * DAY  # 1970-01-05, the first Monday after the epoch (a Thursday)
 # What a stream's readings are (docs/store.md, "Meters"): levels (a temperature, a power), or a meter's amounts per
 # reading interval, recorded as such (an interval meter) or differenced from a cumulative register (a counter).

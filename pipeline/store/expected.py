@@ -19,9 +19,10 @@ from pydantic import TypeAdapter
 from contracts.corpus_metadata import WEEKDAYS, NightSilence, ScheduleSilence, Silence, hour_range
 from pipeline.core import patterns
 from pipeline.core.errors import StageError
+from pipeline.core.timeunits import DAY_US
 
 TABLE = "expected_hours"  # the store table of the declared streams' rules; written only when a corpus declares any
-DAY = 86_400_000_000
+DAY = DAY_US
 MINUTE = 60_000_000
 MARGIN = 2 * DAY  # intervals are computed this far around a span, so that a day straddling its edge is whole
 RULE = TypeAdapter(Silence)

@@ -14,6 +14,7 @@ import pyarrow as pa
 
 from pipeline.core.canonical import canonical_json
 from pipeline.core.errors import StageError
+from pipeline.core.timeunits import DAY_US
 from pipeline.core.workspace import Workspace
 from pipeline.store import expected
 from pipeline.store.reader import OBSERVATIONS_OUT_OF_ORDER, STORE_FILE, open_store
@@ -21,7 +22,7 @@ from pipeline.store.reader import OBSERVATIONS_OUT_OF_ORDER, STORE_FILE, open_st
 DEFAULT_CACHE_BYTES = 512 * 1024 * 1024
 WHOLE_SHARE = 1 / 64  # a stream up to this share of the cache is loaded whole on first use (later calls slice it)
 ROW_BYTES = 24  # ts, value and step of one observation
-READ_STEPS, WIDEN, DAY_US = 8, 16, 86_400_000_000  # a range read starts this many local steps out, widens x16
+READ_STEPS, WIDEN = 8, 16  # a range read starts this many local steps out, widens x16
 AGGREGATE_TABLES = 512  # (stream, period) aggregates a store keeps as columns (least recently used go first)
 REMEMBERED_BYTES = (
     64 << 20

@@ -12,6 +12,8 @@ import pandas as pd
 
 from tests.second_route.raw import Cells, Point
 
+HOUR_US = 3_600_000_000  # times are int64 microseconds UTC
+
 
 @dataclass
 class Stream:
@@ -73,7 +75,8 @@ def clean(point: Point, cells: Cells, cleaning: dict) -> Stream:
 
 def _differences(ts: np.ndarray, register: np.ndarray, rule: dict) -> tuple[np.ndarray, np.ndarray]:
     """Each valid reading but the first -> the register difference since the previous valid reading (across a decrease:
-    a rollover or a reset where declared); a decrease left negative or a jump above max_increment is rejected."""
+    a rollover or a reset where declared); a decrease left negative, or a rise above max_rate times the hours since
+    the previous reading, is rejected."""
     amount = np.diff(register)
     previous = register[:-1]
     down = amount < 0
@@ -85,8 +88,8 @@ def _differences(ts: np.ndarray, register: np.ndarray, rule: dict) -> tuple[np.n
         across = np.where(wrap, register[1:] + rule["rollover"] - previous, across)
     amount = np.where(down, across, amount)
     keep = amount >= 0
-    if rule.get("max_increment") is not None:
-        keep &= amount <= rule["max_increment"]
+    if rule.get("max_rate") is not None:
+        keep &= amount <= rule["max_rate"] * np.diff(ts) / HOUR_US
     return ts[1:][keep], amount[keep] + 0.0
 
 
