@@ -48,6 +48,7 @@ from pipeline.core.code_identity import PACKAGE_ROOT
 from pipeline.core.config import corpus_names
 from pipeline.core.errors import RunError, TelemetryBenchError, shown, validation_problems
 from pipeline.core.workspace import Workspace
+from pipeline.harness.inspect_oracle import PLAYING
 from pipeline.harness.play import episode_source
 from pipeline.harness.traces import RECORDS as TRACE_RECORDS
 from pipeline.harness.traces import load_episodes, record_key, usage_totals
@@ -101,13 +102,35 @@ def episode_source_for(
     root: str | Path | None = None,
     artifacts: str | Path | None = None,
     cache_dir: str | Path | None = None,
+    releases: str | Path | None = None,
 ) -> EpisodeSource:
-    """A split of a release folder (`release`, played on its own) or of a build (the project at `root`, default
-    TELEMETRY_BENCH_ROOT or the current folder); bad input is one line of inspect's PrerequisiteError."""
+    """A split of a release folder (`release`, played on its own; or the corpus's own under `releases`, a folder with
+    one release per corpus, so that one `-T releases=...` serves every task of an eval-set) or of a build (the
+    project at `root`, default TELEMETRY_BENCH_ROOT or the current folder); bad input is one line of inspect's
+    PrerequisiteError."""
     try:
+        if releases is not None:
+            if release is not None:
+                raise RunError("give -T release=PATH (one release) or -T releases=FOLDER (one per corpus), not both")
+            release = release_in(Path(releases), corpus)
         return _source(corpus, split, release, root, artifacts, cache_dir)
     except TelemetryBenchError as exc:
         raise PrerequisiteError(f"telemetry_bench: {exc}") from None
+
+
+def release_in(folder: Path, corpus: str | None) -> Path:
+    """The release of `corpus` in a folder of releases: <corpus>/release/ (as under artifacts/) or <corpus>/."""
+    if corpus is None:
+        raise RunError(
+            "-T releases=FOLDER picks the release by the task's corpus: give telemetry_bench/release -T release=PATH"
+        )
+    for candidate in (folder / corpus / "release", folder / corpus):
+        if (candidate / "release.json").is_file():
+            return candidate
+    raise RunError(
+        f"{folder}: no {corpus}/release/release.json nor {corpus}/release.json; -T releases names a folder holding one "
+        "release folder per corpus, as artifacts/ does"
+    )
 
 
 def project(root: str | Path | None = None, artifacts: str | Path | None = None) -> Workspace:
@@ -133,6 +156,12 @@ def _source(corpus, split, release, root, artifacts, cache_dir) -> EpisodeSource
         from pipeline.release.playable import Release
 
         played = Release(Path(release), Path(cache_dir) if cache_dir else None)
+        if corpus is not None and corpus != played.corpus:  # -T applies to every task of an eval-set
+            raise RunError(
+                f"task telemetry_bench/{corpus} was given -T release={release}, a release of {played.corpus}: -T "
+                "applies to every task of the run, so give -T releases=FOLDER (one <corpus>/release per corpus, as "
+                "artifacts/) or run each task with its own -T release"
+            )
     elif corpus is None or not ws.corpora_config_dir.is_dir():
         raise RunError(
             f"{ws.root} is not a telemetry-bench project (no configs/corpora): give -T release=PATH (a release "
@@ -237,6 +266,7 @@ def play_episode(source: EpisodeSource):
         session = EpisodeSession(episode, source.store(), source.keywords, run=state.epoch - 1)
         conversation = _Conversation(state.messages)
         model, records = get_model(), []
+        PLAYING[state.uuid] = episode  # for telemetry_bench/oracle alone (pipeline/harness/inspect_oracle.py)
         try:
             while not session.done:
                 session.observation.turn = session.turn
@@ -248,6 +278,7 @@ def play_episode(source: EpisodeSource):
                 records.append(session.step(raw, (time.perf_counter() - started) * 1000))
                 state.output = output
         finally:  # a limit of inspect's ends the sample here: what was played is kept and scored
+            PLAYING.pop(state.uuid, None)
             state.messages = conversation.messages
             ended = [session.end()] if session.done else []
             state.store.set(RECORDS, [r.model_dump(mode="json") for r in [*records, *ended]])
@@ -297,15 +328,25 @@ def _settings(log: Any, played: int) -> dict:
     }
 
 
-def write_trace(log: Any, out: Path) -> Path:
-    """A trace of `telemetry-bench run`'s format from an inspect eval log (an EvalLog, or its path): the header, then
-    every sample's records in episode order, epoch by epoch (run = epoch - 1)."""
+def write_trace(log: Any, out: str | Path) -> Path:
+    """A trace of `telemetry-bench run`'s format from an inspect eval log (an EvalLog, its path, or a log folder
+    holding one eval log; paths as str or Path) into `out`: the header, then every sample's records in episode
+    order, epoch by epoch (run = epoch - 1). A log whose eval did not finish is refused in one line: inspect exits 0
+    when a task is interrupted (a model that cannot be reached, a tokenizer it cannot download), so this is where a
+    recipe learns of it."""
     from inspect_ai.log import read_eval_log
 
-    log = read_eval_log(str(log)) if isinstance(log, str | Path) else log
+    out = Path(out)
+    log = read_eval_log(str(_one_log(Path(log)))) if isinstance(log, str | Path) else log
     task = log.eval.metadata or {}
     if "episode_set_hash" not in task:
         raise PrerequisiteError(f"telemetry_bench: {log.location}: not an eval log of a telemetry_bench task")
+    if log.status != "success":
+        why = (log.error.message.strip().splitlines() or [""])[-1] if log.error else "no error recorded"
+        raise RunError(
+            f"telemetry_bench: {log.location}: the eval did not finish (status {log.status}: {why}); fix that and run "
+            "it again (`inspect eval-set` retries it in its log folder)"
+        )
     samples = sorted(log.samples or [], key=lambda s: (s.epoch, str(s.id)))
     played = {str(s.id) for s in samples}
     header = TraceHeader(
@@ -344,6 +385,19 @@ def write_trace(log: Any, out: Path) -> Path:
             lines.append(canonical_bytes(record.model_dump(mode="json")))
     atomic_write_bytes(out, b"".join(line + b"\n" for line in lines))
     return out
+
+
+def _one_log(path: Path) -> Path:
+    """An eval log's path, or the one eval log of a log folder."""
+    if not path.is_dir():
+        return path
+    logs = sorted(p for p in path.iterdir() if p.suffix in (".eval", ".json") and p.name != "logs.json")
+    if len(logs) != 1:
+        found = ", ".join(p.name for p in logs) or "none"
+        raise RunError(
+            f"telemetry_bench: {path}: a log folder with one eval log is read whole; it holds {found}: give one"
+        )
+    return logs[0]
 
 
 def _sample_records(sample: Any, where: str) -> list[TurnRecord | EpisodeEnd]:
