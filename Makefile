@@ -10,7 +10,7 @@ STAMP := $(VENV)/.installed-stamp
 DEV_STAMP := $(VENV)/.installed-dev-stamp
 TB := $(BIN)/telemetry-bench
 
-.PHONY: build test fuzz test-fast lint bench bench-scale verify clean venv dev report traces system-deps shell
+.PHONY: build test fuzz test-fast lint bench bench-scale verify clean venv dev report traces system-deps shell docs
 
 venv: $(STAMP)
 dev: $(DEV_STAMP)
@@ -103,6 +103,11 @@ traces: $(REFERENCE_TRACES)
 report: | $(STAMP)
 	@$(MAKE) --no-print-directory traces
 	$(TB) report $$(for trace in artifacts/traces/*.jsonl; do [ -e "$$trace" ] && printf -- '--trace %s ' "$$trace"; done) --out artifacts/report.html
+
+# The figures README.md and docs/ quote from the build (marked <!--fact:NAME-->...<!--/fact-->), written from
+# artifacts/ (pipeline/harness/doc_facts.py; tests/test_doc_facts.py fails on a stale one).
+docs: | $(STAMP)
+	$(BIN)/python -m pipeline.harness.doc_facts
 
 lint: $(DEV_STAMP)
 	$(BIN)/ruff check . && $(BIN)/ruff format --check .

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from inspect_ai import Task, task
 from inspect_ai._util.package import get_installed_package_name
+from inspect_ai.model import modelapi
 
 from pipeline.harness.inspect_task import corpora, episode_source_for, episodes_task
 
@@ -30,7 +31,7 @@ def release(
 
 def corpus_task(corpus: str):
     """The task of one corpus: a split of its build (`-T root=PATH`, `-T artifacts=PATH`) or of a release folder
-    (`-T release=PATH`)."""
+    (`-T release=PATH`, or `-T releases=FOLDER` holding one per corpus: what an eval-set of several corpora gives)."""
 
     def play(
         split: str = "test",
@@ -38,11 +39,20 @@ def corpus_task(corpus: str):
         root: str | None = None,
         artifacts: str | None = None,
         cache_dir: str | None = None,
+        releases: str | None = None,
     ) -> Task:
-        return episodes_task(episode_source_for(corpus, split, release, root, artifacts, cache_dir))
+        return episodes_task(episode_source_for(corpus, split, release, root, artifacts, cache_dir, releases))
 
     play.__doc__ = f"The {corpus} episodes of a split: `inspect eval telemetry_bench/{corpus} -T split=test`."
     return task(name=namespaced(corpus))(play)
 
 
 TASKS = {name: corpus_task(name) for name in corpora()}
+
+
+@modelapi(name="telemetry_bench")
+def oracle():
+    """`--model telemetry_bench/oracle`: the gold path, offline (pipeline/harness/inspect_oracle.py)."""
+    from pipeline.harness.inspect_oracle import OracleAPI
+
+    return OracleAPI

@@ -294,15 +294,35 @@ def test_gym_api_truncates_at_the_turn_budget_and_plays_a_release_alone(real_art
 
 def test_gymnasium_makes_the_env(real_artifacts, tmp_path):
     gymnasium = pytest.importorskip("gymnasium")
+    from gymnasium.utils.env_checker import check_env
+
     release = tmp_path / "release"
     shutil.copytree(real_artifacts / "xai4heat" / "release", release)
     env = gymnasium.make(register(), release=str(release), split="dev", cache_dir=str(tmp_path / "cache"))
     try:
+        check_env(env.unwrapped, skip_render_check=True)  # issue 54: it had no spaces, and seed did nothing
         observation, info = env.reset(seed=3)
         assert observation.turn == 0 and info["episode_id"] in env.unwrapped.episode_ids
+        assert observation in env.observation_space and env.action_space.sample() in env.action_space
+        assert {"kind": "fly"} not in env.action_space and {"kind": "plan", "text": "x"} in env.action_space
         assert len(env.step({"kind": "plan", "text": "x"})) == 5
+        # the seed picks the play order: the same seed, the same episodes in the same order; another seed, another
+        seven = [env.reset(seed=7)[1]["episode_id"], *(env.reset()[1]["episode_id"] for _ in range(4))]
+        again = [env.reset(seed=7)[1]["episode_id"], *(env.reset()[1]["episode_id"] for _ in range(4))]
+        eight = [env.reset(seed=8)[1]["episode_id"], *(env.reset()[1]["episode_id"] for _ in range(4))]
+        assert seven == again and seven != eight and len(set(seven)) == 5
+        assert env.reset(seed=7)[0] == env.reset(seed=7)[0]
     finally:
         env.close()
+
+
+def test_gym_step_refuses_an_action_of_no_known_kind(real_artifacts, tmp_path):
+    with TelemetryEnv(release=real_artifacts / "xai4heat" / "release", cache_dir=tmp_path / "cache") as env:
+        env.reset()
+        for action in ({"kind": "fly"}, {"text": "no kind"}, "answer", [{"kind": "plan", "text": "x"}, {"kind": 3}]):
+            with pytest.raises(GymError, match="ask_user, call_tool, answer, plan; got "):
+                env.step(action)
+        assert env.turns == [] and env.step({"kind": "plan", "text": "x"})[-1]["turn"] == 0  # no turn was used
 
 
 def test_an_agent_cannot_fake_a_failure_to_leave_its_episodes_unscored(real_artifacts, tmp_path):
@@ -337,7 +357,7 @@ def test_an_agent_cannot_fake_a_failure_to_leave_its_episodes_unscored(real_arti
 
 def test_gym_api_records_hostile_actions_as_parse_errors(real_artifacts):
     # issue 53: 100,000 levels took 86 s and 6.7 GB before a MemoryError (the Unicode check named every level's path);
-    # an object JSON cannot write crashed the record; an unknown kind is the agent's parse error, as in `run`
+    # an object JSON cannot write crashed the record (an unknown kind raises: test_gym_step_refuses_...)
     deep: dict = {}
     level = deep
     for _ in range(100_000):
@@ -345,7 +365,7 @@ def test_gym_api_records_hostile_actions_as_parse_errors(real_artifacts):
     actions = {
         "nested deeper than 64 levels": {"kind": "call_tool", "name": "list_points", "arguments": deep},
         "not JSON": {"kind": "answer", "fields": {"x": object()}},
-        "": {"kind": "fly"},
+        "": {"kind": "call_tool", "name": 7},
     }
     with TelemetryEnv("xai4heat", "test", root=REPO, artifacts=real_artifacts) as env:
         env.reset()

@@ -153,9 +153,11 @@ def test_a_silent_model_scores_zero_and_agrees_with_telemetry_bench_score(isolat
         ({"corpus": "xai4heat", "split": "holdout"}, "unknown split 'holdout'"),
         ({"corpus": "nope"}, "unknown corpus nope"),
         ({"corpus": None, "release": "MISSING"}, "no release.json"),
-        ({"corpus": "hhw", "release": "COPY"}, "is of xai4heat"),
+        ({"corpus": "hhw", "release": "COPY"}, "a release of xai4heat: -T applies to every task of the run"),
+        ({"corpus": "hhw", "releases": "DOWNLOADS"}, "no hhw/release/release.json nor hhw/release.json"),
+        ({"corpus": "hhw", "release": "COPY", "releases": "DOWNLOADS"}, "not both"),
     ],
-    ids=["split", "corpus", "missing-release", "other-corpus"],
+    ids=["split", "corpus", "missing-release", "other-corpus", "releases-without-it", "release-and-releases"],
 )
 def test_bad_input_is_one_line(copy, tmp_path, arguments, says):
     from inspect_ai._util.error import PrerequisiteError
@@ -165,10 +167,20 @@ def test_bad_input_is_one_line(copy, tmp_path, arguments, says):
         given["release"] = str(tmp_path / "nowhere")
     elif given.get("release") == "COPY":
         given["release"] = str(copy)
+    if given.get("releases") == "DOWNLOADS":
+        given["releases"] = str(copy.parent)  # holds xai4heat/ only
     with pytest.raises(PrerequisiteError) as caught:
         episode_source_for(**given, cache_dir=tmp_path / "cache")
     message = str(caught.value.message)
     assert says in message and "\n" not in message, message
+    assert "--corpus" not in message  # issue 54: a flag inspect does not have
+
+
+def test_releases_picks_each_tasks_own_release(copy, tmp_path):
+    """`-T releases=FOLDER` serves every task of an eval-set: <corpus>/ or <corpus>/release/ under it."""
+    source = episode_source_for("xai4heat", "test", releases=copy.parent, cache_dir=tmp_path / "cache")
+    assert source.corpus == "xai4heat" and source.stage == "release"
+    assert source.path.name == "test.jsonl" and source.path.parent.resolve() == copy.resolve()
 
 
 def test_two_runs_write_the_same_trace_but_for_turn_times(isolated, copy):

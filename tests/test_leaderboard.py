@@ -88,6 +88,14 @@ def test_the_board_is_valid_json_csv_and_markdown_and_ranks_what_it_may(real_art
     assert [r["identity"] for r in table] == [r["identity"]["label"] for r in board["rows"]]
     markdown = outs[2].read_text()
     assert "## xai4heat test" in markdown and "| 1 | oracle #" in markdown and "stale.jsonl" in markdown
+    # issue 54: the failure-modes cell names the most frequent first and cuts none (a root cause was cut)
+    for row in board["rows"]:
+        (line,) = [line for line in markdown.splitlines() if f" {row['identity']['label']} |" in line]
+        cell = line.rstrip(" |").rsplit(" | ", 1)[1]
+        ranked = sorted(row["failure_modes"].items(), key=lambda kv: (-kv[1], kv[0]))
+        expected = ", ".join(f"{k} {v}" for k, v in ranked)  # every mode, none cut
+        assert cell == (expected or "-"), (cell, row["failure_modes"])
+    assert any(len(r["failure_modes"]) > 1 for r in board["rows"])  # an order to get wrong
 
 
 def test_intervals_are_the_same_on_every_run(real_artifacts, traces):

@@ -44,6 +44,20 @@ for split in ("train", "dev", "test"):
     for name, path in (("episodes", f"{split}.jsonl"), ("ground_truth", f"ground_truth/{split}.jsonl")):
         loaded = datasets.load_dataset("json", data_files={split: str(release / path)}, cache_dir=cache)
         out["datasets"][f"json:{name}:{split}"] = list(loaded[split]["episode_id" if name == "ground_truth" else "id"])
+import math
+def floats(raw, got):  # (raw, loaded) pairs of every float both hold at the same place
+    if isinstance(raw, dict) and isinstance(got, dict):
+        return [pair for k in raw for pair in floats(raw[k], got.get(k))]
+    if isinstance(raw, list) and isinstance(got, list):
+        return [pair for a, b in zip(raw, got) for pair in floats(a, b)]
+    return [(raw, got)] if isinstance(raw, float) and isinstance(got, float) else []
+out["drift"] = {}
+for split in ("train", "dev", "test"):
+    loaded = datasets.load_dataset("json", data_files={split: str(release / f"{split}.jsonl")}, cache_dir=cache)[split]
+    rows = [json.loads(line) for line in (release / f"{split}.jsonl").read_text().splitlines()]
+    pairs = [pair for raw, got in zip(rows, loaded) for pair in floats(raw, got)]
+    ulps = [abs(a - b) / math.ulp(a) if a else abs(b) for a, b in pairs]
+    out["drift"][split] = {"floats": len(pairs), "differ": sum(u > 0 for u in ulps), "max_ulps": max(ulps, default=0)}
 for config in ("episodes", "ground_truth"):
     loaded = datasets.load_dataset(str(release), config, cache_dir=cache)
     out["datasets"][f"card:{config}"] = {split: loaded[split].num_rows for split in loaded}
@@ -120,6 +134,11 @@ def test_croissant_and_datasets_read_every_split(real_artifacts, tmp_path, corpu
         assert out["datasets"][f"json:ground_truth:{split}"] == ids
     for config in ("episodes", "ground_truth"):
         assert out["datasets"][f"card:{config}"] == manifest["splits"]
+    # issue 54: datasets re-reads rows with mixed-type fields through pandas' ujson, whose float parse is not
+    # correctly rounded: a gold can come back 1 ulp off (0.0294 -> 0.029400000000000003). README.md says so and how to
+    # compare; it holds only while the drift stays within that ulp (json.loads of the lines is exact)
+    for split, drift in out["drift"].items():
+        assert drift["floats"] > 0 and drift["max_ulps"] <= 1, (split, drift)
 
 
 def test_card_has_the_hub_keys(real_artifacts):

@@ -112,6 +112,33 @@ def test_report_has_every_section_and_plot(tree, real_artifacts):
     for policy in ("always_answer", "exact_only", "first_goal_only", "no_carryover", "single_pass"):
         assert f"shortcut policy {policy}" in text
     assert "preflight" in text and "Candidate pools and predicates" in text
+    # issue 54: two sections were both headed "Results"; the navigation's links read as the headings
+    headings = ["".join(h.itertext()) for h in tree.iterfind(".//h:section/h:h2", NS)]
+    links = ["".join(a.itertext()) for a in tree.iterfind(".//h:nav/h:a", NS)]
+    assert len(headings) == len(SECTIONS) == len(set(headings)) and links == headings, (headings, links)
+
+
+def test_an_agent_keeps_its_colour_in_every_corpus(real_artifacts, traces, tmp_path):
+    """issue 54: a corpus's bars took the palette in its own traces' order, so an agent missing from one corpus
+    shifted the others' colours there; the colour is now the agent's for the whole report."""
+    from pipeline.report.plots import PALETTE
+
+    chosen = {t.name: t for t in traces}
+    given = [chosen["xai4heat-oracle.jsonl"], chosen["xai4heat-noop.jsonl"], chosen["hhw-noop.jsonl"]]
+    out = tmp_path / "r.html"
+    result = make_report(real_artifacts, given, out, "--corpus", "xai4heat", "--corpus", "hhw")
+    assert result.exit_code == 0, result.output
+    page = html5lib.HTMLParser(namespaceHTMLElements=True).parse(out.read_bytes())
+
+    def fills(plot: str) -> set[str]:
+        figure = page.find(f".//h:figure[@id='{plot}']", NS)
+        styles = [el.get("style") or "" for el in figure.iter() if el.tag.endswith("path")]
+        return {c.lower() for style in styles for c in re.findall(r"fill:\s*(#[0-9a-fA-F]{6})", style)}
+
+    palette = {c.lower() for c in PALETTE}
+    for name in ("accomplishment-family", "accomplishment-split", "part-scores"):
+        assert fills(f"plot-xai4heat-{name}") & palette == {PALETTE[0].lower(), PALETTE[1].lower()}
+        assert fills(f"plot-hhw-{name}") & palette == {PALETTE[1].lower()}  # noop's, as in xai4heat: not the first
 
 
 def test_report_results_side_by_side(tree):
@@ -269,6 +296,7 @@ def results_first(page, report: Path, results_report: Path, real_artifacts: Path
     heads = page.locator("#results-table thead th").all_inner_texts()
     balanced = heads.index("balanced commitment")
     assert heads.index("accomplished") < balanced  # the balanced commitment accuracy beside the accomplished rate
+    assert heads[:3] == ["rank", "agent", "accomplished"]  # the headline first (issue 54)
     blind = page.locator("#results-table tbody tr", has_text="always-answer").locator("td")
     assert blind.nth(balanced).is_visible() and blind.nth(balanced).inner_text() == "33.3%"
 
@@ -305,6 +333,11 @@ def fits_a_narrow_screen(page, reports: list[Path]) -> None:
     for report in reports:
         page.goto(report.as_uri())
         assert page.evaluate("document.documentElement.scrollWidth") <= 420, report
+        # issue 54: the headline column started at x = 405 px; each row's agent and accomplished rate are on screen
+        for row in page.locator("#results-table tbody tr").all():
+            for cell in (row.locator("td.agent"), row.locator("td.accomplished")):
+                box = cell.bounding_box()
+                assert box and box["x"] >= 0 and box["x"] + box["width"] <= 420, (report, cell.inner_text(), box)
         page.locator("details.episode").first.locator(":scope > summary").click()
         assert page.evaluate("document.documentElement.scrollWidth") <= 420, report
 

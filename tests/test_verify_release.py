@@ -321,3 +321,20 @@ def test_verify_reads_a_2gib_file_within_500mb(release):
     assert status == 1 and "Traceback" not in done.stderr, done.stderr[-2000:]
     assert "test.jsonl: row " in done.stdout and "is longer than" in done.stdout, done.stdout
     assert peak_kb < 500 * 1024, f"verify --release peaked at {peak_kb // 1024} MB"
+
+
+@pytest.mark.parametrize(
+    "name", ["README.md", "test.jsonl", "croissant.json", "simulator.json", "store/sites.parquet", "provenance.jsonl"]
+)
+def test_one_changed_byte_is_blamed_on_its_file_alone_with_or_without_expect(release, name):
+    # issue 54: a byte of the card was also blamed on release.json ("release_digest is not the digest of the
+    # content"), and the --expect line came for the card and not for the other files
+    trusted = json.loads((release / "release.json").read_text())["release_digest"]
+    path = release / name
+    data = bytearray(path.read_bytes())
+    at = len(data) // 2
+    data[at] = data[at] + 1 if chr(data[at]).isalnum() and chr(data[at] + 1).isalnum() else data[at] ^ 1
+    path.write_bytes(bytes(data))
+    for expect in (None, f"sha256:{trusted}"):
+        problems = verify_release(release, expect)
+        assert problems and all(p.startswith(f"{path}: ") for p in problems), problems

@@ -19,6 +19,7 @@ from pipeline.audit.policies import ShortcutPolicy
 from pipeline.audit.probe import accuracy_gate, allowed_margin, artifact_probe, majority_share
 from pipeline.audit.trim import answer_balance_gate, commitment_mix_gate, mix_of, trim_to_mix
 from pipeline.core.manifest import StageResult, require_manifest, write_splits
+from pipeline.core.progress import bar
 from pipeline.episodes.rules import mix_slack
 from pipeline.episodes.stage import Variants, read_episodes
 from pipeline.runtime.agents import Agent, OracleAgent
@@ -269,30 +270,23 @@ def _split_by(tasks_dir: Path) -> str:
     return str(manifest.details.get("split_rule", {}).get("by", "time"))
 
 
-def run_audit(
-    store_dir: Path,
-    episodes_dir: Path,
+def _play_candidates(
+    candidates: list[Episode],
     cfg: AuditConfig,
-    families: FamiliesConfig,
-    lifts: EpisodesConfig,
-    out: Path,
-    tasks_dir: Path,
-    answers: AnswersConfig,
-    zone: str = "UTC",
-) -> StageResult:
-    """Play the policies on the candidates and release the rows none wins that it should not; the preflight lifts each
-    released row's other variant from its static task (`tasks_dir`, as the episodes stage does)."""
-    store = ToolStore(store_dir / STORE_FILE, remember_results=True)
-    keywords = slot_keywords(lifts)
-    try:
-        candidates = read_episodes(episodes_dir)
-        players = policies(store, cfg, families, lifts, candidates, zone)
-        by_name = {p.name: [player for player in players if player.name == p.name] for p in cfg.policies}
-        won: dict[str, set[str]] = {p.name: set() for p in cfg.policies}
-        by_rule: dict[str, set[str]] = {_rule_name(p.rule): set() for p in players if p.rule is not None}
-        decisions: dict[str, dict[str, str | None]] = {p.name: {} for p in cfg.policies}
-        excluded_by: Counter = Counter()
-        needed, released = {}, []
+    players: list,
+    by_name: dict[str, list],
+    store: ToolStore,
+    keywords: dict,
+    label: str,
+) -> tuple[dict, dict[str, set[str]], dict[str, set[str]], dict, Counter, list[Episode]]:
+    """Every shortcut policy on every candidate: what each needs, wins and decides, the exclusions, and the
+    candidates kept; a progress bar named `label` on a terminal (the audit's longest wait), nothing in CI logs."""
+    won: dict[str, set[str]] = {p.name: set() for p in cfg.policies}
+    by_rule: dict[str, set[str]] = {_rule_name(p.rule): set() for p in players if p.rule is not None}
+    decisions: dict[str, dict[str, str | None]] = {p.name: {} for p in cfg.policies}
+    excluded_by: Counter = Counter()
+    needed, released = {}, []
+    with bar(f"{label}: candidates played by the shortcut policies", len(candidates)) as progress:
         for episode in candidates:
             needed[episode.id] = required_capabilities(episode, cfg)
             excluded = False
@@ -315,6 +309,34 @@ def run_audit(
                     excluded = True
             if not excluded:
                 released.append(episode)
+            progress.advance()
+    return needed, won, by_rule, decisions, excluded_by, released
+
+
+def run_audit(
+    store_dir: Path,
+    episodes_dir: Path,
+    cfg: AuditConfig,
+    families: FamiliesConfig,
+    lifts: EpisodesConfig,
+    out: Path,
+    tasks_dir: Path,
+    answers: AnswersConfig,
+    zone: str = "UTC",
+    label: str = "audit",
+) -> StageResult:
+    """Play the policies on the candidates and release the rows none wins that it should not; the preflight lifts each
+    released row's other variant from its static task (`tasks_dir`, as the episodes stage does); `label` names its
+    progress bar."""
+    store = ToolStore(store_dir / STORE_FILE, remember_results=True)
+    keywords = slot_keywords(lifts)
+    try:
+        candidates = read_episodes(episodes_dir)
+        players = policies(store, cfg, families, lifts, candidates, zone)
+        by_name = {p.name: [player for player in players if player.name == p.name] for p in cfg.policies}
+        needed, won, by_rule, decisions, excluded_by, released = _play_candidates(
+            candidates, cfg, players, by_name, store, keywords, label
+        )
         audited = released
         released, trimmed, balanced = trim_to_mix(audited, lifts.outcome_shares, lifts.mix_tolerance, lifts)
         controls = _positive_controls(cfg, by_name, candidates, needed, won, store, families, lifts, keywords)

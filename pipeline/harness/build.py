@@ -224,6 +224,7 @@ def _audit_run(ctx: Context, out: Path) -> StageResult:
         ctx.stage_dir("tasks"),
         load_answers(ctx.ws),
         ctx.mapping.time.timezone,
+        label=f"{ctx.mapping.name} audit",
     )
 
 

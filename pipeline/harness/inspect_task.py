@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass
-from importlib import metadata
 from pathlib import Path
 from typing import Any
 
@@ -38,40 +37,24 @@ except ImportError:  # without the extra: one line naming it, not inspect's modu
     optional("inspect_ai", "pipeline.harness.inspect_task (inspect eval telemetry_bench/...)")
     raise
 
-from pydantic import ValidationError
 
 from contracts.agent_view import AgentObservation
 from contracts.episodes import Episode
-from contracts.runtime import EpisodeEnd, TraceHeader, TurnRecord
-from pipeline.core.canonical import atomic_write_bytes, canonical_bytes, digest_file
+from contracts.runtime import TurnRecord
+from pipeline.core.canonical import canonical_bytes, digest_file
 from pipeline.core.code_identity import PACKAGE_ROOT
 from pipeline.core.config import corpus_names
-from pipeline.core.errors import RunError, TelemetryBenchError, shown, validation_problems
+from pipeline.core.errors import RunError, TelemetryBenchError
 from pipeline.core.workspace import Workspace
+from pipeline.harness.inspect_log import AGENT, RECORDS, write_trace  # noqa: F401 (write_trace: its documented home)
+from pipeline.harness.inspect_oracle import PLAYING
 from pipeline.harness.play import episode_source
-from pipeline.harness.traces import RECORDS as TRACE_RECORDS
-from pipeline.harness.traces import load_episodes, record_key, usage_totals
+from pipeline.harness.traces import load_episodes, usage_totals
 from pipeline.runtime.openai_agent import SYSTEM, call_action, function_specs, replies, reply_output, unique_call_id
 from pipeline.runtime.runner import EpisodeSession
 from pipeline.runtime.scoring import score_episode
 from pipeline.runtime.simulator import Lexicon, UserSimulator
 from pipeline.tools.access import ToolStore
-
-AGENT = "inspect"  # the agent kind of a trace written from an eval log; its model is inspect's model name
-RECORDS = "telemetry_bench:records"  # the sample store key holding the episode's trace records
-# Generation settings that say how inspect reaches the model, not what the model does: a trace's runtime settings,
-# never its identity (pipeline/runtime/identity.py).
-RUNTIME_CONFIG = (
-    "adaptive_connections",
-    "attempt_timeout",
-    "batch",
-    "cache",
-    "extra_headers",
-    "max_connections",
-    "max_retries",
-    "stream_idle_timeout",
-    "timeout",
-)
 
 
 @dataclass
@@ -101,13 +84,35 @@ def episode_source_for(
     root: str | Path | None = None,
     artifacts: str | Path | None = None,
     cache_dir: str | Path | None = None,
+    releases: str | Path | None = None,
 ) -> EpisodeSource:
-    """A split of a release folder (`release`, played on its own) or of a build (the project at `root`, default
-    TELEMETRY_BENCH_ROOT or the current folder); bad input is one line of inspect's PrerequisiteError."""
+    """A split of a release folder (`release`, played on its own; or the corpus's own under `releases`, a folder with
+    one release per corpus, so that one `-T releases=...` serves every task of an eval-set) or of a build (the
+    project at `root`, default TELEMETRY_BENCH_ROOT or the current folder); bad input is one line of inspect's
+    PrerequisiteError."""
     try:
+        if releases is not None:
+            if release is not None:
+                raise RunError("give -T release=PATH (one release) or -T releases=FOLDER (one per corpus), not both")
+            release = release_in(Path(releases), corpus)
         return _source(corpus, split, release, root, artifacts, cache_dir)
     except TelemetryBenchError as exc:
         raise PrerequisiteError(f"telemetry_bench: {exc}") from None
+
+
+def release_in(folder: Path, corpus: str | None) -> Path:
+    """The release of `corpus` in a folder of releases: <corpus>/release/ (as under artifacts/) or <corpus>/."""
+    if corpus is None:
+        raise RunError(
+            "-T releases=FOLDER picks the release by the task's corpus: give telemetry_bench/release -T release=PATH"
+        )
+    for candidate in (folder / corpus / "release", folder / corpus):
+        if (candidate / "release.json").is_file():
+            return candidate
+    raise RunError(
+        f"{folder}: no {corpus}/release/release.json nor {corpus}/release.json; -T releases names a folder holding one "
+        "release folder per corpus, as artifacts/ does"
+    )
 
 
 def project(root: str | Path | None = None, artifacts: str | Path | None = None) -> Workspace:
@@ -133,6 +138,12 @@ def _source(corpus, split, release, root, artifacts, cache_dir) -> EpisodeSource
         from pipeline.release.playable import Release
 
         played = Release(Path(release), Path(cache_dir) if cache_dir else None)
+        if corpus is not None and corpus != played.corpus:  # -T applies to every task of an eval-set
+            raise RunError(
+                f"task telemetry_bench/{corpus} was given -T release={release}, a release of {played.corpus}: -T "
+                "applies to every task of the run, so give -T releases=FOLDER (one <corpus>/release per corpus, as "
+                "artifacts/) or run each task with its own -T release"
+            )
     elif corpus is None or not ws.corpora_config_dir.is_dir():
         raise RunError(
             f"{ws.root} is not a telemetry-bench project (no configs/corpora): give -T release=PATH (a release "
@@ -237,6 +248,7 @@ def play_episode(source: EpisodeSource):
         session = EpisodeSession(episode, source.store(), source.keywords, run=state.epoch - 1)
         conversation = _Conversation(state.messages)
         model, records = get_model(), []
+        PLAYING[state.uuid] = episode  # for telemetry_bench/oracle alone (pipeline/harness/inspect_oracle.py)
         try:
             while not session.done:
                 session.observation.turn = session.turn
@@ -248,6 +260,7 @@ def play_episode(source: EpisodeSource):
                 records.append(session.step(raw, (time.perf_counter() - started) * 1000))
                 state.output = output
         finally:  # a limit of inspect's ends the sample here: what was played is kept and scored
+            PLAYING.pop(state.uuid, None)
             state.messages = conversation.messages
             ended = [session.end()] if session.done else []
             state.store.set(RECORDS, [r.model_dump(mode="json") for r in [*records, *ended]])
@@ -282,84 +295,3 @@ def episode_score(source: EpisodeSource):
 def _last_answer(turns: list[TurnRecord]) -> str | None:
     answers = [t.action for t in turns if t.action and t.action.get("kind") == "answer"]
     return canonical_bytes(answers[-1].get("fields", {})).decode() if answers else None
-
-
-def _settings(log: Any, played: int) -> dict:
-    """A trace's settings from an eval log: the model, its generation settings that change what it does, the
-    limit (how many episodes were played when inspect's `limit` was given) and the runtime ones apart."""
-    config = log.eval.model_generate_config.model_dump(mode="json", exclude_none=True)
-    generate = {k: v for k, v in sorted(config.items()) if k not in RUNTIME_CONFIG}
-    return {
-        "model": log.eval.model,
-        **({"generate": generate} if generate else {}),
-        "limit": played if log.eval.config.limit else None,
-        "runtime": {k: v for k, v in sorted(config.items()) if k in RUNTIME_CONFIG},
-    }
-
-
-def write_trace(log: Any, out: Path) -> Path:
-    """A trace of `telemetry-bench run`'s format from an inspect eval log (an EvalLog, or its path): the header, then
-    every sample's records in episode order, epoch by epoch (run = epoch - 1)."""
-    from inspect_ai.log import read_eval_log
-
-    log = read_eval_log(str(log)) if isinstance(log, str | Path) else log
-    task = log.eval.metadata or {}
-    if "episode_set_hash" not in task:
-        raise PrerequisiteError(f"telemetry_bench: {log.location}: not an eval log of a telemetry_bench task")
-    samples = sorted(log.samples or [], key=lambda s: (s.epoch, str(s.id)))
-    played = {str(s.id) for s in samples}
-    header = TraceHeader(
-        corpus=task["corpus"],
-        split=task["split"],
-        episode_set=task["episode_set"],
-        episode_set_hash=task["episode_set_hash"],
-        agent=AGENT,
-        repeat=log.eval.config.epochs or 1,
-        settings=_settings(log, len(played)),
-        versions={"telemetry-bench": metadata.version("telemetry-bench"), "inspect_ai": metadata.version("inspect_ai")},
-    )
-    lines = [canonical_bytes(header.model_dump(mode="json"))]
-    seen: dict[tuple, str] = {}
-    for sample in samples:
-        where = f"{log.location}: sample {shown(str(sample.id))} epoch {sample.epoch}"
-        records = _sample_records(sample, where)
-        if sample.error is not None:  # inspect gave up on the sample (the model failed): not scored, as infra_error
-            records = [r for r in records if isinstance(r, TurnRecord)]
-            end = EpisodeEnd(
-                episode_id=str(sample.id),
-                run=sample.epoch - 1,
-                turns=len(records),
-                stopped=False,
-                infra_error=sample.error.message,
-            )
-            records.append(end)
-        for number, record in enumerate(records):
-            # a sample the log holds twice would be scored twice, its turns counted twice
-            key = record_key(record)
-            if key in seen:
-                raise RunError(
-                    f"telemetry_bench: {where}: record {number} repeats {seen[key]}; a record is scored once"
-                )
-            seen[key] = f"{where} record {number}"
-            lines.append(canonical_bytes(record.model_dump(mode="json")))
-    atomic_write_bytes(out, b"".join(line + b"\n" for line in lines))
-    return out
-
-
-def _sample_records(sample: Any, where: str) -> list[TurnRecord | EpisodeEnd]:
-    """A sample's trace records validated, or one RunError line naming the sample, the record and what is wrong."""
-    records = (sample.store or {}).get(RECORDS, [])
-    if not isinstance(records, list):
-        raise RunError(f"telemetry_bench: {where}: {RECORDS} is a {type(records).__name__}, not a list of records")
-    out = []
-    for number, record in enumerate(records):
-        kind = record.get("type") if isinstance(record, dict) else None
-        model = TRACE_RECORDS.get(kind) if isinstance(kind, str) else None
-        if model is None:
-            got = f"type: {shown(kind)}" if isinstance(record, dict) else f"a {type(record).__name__}"
-            raise RunError(f"telemetry_bench: {where}: record {number}: not a trace record ({got}, not turn or end)")
-        try:
-            out.append(model.model_validate(record))
-        except ValidationError as exc:
-            raise RunError(f"telemetry_bench: {where}: record {number}: {validation_problems(exc)}") from exc
-    return out

@@ -216,6 +216,12 @@ def _md(text: object) -> str:
     return " ".join(escaped.splitlines())
 
 
+def _ranked_modes(modes: dict[str, int]) -> str:
+    """Every failure mode, the most frequent first (a tie by name): the cell a reader scans for a model's root cause,
+    which a cut after the first few could drop."""
+    return ", ".join(f"{_md(k)} {v}" for k, v in sorted(modes.items(), key=lambda kv: (-kv[1], kv[0])))
+
+
 def _markdown(board: Leaderboard) -> str:
     lines = ["# Leaderboard", ""]
     boards: dict[tuple, list[LeaderboardRow]] = defaultdict(list)
@@ -233,7 +239,7 @@ def _markdown(board: Leaderboard) -> str:
             rank = (
                 str(row.rank) if row.rank is not None else f"partial ({row.least_covered} of {row.episodes_in_split})"
             )
-            modes = ", ".join(f"{_md(k)} {v}" for k, v in sorted(row.failure_modes.items(), key=lambda kv: -kv[1])[:3])
+            modes = _ranked_modes(row.failure_modes)
             cost = "" if row.usage.cost_usd is None else f"{row.usage.cost_usd:.4f}"
             balanced = "-" if row.balanced_commitment_accuracy is None else f"{row.balanced_commitment_accuracy:.4f}"
             per_outcome = ", ".join(f"{o} {v:.4f}" for o, v in row.commitment_accuracy.items())

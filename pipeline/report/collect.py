@@ -16,6 +16,7 @@ from pipeline.audit.gates import figures, gate_of
 from pipeline.core.config import load_episodes_config, load_mapping, select_corpora
 from pipeline.core.errors import ReportError
 from pipeline.core.manifest import read_manifest
+from pipeline.core.progress import bar
 from pipeline.core.workspace import Workspace
 from pipeline.harness.episodes import episodes_summary
 from pipeline.harness.leaderboard import leaderboard_rows
@@ -301,26 +302,18 @@ def corpus_report(ws: Workspace, corpus: str, traces: list[tuple[Path, Scored]])
     store = ToolStore.for_corpus(ws, corpus)
     try:
         taken: set[str] = set()
-        results = [
-            trace_result(path, _label(scored.header, path, taken), scored, store, keywords) for path, scored in traces
-        ]
-        runs_of = [(r, _runs_by_episode(r.played)) for r in results]
-        entries = []
-        for episode in load_episodes(release_test):
-            gold = gold_records(episode, store, keywords)
-            agents = [
-                played_conversation(
-                    result.label,
-                    p,
-                    gold,
-                    keywords,
-                    result.modes_of[(episode.id, p.run)],
-                    run=p.run if result.header.repeat > 1 else None,
-                )
-                for result, runs in runs_of
-                for p in runs.get(episode.id, [])
-            ]
-            entries.append(EpisodeEntry(episode, gold_conversation(episode, gold), agents))
+        episodes = load_episodes(release_test)
+        # the report's longest wait (every run of every trace replayed): a bar on a terminal, nothing in CI logs
+        with bar(f"report {corpus}: traces, then test episodes", len(traces) + len(episodes)) as progress:
+            results = []
+            for path, scored in traces:
+                results.append(trace_result(path, _label(scored.header, path, taken), scored, store, keywords))
+                progress.advance()
+            runs_of = [(r, _runs_by_episode(r.played)) for r in results]
+            entries = []
+            for episode in episodes:
+                entries.append(_entry(episode, runs_of, store, keywords))
+                progress.advance()
     finally:
         store.close()
     mapping = load_mapping(ws.corpus_config(corpus))
@@ -332,3 +325,21 @@ def corpus_report(ws: Workspace, corpus: str, traces: list[tuple[Path, Scored]])
         traces=results,
         episodes=entries,
     )
+
+
+def _entry(episode, runs_of: list, store: ToolStore, keywords: dict) -> EpisodeEntry:
+    """One test episode of the report: its gold path and every run of every trace, side by side."""
+    gold = gold_records(episode, store, keywords)
+    agents = [
+        played_conversation(
+            result.label,
+            p,
+            gold,
+            keywords,
+            result.modes_of[(episode.id, p.run)],
+            run=p.run if result.header.repeat > 1 else None,
+        )
+        for result, runs in runs_of
+        for p in runs.get(episode.id, [])
+    ]
+    return EpisodeEntry(episode, gold_conversation(episode, gold), agents)

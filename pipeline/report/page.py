@@ -19,12 +19,20 @@ from contracts.leaderboard import LeaderboardRow
 from pipeline.core.canonical import atomic_write_bytes
 from pipeline.core.config import corpus_names
 from pipeline.core.errors import ReportError
+from pipeline.core.progress import bar
 from pipeline.core.workspace import Workspace
 from pipeline.report import plots
 from pipeline.report.collect import PARTS, CorpusReport, built_corpora, corpus_report, read_traces, results_table
 from pipeline.runtime.identity import display_name
 
-SECTIONS = ("results-table", "corpus-overview", "benchmark-overview", "results", "episodes")
+# The page's sections, in order: id -> heading (also the navigation's link text; no two alike)
+SECTIONS = {
+    "results-table": "Results table",
+    "corpus-overview": "Corpus overview",
+    "benchmark-overview": "Benchmark overview",
+    "results": "Results per trace",
+    "episodes": "Episodes",
+}
 BAND_ORDER = ["healthy", "marginal", "low_coverage", "long_gap"]
 TOP = 10
 
@@ -41,8 +49,15 @@ def _plot(name: str, caption: str, draw: Callable[..., str], *args: Any, **kwarg
     return Plot(f"plot-{name}", caption, Markup(draw(name, *args, **kwargs)))
 
 
-def corpus_plots(report: CorpusReport) -> dict[str, list[Plot]]:
-    """Plots per section of one corpus."""
+def agent_colors(reports: list[CorpusReport]) -> dict[str, str]:
+    """One colour per agent for the whole report, by the order its traces were given: the same agent has the same
+    colour in every corpus's plots, whichever agents a corpus has."""
+    labels = dict.fromkeys(t.label for r in reports for t in r.traces)
+    return {label: plots.PALETTE[index % len(plots.PALETTE)] for index, label in enumerate(labels)}
+
+
+def corpus_plots(report: CorpusReport, colors: dict[str, str] | None = None) -> dict[str, list[Plot]]:
+    """Plots per section of one corpus; `colors` the agents' (agent_colors), else the palette in trace order."""
     c, o, b = report.name, report.overview, report.benchmark
     overview = [
         _plot(
@@ -129,6 +144,8 @@ def corpus_plots(report: CorpusReport) -> dict[str, list[Plot]]:
     ]
     results = []
     scored = [t for t in report.traces if t.summary["runs"]]  # a trace of an empty split has nothing to plot
+    colors = colors or agent_colors([report])
+    agent_colours = {"colors": [colors[t.label] for t in scored]}
     if scored:
         families = sorted({f for t in scored for f in t.summary["per_family"]})
         splits = sorted({s for t in scored for s in t.summary["per_split"]})
@@ -141,6 +158,7 @@ def corpus_plots(report: CorpusReport) -> dict[str, list[Plot]]:
                 families,
                 {t.series: [t.summary["per_family"].get(f, 0.0) for f in families] for t in scored},
                 "accomplished rate",
+                **agent_colours,
             ),
             _plot(
                 f"{c}-accomplishment-split",
@@ -150,6 +168,7 @@ def corpus_plots(report: CorpusReport) -> dict[str, list[Plot]]:
                 splits,
                 {t.series: [t.summary["per_split"].get(s, 0.0) for s in splits] for t in scored},
                 "accomplished rate",
+                **agent_colours,
             ),
             _plot(
                 f"{c}-part-scores",
@@ -159,6 +178,7 @@ def corpus_plots(report: CorpusReport) -> dict[str, list[Plot]]:
                 list(PARTS),
                 {t.series: [t.summary[p] for p in PARTS] for t in scored},
                 "rate",
+                **agent_colours,
             ),
         ]
     return {"corpus-overview": overview, "benchmark-overview": benchmark, "results": results}
@@ -193,11 +213,16 @@ def render(reports: list[CorpusReport], missing: list[str], table: list[Leaderbo
     agents = list(dict.fromkeys(t.label for r in reports for t in r.traces))  # in the order the traces were given
     env = _environment()
     script = env.loader.get_source(env, "browser.js")[0]
+    colors, drawn = agent_colors(reports), {}
+    with bar("report: plots per corpus", len(reports)) as progress:  # seconds a corpus: a bar on a terminal
+        for r in reports:
+            drawn[r.name] = corpus_plots(r, colors)
+            progress.advance()
     return env.get_template("report.html.j2").render(
         script=Markup(script),
         script_hash=base64.b64encode(hashlib.sha256(script.encode("utf-8")).digest()).decode("ascii"),
         reports=reports,
-        plots={r.name: corpus_plots(r) for r in reports},
+        plots=drawn,
         parts=PARTS,
         sections=SECTIONS,
         top=TOP,

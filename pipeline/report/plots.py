@@ -143,9 +143,17 @@ def stacked(
 
 
 def grouped(
-    plot_id: str, title: str, groups: list[str], series: dict[str, list[float]], ylabel: str, ymax: float | None = 1.0
+    plot_id: str,
+    title: str,
+    groups: list[str],
+    series: dict[str, list[float]],
+    ylabel: str,
+    ymax: float | None = 1.0,
+    colors: list[str] | None = None,
 ) -> str:
-    """Vertical bars: one group per entry of `groups`, one bar per series (e.g. per agent) inside a group."""
+    """Vertical bars: one group per entry of `groups`, one bar per series (e.g. per agent) inside a group; `colors`
+    gives each series its colour (in order), so that an agent keeps its colour from plot to plot and corpus to corpus,
+    else the palette in order."""
     with plt.rc_context(STYLE):
         fig, ax = _figure(3.0)
         n = max(1, len(series))
@@ -155,7 +163,11 @@ def grouped(
         every = len(groups) * n <= 15  # room for every bar's value; else only the empty bars', which show nothing else
         for index, (name, values) in enumerate(series.items()):
             bars = ax.bar(
-                x - 0.4 + width * (index + 0.5), values, width, label=name, color=PALETTE[index % len(PALETTE)]
+                x - 0.4 + width * (index + 0.5),
+                values,
+                width,
+                label=name,
+                color=colors[index] if colors else PALETTE[index % len(PALETTE)],
             )
             labels = [value_label(v, counts) if every or v == 0 else "" for v in values]
             ax.bar_label(bars, labels=labels, padding=2, fontsize=7)
