@@ -22,6 +22,7 @@ from pipeline.core.errors import ReportError
 from pipeline.core.workspace import Workspace
 from pipeline.report import plots
 from pipeline.report.collect import PARTS, CorpusReport, built_corpora, corpus_report, read_traces, results_table
+from pipeline.report.failures import failure_examples
 from pipeline.runtime.identity import display_name
 
 SECTIONS = ("results-table", "corpus-overview", "benchmark-overview", "results", "episodes")
@@ -185,6 +186,7 @@ def _environment() -> Environment:
     env.filters["num"] = lambda v: f"{v:,}" if isinstance(v, int) else (f"{v:.4g}" if isinstance(v, float) else v)
     env.filters["pct"] = lambda v: "–" if v is None else f"{100 * v:.1f}%"  # None: nothing to measure
     env.globals["display_name"] = display_name
+    env.globals["failure_examples"] = failure_examples
     return env
 
 
