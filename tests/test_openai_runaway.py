@@ -129,3 +129,36 @@ def test_the_request_timeout_fits_where_the_server_runs():
     assert OpenAISettings(base_url="http://localhost:1/v1", model="m").request_timeout() == LOCAL_TIMEOUT_S
     assert OpenAISettings(base_url="https://api.example.com/v1", model="m").request_timeout() == TIMEOUT_S
     assert OpenAISettings(base_url="http://127.0.0.1:1/v1", model="m", timeout=5).request_timeout() == 5
+
+
+def test_a_streamed_tool_call_is_put_together_from_its_pieces():
+    from openai.types.chat import ChatCompletionChunk
+
+    from pipeline.runtime.openai_stream import read_stream
+
+    def chunk(delta: dict, finish: str | None = None, usage: dict | None = None) -> ChatCompletionChunk:
+        choices = [{"index": 0, "delta": delta, "finish_reason": finish}] if delta is not None else []
+        body = {"id": "c", "object": "chat.completion.chunk", "created": 0, "model": "m", "choices": choices}
+        return ChatCompletionChunk.model_validate({**body, **({"usage": usage} if usage else {})})
+
+    class Stream(list):
+        closed = False
+
+        def close(self):
+            self.closed = True
+
+    pieces = [
+        {"tool_calls": [{"index": 0, "id": "call_7", "function": {"name": "plan", "arguments": ""}}]},
+        {"tool_calls": [{"index": 0, "function": {"arguments": '{"text": '}}]},
+        {"tool_calls": [{"index": 0, "function": {"arguments": '"look"}'}}]},
+    ]
+    stream = Stream([chunk(p) for p in pieces] + [chunk({}, "tool_calls")])
+    stream.append(chunk(None, usage={"prompt_tokens": 50, "completion_tokens": 9, "total_tokens": 59}))
+    reply = read_stream(stream, cap=100)
+    call = reply.message().tool_calls[0]
+    assert (call.id, call.function.name, json.loads(call.function.arguments)) == ("call_7", "plan", {"text": "look"})
+    assert reply.finish_reason == "tool_calls" and stream.closed
+    assert reply.usage_counts() == {"prompt_tokens": 50, "completion_tokens": 9, "total_tokens": 59}
+    cut = read_stream(Stream([chunk(p) for p in pieces]), cap=2)
+    assert cut.finish_reason == "length" and cut.usage_counts() == {"completion_tokens": 2}
+    assert cut.message().tool_calls[0].function.arguments == '{"text": '

@@ -259,8 +259,8 @@ def table_row(f: dict) -> str:
         f"| {f['model']} | {f['date']} | {f['episodes']} | {f['accomplished_rate']:.3f} | "
         + "/".join(f"{f['parts'][p]:.2f}" for p in PARTS)
         + f" | {families} | {modes} | {f['requests']} | {f['tool_calls']} | {f['tokens_in']:,} / {f['tokens_out']:,} "
-        f"| {f['seconds']:.0f} | {f['tokens_per_s_out']} | cap {s['max_tokens']}, episode {s['episode_tokens']}, "
-        f"n_ctx {s['n_ctx']} | {f['machine']} |"
+        f"| {f['seconds']:.0f} | {f['tokens_per_s_out']} | first {s.get('limit', '?')} episodes, cap "
+        f"{s['max_tokens']}, episode {s['episode_tokens']}, n_ctx {s['n_ctx']} | {f['machine']} |"
     )
 
 
@@ -288,12 +288,15 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("model", help="a model of configs/local_models.toml")
     parser.add_argument("--out-dir", default="artifacts/model-smoke", help="trace, figures and server log")
     parser.add_argument("--no-docs", action="store_true", help=f"leave {DOC} as it is")
+    parser.add_argument("--limit", type=int, help="play the first N episodes of the slice (its row says so)")
     args = parser.parse_args(argv)
     ws = Workspace.from_root(Path(os.environ.get("TELEMETRY_BENCH_ROOT", ".")).resolve())
     config = load_local_models(ws)
     if args.model not in config.models:
         sys.exit(f"configs/local_models.toml: no model {args.model!r}; models: {', '.join(sorted(config.models))}")
     model, smoke = config.models[args.model], config.smoke
+    if args.limit is not None:  # a slower model on fewer episodes: the row's settings carry the limit
+        smoke = smoke.model_copy(update={"limit": min(args.limit, smoke.limit)})
     out_dir = Path(args.out_dir).resolve()
     out_dir.mkdir(parents=True, exist_ok=True)
     from pipeline.release.playable import default_cache_dir
