@@ -107,3 +107,12 @@ def test_the_shipped_models_config_loads_and_names_its_docs_table():
     assert "gemma3-270m" in config.models and (REPO / config.smoke.release / "release.json").is_file()
     doc = (REPO / model_smoke.DOC).read_text(encoding="utf-8")
     assert model_smoke.BEGIN in doc and model_smoke.END in doc
+
+
+def test_the_server_turns_the_extra_buffer_types_off():
+    from types import SimpleNamespace
+
+    from pipeline.bench.llama_server import without_extra_buffers
+
+    params = without_extra_buffers(lambda: SimpleNamespace(use_extra_bufts=True, n_gpu_layers=0))()
+    assert params.use_extra_bufts is False and params.n_gpu_layers == 0

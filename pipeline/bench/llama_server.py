@@ -12,6 +12,9 @@ Every argument after --reply-cap N goes to `python -m llama_cpp.server` as it is
    arguments) with max_tokens None, i.e. until the context ends: a model that does not stop runs for minutes per
    request (7,964 tokens at 30 tokens/s for gemma3-270m). A completion asked with no cap gets the reply cap instead;
    one asked with a cap keeps it.
+3. llama.cpp built for this CPU (GGML_NATIVE) picks its AMX kernels for the weights where the CPU says it has AMX,
+   and they crash (SIGSEGV in ggml_backend_amx_mul_mat) where the kernel gives the process no AMX state, as here:
+   the extra buffer types (weight repacking for AMX) are turned off; the plain CPU kernels run.
 """
 
 from __future__ import annotations
@@ -41,15 +44,28 @@ def capped(create_completion: Any, cap: int) -> Any:
     return create
 
 
+def without_extra_buffers(default_params: Any) -> Any:
+    """llama_model_default_params with use_extra_bufts off (no AMX repacking)."""
+
+    def params() -> Any:
+        found = default_params()
+        found.use_extra_bufts = False
+        return found
+
+    return params
+
+
 def main(argv: list[str]) -> None:
     if len(argv) < 2 or argv[0] != "--reply-cap" or not argv[1].isdigit() or int(argv[1]) < 1:
         sys.exit("usage: python -m pipeline.bench.llama_server --reply-cap N [llama_cpp.server arguments]")
     import jinja2
     import llama_cpp
     from llama_cpp import llama_chat_format
+    from llama_cpp import llama_cpp as bindings
     from llama_cpp.server.__main__ import main as serve
 
     llama_chat_format.jinja2 = _unescaped_jinja(jinja2)
+    bindings.llama_model_default_params = without_extra_buffers(bindings.llama_model_default_params)
     llama_cpp.Llama.create_completion = capped(llama_cpp.Llama.create_completion, int(argv[1]))
     sys.argv = ["llama_cpp.server", *argv[2:]]
     serve()
