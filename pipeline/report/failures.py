@@ -33,6 +33,7 @@ def _issue_words(issue: str, played: Played) -> str:
     if turn is not None:
         raw = turn.raw if isinstance(turn.raw, dict) else {}
         said = raw.get("unparsed", turn.raw)
+        said = said if said not in ("", None) else "nothing (an empty reply)"
         why = raw.get("error") or {"parse_error": "not a valid action"}.get(issue, issue)
         usage = f" ({turn.usage.get('completion_tokens', 0)} tokens out)" if turn.usage else ""
         return _clip(f"turn {turn.turn}: {why}{usage}; the model said: {said}")
