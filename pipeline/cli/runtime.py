@@ -160,9 +160,35 @@ def release_options(command):
 @click.option(
     "--timeout",
     type=click.FloatRange(min=0.1),
-    default=120.0,
+    help="openai agent: seconds per request [default: 120, or 600 for a server on this machine (localhost, "
+    "127.0.0.1): a model on a CPU].",
+)
+@click.option(
+    "--max-tokens",
+    type=click.IntRange(min=1),
+    default=512,
     show_default=True,
-    help="openai agent: seconds per request.",
+    help="openai agent: the reply cap, tokens per reply (sent as max_tokens); a reply cut at it is the model's "
+    "parse_error.",
+)
+@click.option(
+    "--episode-tokens",
+    type=click.IntRange(min=1),
+    default=8192,
+    show_default=True,
+    help="openai agent: tokens the model may generate in one episode; once spent, no further request is sent and "
+    "the episode ends not_terminated at its turn budget.",
+)
+@click.option(
+    "--stream",
+    is_flag=True,
+    help="openai agent: read replies as streams and cut them at --max-tokens here, for servers that may not honour "
+    "it (not for llama-cpp-python's chatml-function-calling, which streams no tool calls).",
+)
+@click.option(
+    "--progress",
+    is_flag=True,
+    help="openai agent: one line a request on stderr (tokens in and out, seconds, tokens a second).",
 )
 @click.option(
     "--max-retries",
@@ -209,7 +235,11 @@ def run(
     models: tuple[str, ...],
     models_file: str | None,
     api_key_env: str,
-    timeout: float,
+    timeout: float | None,
+    max_tokens: int,
+    episode_tokens: int,
+    stream: bool,
+    progress: bool,
     max_retries: int,
     concurrency: int,
     resume: bool,
@@ -261,6 +291,10 @@ def run(
             "seed": seed,
             "timeout": timeout,
             "max_retries": max_retries,
+            "max_tokens": max_tokens,
+            "episode_tokens": episode_tokens,
+            "stream": stream,
+            "progress": progress,
             "repeat": repeat,
             "out": out,
             "limit": limit,
@@ -318,8 +352,7 @@ def _sweep(ctx: click.Context, given: dict, models: list[str | None]) -> None:
             "api_key_env": given["api_key_env"],
             "temperature": given["temperature"],
             "seed": given["seed"],
-            "timeout": given["timeout"],
-            "max_retries": given["max_retries"],
+            **{k: given[k] for k in ("timeout", "max_retries", "max_tokens", "episode_tokens", "stream", "progress")},
         }
         try:
             _play_and_report(

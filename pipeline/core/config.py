@@ -14,6 +14,7 @@ from contracts.episodes import AuditConfig, EpisodesConfig, FamilyLift
 from contracts.hub_licenses import HubLicenses
 from contracts.ingest import IngestConfig
 from contracts.lexicon import PointLexicon
+from contracts.local_models import LocalModelsConfig
 from contracts.runtime import PriceTable
 from contracts.synth import SynthConfig
 from contracts.tasks import WINDOW_SLOT, FamiliesConfig, Family
@@ -107,6 +108,11 @@ def load_price_table(path: Path) -> dict[str, dict[str, float]]:
     """A `score --prices` table: model -> {input, output} US dollars per million tokens."""
     table = _load_model(path, PriceTable, 'give a TOML file of [models."<model>"] input and output prices')
     return {model: price.model_dump() for model, price in table.models.items()}
+
+
+def load_local_models(ws: Workspace) -> LocalModelsConfig:
+    """configs/local_models.toml: the local GGUF models `make model-smoke` plays and its slice."""
+    return _load_model(ws.configs_dir / "local_models.toml", LocalModelsConfig, "make model-smoke reads it")
 
 
 def load_families(ws: Workspace) -> FamiliesConfig:

@@ -63,7 +63,8 @@ def _runnable(agent: object, name: str) -> Agent:
     return agent if isinstance(agent, Agent) else PythonAgent(agent, name)
 
 
-RUNTIME_SETTINGS = ("concurrency", "timeout", "max_retries", "turn_timeout")  # how a run runs, not what it plays
+# How a run runs, not what it plays (--stream cuts a reply at the same cap a server honouring max_tokens does).
+RUNTIME_SETTINGS = ("concurrency", "timeout", "max_retries", "turn_timeout", "stream", "progress")
 
 
 def run_agent(

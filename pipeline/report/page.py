@@ -23,6 +23,7 @@ from pipeline.core.progress import bar
 from pipeline.core.workspace import Workspace
 from pipeline.report import plots
 from pipeline.report.collect import PARTS, CorpusReport, built_corpora, corpus_report, read_traces, results_table
+from pipeline.report.failures import failure_examples
 from pipeline.runtime.identity import display_name
 
 # The page's sections, in order: id -> heading (also the navigation's link text; no two alike)
@@ -205,6 +206,7 @@ def _environment() -> Environment:
     env.filters["num"] = lambda v: f"{v:,}" if isinstance(v, int) else (f"{v:.4g}" if isinstance(v, float) else v)
     env.filters["pct"] = lambda v: "–" if v is None else f"{100 * v:.1f}%"  # None: nothing to measure
     env.globals["display_name"] = display_name
+    env.globals["failure_examples"] = failure_examples
     return env
 
 

@@ -8,6 +8,13 @@ Rate limits and server errors are retried with exponential backoff by the offici
 failure that persists (5xx, refused, timeout, a body that is not a completion) is an InfraFailure: the episode ends
 as infra_error, is left out of the scores, and `run` exits non-zero (its trace can be resumed).
 
+The model's own failures are never infra_error: a reply cut at the reply cap (--max-tokens; finish_reason `length`),
+a reply that is not a function call, and a model that never ends the episode (its per-episode budget of generated
+tokens, --episode-tokens, spent: no further request is sent, every later turn is a parse_error naming the counts, and
+the episode ends not_terminated at its turn budget) are parse_error and not_terminated with their token counts.
+With --stream the reply is read as a stream and closed at the cap, whether or not the server honours max_tokens
+(pipeline/runtime/openai_stream.py).
+
 Providers differ (docs/runtime.md has a recipe for each): tool-call ids in any format (vLLM's chatcmpl-tool-...),
 arguments given as a JSON object rather than a string, and tool calls without an id (one is given, and written back
 into the conversation so that the model can reference it) are all taken.
@@ -15,10 +22,14 @@ into the conversation so that the model can reference it) are all taken.
 
 from __future__ import annotations
 
+import ipaddress
 import json
 import os
+import sys
+import time
 from dataclasses import dataclass
 from typing import Any
+from urllib.parse import urlsplit
 
 from contracts.agent_view import AgentObservation, ViewMessage
 from contracts.answers import AnswerForm
@@ -26,6 +37,7 @@ from contracts.protocol import Answer, AskUser, Plan
 from pipeline.core.canonical import loads_untrusted, not_unicode, printable
 from pipeline.core.errors import AgentFailure, FatalAgentError, OpenAIAgentError
 from pipeline.runtime.agents import InfraFailure, unparsed
+from pipeline.runtime.openai_stream import read_stream
 from pipeline.tools import registry
 
 SYSTEM = (
@@ -126,6 +138,24 @@ def reply_output(actions: list[dict], text: str, usage: dict | None) -> Any:
     return [first, *rest] if rest else first
 
 
+# Seconds a request may take: a hosted endpoint answers within the first; a server on this machine (a loopback
+# address) is likely a model on a CPU, where one reply of the cap's length at a few tokens a second, after the
+# prompt's thousands of tokens, takes minutes.
+TIMEOUT_S = 120.0
+LOCAL_TIMEOUT_S = 600.0
+
+
+def is_local(base_url: str) -> bool:
+    """Whether the endpoint is on this machine (localhost or a loopback address)."""
+    host = urlsplit(base_url).hostname or ""
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
+
+
 @dataclass
 class OpenAISettings:
     base_url: str
@@ -134,7 +164,11 @@ class OpenAISettings:
     temperature: float | None = 0.0
     seed: int | None = None
     max_retries: int = 4
-    timeout: float = 120.0
+    timeout: float | None = None  # None: TIMEOUT_S, or LOCAL_TIMEOUT_S for a server on this machine
+    max_tokens: int | None = 512  # the reply cap, sent as max_tokens (None: no cap sent)
+    episode_tokens: int | None = 8192  # tokens the model may generate in one episode (None: no budget)
+    stream: bool = False  # read replies as streams, cut at the cap by the agent itself
+    progress: bool = False  # one line a request on stderr: tokens in and out, seconds, tokens a second
 
     @classmethod
     def resolve(
@@ -153,6 +187,11 @@ class OpenAISettings:
             raise OpenAIAgentError(f"the openai agent needs {missing}")
         given = {k: v for k, v in options.items() if v is not None}
         return cls(base_url=base_url, model=model, api_key_env=api_key_env or "OPENAI_API_KEY", **given)
+
+    def request_timeout(self) -> float:
+        if self.timeout is not None:
+            return self.timeout
+        return LOCAL_TIMEOUT_S if is_local(self.base_url) else TIMEOUT_S
 
 
 def _usage(response: Any) -> dict | None:
@@ -187,7 +226,10 @@ class OpenAIAgent:
         )  # keyless local servers (vLLM, Ollama, llama.cpp) ignore it
         self.settings = settings
         self.client = openai.OpenAI(
-            base_url=settings.base_url, api_key=key, max_retries=settings.max_retries, timeout=settings.timeout
+            base_url=settings.base_url,
+            api_key=key,
+            max_retries=settings.max_retries,
+            timeout=settings.request_timeout(),
         )
 
     def start(self, episode: Any = None) -> None:  # an EpisodeStart: a new conversation begins
@@ -196,6 +238,7 @@ class OpenAIAgent:
         self.pending: list[str] = []
         self.turn = 0
         self.ids: set[str] = set()
+        self.spent = {"prompt_tokens": 0, "completion_tokens": 0}  # the episode's tokens so far
 
     def _absorb(self, observation: AgentObservation) -> None:
         """New conversation turns become chat messages; every pending tool call gets its response."""
@@ -207,8 +250,13 @@ class OpenAIAgent:
     def act(self, observation: AgentObservation) -> Any:
         self._absorb(observation)
         self.turn += 1
-        response, message = self._complete(observation)
-        usage = _usage(response)
+        budget = self.settings.episode_tokens
+        if budget is not None and self.spent["completion_tokens"] >= budget:
+            # the model never ended the episode: no further request; the turn budget ends it (not_terminated)
+            return unparsed("", f"the episode's budget of {budget} generated tokens is spent ({self._counts()})")
+        started = time.perf_counter()
+        usage, message, finish = self._complete(observation)
+        self._account(usage, time.perf_counter() - started)
         calls = self._named_calls(message)
         said = message.model_dump(exclude_none=True, include={"role", "content", "tool_calls"})
         problem = not_unicode(said)
@@ -218,26 +266,59 @@ class OpenAIAgent:
         self.pending = [call["id"] for call in said.get("tool_calls") or []]
         if problem is not None:
             return reply_output([unparsed(said, f"the model's reply: {problem}")], "", usage)
+        if finish == "length":  # cut at the cap: whatever it holds is unfinished (a call's arguments cut mid-way)
+            why = f"the reply was cut at the cap of {self.settings.max_tokens} tokens (finish_reason length)"
+            return reply_output([unparsed(said, f"{why}; {self._counts()}")], "", usage)
         return reply_output(
             [call_action(c.function.name, c.function.arguments, c.id) for c in calls], message.content or "", usage
         )
 
-    def _complete(self, observation: AgentObservation) -> tuple[Any, Any]:
-        """The endpoint's response to the conversation and its message; failures raised as the runner's error kinds."""
+    def _counts(self) -> str:
+        return f"this episode: {self.spent['prompt_tokens']} tokens in, {self.spent['completion_tokens']} out"
+
+    def _account(self, usage: dict | None, seconds: float) -> None:
+        """The episode's token counts, and the request on stderr with --progress (a local model is slow: its rate)."""
+        usage = usage or {}
+        for key in self.spent:
+            self.spent[key] += usage.get(key, 0)
+        if self.settings.progress:
+            out = usage.get("completion_tokens", 0)
+            print(
+                f"{self.settings.model} turn {self.turn}: {usage.get('prompt_tokens', 0)} tokens in, {out} out in "
+                f"{seconds:.1f} s ({out / max(seconds, 1e-9):.1f} tokens/s out); {self._counts()}",
+                file=sys.stderr,
+                flush=True,
+            )
+
+    def _complete(self, observation: AgentObservation) -> tuple[dict | None, Any, str | None]:
+        """The endpoint's reply to the conversation: its token usage, its message and why it ended (finish_reason);
+        failures raised as the runner's error kinds."""
         import openai
 
         options: dict[str, Any] = {
             "model": self.settings.model,
             "messages": self.messages,
             "tools": function_specs(observation.answer_form),
+            # OpenAI's default when tools are given, said outright: llama-cpp-python's chatml-function-calling shows
+            # the model no function at all without it
+            "tool_choice": "auto",
         }
+        if self.settings.max_tokens is not None:
+            options["max_tokens"] = self.settings.max_tokens
         if self.settings.temperature is not None:
             options["temperature"] = self.settings.temperature
         if self.settings.seed is not None:
             options["seed"] = self.settings.seed
         try:
+            if self.settings.stream:
+                stream = self.client.chat.completions.create(
+                    **options, stream=True, stream_options={"include_usage": True}
+                )
+                reply = read_stream(stream, self.settings.max_tokens)
+                return reply.usage_counts(), reply.message(), reply.finish_reason
             response = self.client.chat.completions.create(**options)
-            return response, response.choices[0].message
+            choice = response.choices[0]
+            return _usage(response), choice.message, getattr(choice, "finish_reason", None)
         except (openai.APIConnectionError, openai.InternalServerError, openai.RateLimitError) as exc:
             # after the client's retries: the endpoint failed, not the model (connection, timeout, 5xx, rate limit)
             raise InfraFailure(f"{type(exc).__name__}: {str(exc)[:300]} ({self.settings.base_url})") from exc
