@@ -305,7 +305,12 @@ class Resolver:
             return None
         stream_id = fill(template, {**(groups or {}), "site": site_id, "key": key}, "values.stream_id", rel)
         site_label = self.catalog.sites[site_id]["label"]
-        point = replace(point, label=point.label.format(site=site_label))
+        values = {**(groups or {}), "key": key}  # a points row written once for many files: each file's own parts
+        point = replace(point, label=fill(point.label, {**values, "site": site_label}, "metadata label", rel))
+        if point.equipment and "{" in point.equipment:
+            point = replace(
+                point, equipment=fill(point.equipment, {**values, "site": site_id}, "metadata equipment", rel)
+            )
         said = (site_id, key, point)
         if stream_id not in self.streams:
             self.declared[stream_id] = (rel, said)
