@@ -47,12 +47,12 @@ class BasExport:
         return {p for points in self.points.values() for p in points}
 
 
-def _month_first(at: dt.datetime) -> str:
+def month_first(at: dt.datetime) -> str:
     local = at.astimezone(CHICAGO)
     return f"{local.month}/{local.day}/{local.year} {local.hour}:{local.minute:02d}"
 
 
-def _twelve_hour(at: dt.datetime) -> str:
+def twelve_hour(at: dt.datetime) -> str:
     local = at.astimezone(CHICAGO)
     return local.strftime("%d-%b-%y ") + f"{local.hour % 12 or 12}:{local.minute:02d}:01 " + local.strftime("%p %Z")
 
@@ -100,7 +100,7 @@ def write_bas_export(
     variant drawn by `seed` (draw_bas)."""
     raw.mkdir(parents=True, exist_ok=True)
     per_day, written = 24 * 60 // step_minutes, {}
-    points, twelve_hour, empty = draw_bas(seed, air_handlers, every_point)
+    points, twelve, empty = draw_bas(seed, air_handlers, every_point)
     for unit, names in points.items():
         number = int(unit.removeprefix("AHU"))
         for point in names:
@@ -109,12 +109,12 @@ def write_bas_export(
             if point in BAS_STATES:
                 lines = _states(rng, BAS_STATES[point], days, step_minutes, down)
             else:
-                stamp = _twelve_hour if unit in twelve_hour else _month_first
+                stamp = twelve_hour if unit in twelve else month_first
                 lines = _readings(rng, BAS_POINTS[point], number, days, step_minutes, down, stamp)
             written[f"{unit}_{point}"] = _write(raw / f"{unit}_{point}.csv", lines)
     for name in empty:
         written[name.removesuffix(".csv")] = _write(raw / name, ["Timestamp,Value (%)"])
-    return BasExport(points, twelve_hour, empty, written)
+    return BasExport(points, twelve, empty, written)
 
 
 def _readings(rng, spec: tuple, number: int, days: int, step_minutes: int, down: set[int], stamp) -> list[str]:
@@ -136,7 +136,7 @@ def _states(rng, spec: tuple, days: int, step_minutes: int, down: set[int]) -> l
     lines, at, state = [f"Timestamp,{header}"], BAS_START, True
     while at < BAS_START + dt.timedelta(days=days):
         if (at - BAS_START) // dt.timedelta(minutes=step_minutes) not in down:
-            lines.append(f"{_month_first(at)},{on if state else off}")
+            lines.append(f"{month_first(at)},{on if state else off}")
         at += dt.timedelta(minutes=int(rng.integers(1, 4)) * step_minutes)
         state = not state
     return lines
@@ -153,13 +153,17 @@ FAN_COIL = ("FCU_SupplyTemp", "FCU_ReturnTemp", "FCU_FanSpeed", "RoomTemp", "Roo
 AIR_HANDLER = ("AHU_SupplyTemp", "AHU_ReturnTemp", "AHU_StaticPressure", "RoomTemp", "RoomCO2")
 
 
-def write_room_export(raw: Path, rooms: int = 6, weeks: int = 16, days_with_rows: int = 29, seed: int = 6) -> None:
-    """One wide CSV per room (`Room_<n>.csv`), 5-minute rows on `days_with_rows` days spread over `weeks` weeks;
-    the last room is served by an air handler, so its file has other columns."""
+def write_room_export(raw: Path, weeks: int = 16, seed: int = 6) -> tuple[int, int]:
+    """One building's rooms, one wide CSV each (`Room_<n>.csv`): 5 to 8 rooms, 5-minute rows on 25 to 35 days spread
+    over `weeks` weeks, one room served by an air handler (its file has other columns), drawn by `seed`. Returns
+    the number of rooms and the air-handler room."""
     raw.mkdir(parents=True, exist_ok=True)
+    drawn = np.random.default_rng(seed)
+    rooms, days_with_rows = int(drawn.integers(5, 9)), int(drawn.integers(25, 36))
+    served = int(drawn.integers(1, rooms + 1))
     for room in range(1, rooms + 1):
         rng = np.random.default_rng(seed * 100 + room)
-        columns = AIR_HANDLER if room == rooms else FAN_COIL
+        columns = AIR_HANDLER if room == served else FAN_COIL
         days = sorted(rng.choice(weeks * 7, size=days_with_rows, replace=False).tolist())
         lines = ["Time," + ",".join(columns)]
         for day in days:
@@ -180,3 +184,4 @@ def write_room_export(raw: Path, rooms: int = 6, weeks: int = 16, days_with_rows
                 stamp = at.astimezone(PLUS_EIGHT).strftime("%Y-%m-%d %H:%M") + " +08:00"
                 lines.append(stamp + "," + ",".join(f"{v:.2f}" for v in values))
         (raw / f"Room_{room}.csv").write_text("\n".join(lines) + "\n", encoding="utf-8")
+    return rooms, served

@@ -369,7 +369,7 @@ def fill_drafted_points(
         if row["point_class"] == "TODO":
             assert row["key"] in classes, f"{path}: the TODO class of {row['key']!r} has no answer"
             row["point_class"] = classes[row["key"]]
-        row["point_class"] = row["point_class"].removeprefix("CHECK ")
+        row.update({column: cell.removeprefix("CHECK ") for column, cell in row.items()})
         if edit is not None:
             edit(row)
         assert "TODO" not in "".join(row.values()), f"{path}: a TODO the user was not told about: {row}"

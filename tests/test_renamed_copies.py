@@ -80,3 +80,18 @@ def test_a_renamed_daiad_drafts_its_archives_members():
     assert values["files"] == "swm_trialA.zip" and values["archive_member"] == r"swm_trialA\.csv"
     assert (values["kind"], values["delimiter"], values["site_column"]) == ("wide_csv", ";", "user key")
     assert drafted["time"]["format"] == "%d/%m/%Y %H:%M:%S"
+    assert drafted["time"]["row_order"] == "any"  # ordered by meter, then time: seen in rows spread through the file
+    assert drafted["metadata"]["counter_column"] == "counter"  # the cumulative register, proposed for a CHECK
+
+
+def test_the_draft_proposes_a_counter_only_for_values_that_only_rise():
+    from pipeline.ingest.draft_counters import rises_only
+
+    register = [[(t, 100.0 + t // 3) for t in range(40)], [(t, 5.0 + 2 * t) for t in range(30)]]
+    assert rises_only(register)
+    assert not rises_only([[(t, 20 + (t % 7)) for t in range(40)]])  # a level: rises and falls
+    assert not rises_only([[(t, 7.0) for t in range(40)]])  # flat: no rise
+    assert not rises_only([[(t, float(t)) for t in range(5)]])  # too few readings to judge
+    exchanged = [(t, float(t if t < 30 else t - 30)) for t in range(60)]  # a meter exchange: one fall in 59 steps
+    assert not rises_only([exchanged])
+    assert rises_only([[(t, float(t if t < 30 else t - 25)) for t in range(150)]])  # one fall in 149 steps

@@ -22,6 +22,7 @@ from contracts.lexicon import LexiconEntry, PointLexicon
 from pipeline.core.checksums import SUMS_NAME
 from pipeline.core.errors import ConfigError
 from pipeline.ingest.draft_archives import Member, extract, member_pattern
+from pipeline.ingest.draft_counters import dropout_zeros, rises_only
 from pipeline.ingest.draft_paths import Paths, equipment_type, place_label, read_paths
 from pipeline.ingest.draft_plan import PlanFn, Settings, SpanRead, monday, sampled_lines, split_kind, split_shares
 from pipeline.ingest.draft_times import TimeChoice, choose, epochs, time_lines
@@ -484,6 +485,7 @@ def _draft(
         *_value_column_lines(group, layout),
         *_site_lines(first, layout, name, bool(graphs), roles, site_column),
     ]
+    readings = {} if graphs else _spread_readings(group, layout, naming)
     metadata, points = _metadata_section(
         graphs,
         name,
@@ -493,8 +495,10 @@ def _draft(
         _unit_names(group, layout, naming),
         _files_of_keys(group, layout),
         _devices(layout, naming, rels),
+        {key for key, meters in readings.items() if rises_only(meters.values())},
     )
     lines += [*metadata, "", "[cleaning]", 'missing_tokens = ["", "NA"]', 'duplicates = "keep_first_row"']
+    lines += [] if graphs else _zero_lines(readings, lexicon)
     lines += [*_states_lines(group, states), ""]
     lines += split_shares(settings)
     text = "\n".join(lines)
@@ -825,6 +829,7 @@ def _metadata_section(
     unit_names: dict[str, str | None] | None = None,
     files_of: dict[str, str] | None = None,
     devices: tuple[str, str] | None = None,
+    counters: set[str] | None = None,
 ) -> tuple[list[str], str | None]:
     """The [metadata] lines, and the points table (CSV) when there is no Brick graph: per stream, the class the
     lexicon proposes (`CHECK <Class>`, which the build refuses until confirmed) or TODO, a label with {site}, and
@@ -867,6 +872,11 @@ def _metadata_section(
             else 'e.g. "room {site}" or "building {site}": what a user calls a site'
         ),
     ]
+    if counters:
+        lines.append(
+            f'counter_column = "counter"  # {len(counters)} "CHECK yes": values that only rise, a cumulative register '
+            '(water, energy): confirm (delete "CHECK ") or empty the cell'
+        )
     if files_of:
         lines.append(
             'files_column = "files"  # the files differ in their columns: each row applies to the files its regex '
@@ -875,7 +885,9 @@ def _metadata_section(
     buffer = io.StringIO()
     writer = csv.writer(buffer, lineterminator="\n")
     writer.writerow(
-        ["key", "point_class", "label", "unit", "equipment", "equipment_type", *(["files"] if files_of else [])]
+        ["key", "point_class", "label", "unit", "equipment", "equipment_type"]
+        + (["files"] if files_of else [])
+        + (["counter"] if counters else [])
     )
     for key in keys:
         entry = proposals[key]
@@ -888,7 +900,8 @@ def _metadata_section(
         files = [files_of.get(key, "")] if files_of else []
         equipment, kind = _equipment_cells(key, entry, devices)
         of = " of {equipment}" if equipment == "{equipment}" else ""
-        writer.writerow([key, point_class, f"{what}{of} in {{site}}", unit, equipment, kind, *files])
+        counter = [f"{UNCONFIRMED}yes" if key in counters else ""] if counters else []
+        writer.writerow([key, point_class, f"{what}{of} in {{site}}", unit, equipment, kind, *files, *counter])
     return lines, buffer.getvalue()
 
 
@@ -975,6 +988,48 @@ def _states_lines(group: list[Sniffed], states: dict[str, float]) -> list[str]:
                 tokens |= {c.strip() for c in cells if c.strip()}
     line = states_line(tokens, states)
     return [line] if line else []
+
+
+Readings = dict[str, dict[tuple[str, str], list[tuple[int, float]]]]
+
+
+def _spread_readings(group: list[Sniffed], layout: _Layout, naming: _Naming) -> Readings:
+    """Each stream key's (time, value) readings per meter (its file and site column value), from rows spread
+    through each file (draft_plan.sampled_lines); none for long tables."""
+    readings: Readings = {}
+    if layout.kind == "long_csv":
+        return readings
+    site = layout.site_column
+    for s in group:
+        index, fmt, _ = s.time  # type: ignore[misc]
+        columns = s.value_columns()
+        for row in csv.reader(sampled_lines(s.source or Path(s.rel), s.header), delimiter=s.delimiter):
+            if index >= len(row) or (at := _epoch_us(row[index], fmt)) is None:
+                continue
+            meter = (s.rel, row[site] if site is not None and site < len(row) else "")
+            for i in columns:
+                if i < len(row) and (value := _number(row[i], s.decimal)) is not None:
+                    key = _role_value(naming, s.rel, "key") if layout.kind == "file_per_stream" else s.names[i]
+                    readings.setdefault(key, {}).setdefault(meter, []).append((at, value))
+    return readings
+
+
+def _zero_lines(readings: Readings, lexicon: PointLexicon | None) -> list[str]:
+    """The [cleaning] zero_dropout_classes line (as a CHECK) for the energy and usage classes the lexicon proposes
+    whose streams read exactly 0 now and then amid positive readings (draft_counters.dropout_zeros)."""
+    found: dict[str, list[str]] = {}
+    for key, meters in sorted(readings.items()):
+        entry = propose(key, lexicon) if lexicon else None
+        if entry and re.search(r"Energy|Usage", entry.point_class) and dropout_zeros(meters.values()):
+            found.setdefault(entry.point_class, []).append(key)
+    if not found:
+        return []
+    classes = [f"{UNCONFIRMED}{c}" for c in sorted(found)]
+    keys = ", ".join(k for c in sorted(found) for k in found[c])
+    return [
+        f"zero_dropout_classes = {_toml(classes)}  # {keys}: exactly 0 now and then amid positive readings, a meter "
+        "that logged nothing (a dropout, not no use); confirm (delete 'CHECK ') or delete the line"
+    ]
 
 
 def _files_of_keys(group: list[Sniffed], layout: _Layout) -> dict[str, str]:

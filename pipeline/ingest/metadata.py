@@ -39,6 +39,11 @@ FALSE_CELLS = ("", "0", "false", "no", "n")
 
 def _counter_cell(path: Path, number: int, column: str, text: str) -> CounterRule | None:
     value = text.strip().lower()
+    if value.startswith(UNCONFIRMED.lower()):  # proposed by `corpus draft`, not yet confirmed
+        raise IngestError(
+            f"{path}: row {number}: counter column {column!r} holds {text!r}, a guess of `corpus draft` (the values "
+            f"only rise); check it, then delete '{UNCONFIRMED}' (or empty the cell: not a counter)"
+        )
     if value in TRUE_CELLS:
         return CounterRule()
     if value in FALSE_CELLS:
