@@ -95,3 +95,13 @@ def test_the_draft_proposes_a_counter_only_for_values_that_only_rise():
     exchanged = [(t, float(t if t < 30 else t - 30)) for t in range(60)]  # a meter exchange: one fall in 59 steps
     assert not rises_only([exchanged])
     assert rises_only([[(t, float(t if t < 30 else t - 25)) for t in range(150)]])  # one fall in 149 steps
+
+
+def test_the_draft_proposes_zero_dropouts_only_where_zeros_are_rare():
+    from pipeline.ingest.draft_counters import dropout_zeros
+
+    hourly = [(t, 0.0 if t % 40 == 0 else 5.0 + t % 3) for t in range(400)]  # 2.5% zeros amid positive readings
+    assert dropout_zeros([hourly])
+    assert not dropout_zeros([[(t, 5.0 + t % 3) for t in range(400)]])  # no zero
+    assert not dropout_zeros([[(t, float(t % 2) * 5) for t in range(400)]])  # half zeros: the meter's own readings
+    assert not dropout_zeros([[*hourly, (400, -1.0)]])  # a negative reading: no consumption meter
