@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
+import csv
 import hashlib
 import json
 import os
 import shutil
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from pathlib import Path
 
 import polars as pl
@@ -332,9 +333,17 @@ USER_ANSWERS = {
 }
 
 
-def fill_drafted_mapping(path: Path, **answers: str) -> str:
+def fill_drafted_mapping(
+    path: Path,
+    *,
+    classes: dict[str, str] | None = None,
+    edit: Callable[[dict[str, str]], None] | None = None,
+    **answers: str,
+) -> str:
     """What a user does to a drafted mapping: write each top-level TODO key (title, license, license_url, citation)
-    and confirm each CHECK by deleting "CHECK "; nothing else is touched. Returns the text written."""
+    and confirm each CHECK by deleting "CHECK "; nothing else is touched. With `classes` (or `edit`), the points
+    table beside it too: each TODO point class written from `classes` (by key), each CHECK confirmed, then `edit` on
+    each row (what else the user knows, e.g. a room's equipment). Returns the mapping's text written."""
     import re
 
     given = {**USER_ANSWERS, **answers}
@@ -344,4 +353,45 @@ def fill_drafted_mapping(path: Path, **answers: str) -> str:
     assert "TODO" not in re.sub(r"#.*", "", text), "a TODO the user was not told about"
     text = text.replace('"CHECK ', '"')
     path.write_text(text, encoding="utf-8")
+    if classes is not None or edit is not None:
+        fill_drafted_points(path.parent / path.stem / "points.csv", classes or {}, edit)
     return text
+
+
+def fill_drafted_points(
+    path: Path, classes: dict[str, str], edit: Callable[[dict[str, str]], None] | None = None
+) -> list[dict[str, str]]:
+    """The user's part of a drafted points table: a Brick class for each TODO (from `classes`; a TODO it does not
+    answer fails the test), each CHECK confirmed, then `edit` on each row. Returns the rows written."""
+    with path.open(encoding="utf-8", newline="") as handle:
+        rows = list(csv.DictReader(handle))
+    for row in rows:
+        if row["point_class"] == "TODO":
+            assert row["key"] in classes, f"{path}: the TODO class of {row['key']!r} has no answer"
+            row["point_class"] = classes[row["key"]]
+        row.update({column: cell.removeprefix("CHECK ") for column, cell in row.items()})
+        if edit is not None:
+            edit(row)
+        assert "TODO" not in "".join(row.values()), f"{path}: a TODO the user was not told about: {row}"
+    with path.open("w", encoding="utf-8", newline="") as handle:
+        writer = csv.DictWriter(handle, fieldnames=list(rows[0]))
+        writer.writeheader()
+        writer.writerows(rows)
+    return rows
+
+
+def renamed_copy(tmp_path: Path, corpus: str) -> tuple[Path, str]:
+    """A project holding the corpus's raw files under a new name (hard links where the file system allows them, else
+    copies: a symlink out of the corpus folder is refused by ingest)."""
+    root, name = tmp_path / "p", f"{corpus}_copy"
+    (root / "configs" / "corpora").mkdir(parents=True)
+    copy_shared_configs(root)
+    source = REPO / "data" / "raw" / corpus
+    for path in sorted(p for p in source.rglob("*") if p.is_file()):
+        target = root / "data" / "raw" / name / path.relative_to(source)
+        target.parent.mkdir(parents=True, exist_ok=True)
+        try:
+            os.link(path, target)
+        except OSError:
+            shutil.copyfile(path, target)
+    return root, name

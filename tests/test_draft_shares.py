@@ -5,43 +5,23 @@ two series that do not overlap in time) the draft writes the nearest shares that
 
 from __future__ import annotations
 
-import csv
-import json
-import os
-import shutil
 import tomllib
-from pathlib import Path
 
 import duckdb
 import pytest
 
 from contracts.tasks import PERIOD_DAYS
-from pipeline.core.config import load_families, load_mapping
+from pipeline.core.config import load_families
 from pipeline.core.errors import StageError
 from pipeline.core.workspace import Workspace
 from pipeline.store.compute import DAY
 from pipeline.tasks.splits import blocks_without_data, time_blocks
-from tests.helpers import REPO, copy_shared_configs, fill_drafted_mapping, run_in
+from tests.helpers import REPO, renamed_copy, run_in
 
 FAMILIES = load_families(Workspace.from_root(REPO))
-DRAFTABLE = ("hhw", "pvdaq", "ucam", "xai4heat")  # daiad ships zip archives, which `corpus draft` does not read
-
-
-def renamed_copy(tmp_path: Path, corpus: str) -> tuple[Path, str]:
-    """A project holding the corpus's raw files under a new name (hard links where the file system allows them, else
-    copies: a symlink out of the corpus folder is refused by ingest)."""
-    root, name = tmp_path / "p", f"{corpus}_copy"
-    (root / "configs" / "corpora").mkdir(parents=True)
-    copy_shared_configs(root)
-    source = REPO / "data" / "raw" / corpus
-    for path in sorted(p for p in source.rglob("*") if p.is_file()):
-        target = root / "data" / "raw" / name / path.relative_to(source)
-        target.parent.mkdir(parents=True, exist_ok=True)
-        try:
-            os.link(path, target)
-        except OSError:
-            shutil.copyfile(path, target)
-    return root, name
+# daiad is left out: its draft reads one of its two archives (their headers differ), so the committed release store
+# is not what its plan cuts; tests/test_renamed_copies.py builds and releases every corpus's copy.
+DRAFTABLE = ("hhw", "pvdaq", "ucam", "xai4heat")
 
 
 def weekly_counts(corpus: str) -> dict[int, int]:
@@ -109,36 +89,3 @@ def test_the_draft_names_another_plan_where_no_shares_give_every_block_data():
     assert any(line.startswith("split plan: group") for line in found.lines)
     alone = propose(FAMILIES, _span_of(counted, 1, 1), counted, weekly, "c")
     assert alone.split is None and any(line.startswith("split plan: none; no shares give") for line in alone.lines)
-
-
-@pytest.mark.slow
-def test_a_renamed_pvdaq_builds_and_releases_with_the_drafted_shares(tmp_path):
-    """What the build refused before ("the test block is empty"): the draft's shares give every split rows. The
-    TODOs are filled from pvdaq.toml; the draft's one site holds both inverters, so each stream also gets its
-    inverter as equipment (two streams of one class at a site without it are ambiguous, and no family keeps them)."""
-    root, name = renamed_copy(tmp_path, "pvdaq")
-    ws = Workspace.from_root(root)
-    assert run_in(ws, "corpus", "draft", str(root / "data" / "raw" / name), "--name", name).exit_code == 0
-    shipped = load_mapping(REPO / "configs" / "corpora" / "pvdaq.toml")
-    point = shipped.metadata.points["ac_power"]
-    mapping = root / "configs" / "corpora" / f"{name}.toml"
-    fill_drafted_mapping(mapping, title=shipped.title, license="BSD-2-Clause")
-    points = root / "configs" / "corpora" / name / "points.csv"
-    rows = list(csv.DictReader(points.open(encoding="utf-8", newline="")))
-    for row in rows:
-        assert row["point_class"] == "TODO"
-        row.update(point_class=point.point_class, unit=point.unit, equipment=row["key"], equipment_type="Inverter")
-    with points.open("w", encoding="utf-8", newline="") as handle:
-        writer = csv.DictWriter(handle, fieldnames=list(rows[0]))
-        writer.writeheader()
-        writer.writerows(rows)
-    built = run_in(ws, "build", "--corpus", name)
-    assert built.exit_code == 0, built.output
-    release = root / "artifacts" / name / "release"
-    assert all((release / f"{split}.jsonl").read_text().strip() for split in ("train", "dev", "test"))
-    trace = tmp_path / "oracle.jsonl"
-    assert (
-        run_in(ws, "run", "--corpus", name, "--split", "test", "--agent", "oracle", "--out", str(trace)).exit_code == 0
-    )
-    scored = json.loads(run_in(ws, "score", str(trace), "--json").output)
-    assert scored["summaries"][0]["accomplished_rate"] == 1.0

@@ -3,7 +3,6 @@ the site plan's leak checks; where no plan fits, the build and the draft say so 
 
 from __future__ import annotations
 
-import csv
 import json
 from pathlib import Path
 
@@ -38,20 +37,14 @@ def building(root: Path, name: str, rooms: int, days: int, step: int = 30, senso
     write_building(root / "data" / "raw" / name, rooms=rooms, days=days, step_minutes=step, sensors=sensors)
     drafted = cli(root, "corpus", "draft", str(root / "data" / "raw" / name), "--name", name)
     assert drafted.exit_code == 0, drafted.output
-    points = root / "configs" / "corpora" / name / "points.csv"
-    with points.open(encoding="utf-8", newline="") as handle:
-        rows = list(csv.DictReader(handle))
-    for row in rows:
+
+    def by_room(row: dict[str, str]) -> None:
         room = row["key"].split("_")[0]
-        row["point_class"] = row["point_class"].removeprefix("CHECK ")
         row["equipment"], row["equipment_type"] = f"fcu_{room.removeprefix('room')}", "Fan_Coil_Unit"
         row["label"] = row["label"].replace(" in {site}", f" of {room} in {{site}}")
-    with points.open("w", encoding="utf-8", newline="") as handle:
-        writer = csv.DictWriter(handle, fieldnames=list(rows[0]))
-        writer.writeheader()
-        writer.writerows(rows)
+
     mapping = root / "configs" / "corpora" / f"{name}.toml"
-    fill_drafted_mapping(mapping, title="one building, room by room")
+    fill_drafted_mapping(mapping, title="one building, room by room", classes={}, edit=by_room)
     return drafted.output
 
 

@@ -31,9 +31,11 @@ def check_written(ws: Workspace, mapping: CorpusMapping) -> None:
 
 
 def _time_guesses(mapping: CorpusMapping) -> list[tuple[str, str]]:
-    """The mapping keys of time formats and zones, with their values (where a draft writes a CHECK)."""
+    """The mapping keys where a draft writes a CHECK (time formats and zones, zero-dropout classes), with their
+    values."""
     keys = [("time.format", mapping.time.format), ("time.timezone", mapping.time.timezone)]
     for index, entry in enumerate(mapping.time.file_formats, 1):
         keys += [(f"time.file_formats[{index}].format", entry.format)]
         keys += [(f"time.file_formats[{index}].timezone", entry.timezone or "")]
+    keys += [("cleaning.zero_dropout_classes", c) for c in mapping.cleaning.zero_dropout_classes]
     return keys

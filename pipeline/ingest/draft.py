@@ -11,6 +11,7 @@ import dataclasses
 import io
 import os
 import re
+import tempfile
 from collections import Counter
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
@@ -20,7 +21,9 @@ from contracts.corpus import CorpusMapping
 from contracts.lexicon import LexiconEntry, PointLexicon
 from pipeline.core.checksums import SUMS_NAME
 from pipeline.core.errors import ConfigError
-from pipeline.ingest.draft_paths import Paths, place_label, read_paths
+from pipeline.ingest.draft_archives import Member, extract, member_pattern
+from pipeline.ingest.draft_counters import dropout_zeros, rises_only
+from pipeline.ingest.draft_paths import Paths, equipment_type, place_label, read_paths
 from pipeline.ingest.draft_plan import PlanFn, Settings, SpanRead, monday, sampled_lines, split_kind, split_shares
 from pipeline.ingest.draft_times import TimeChoice, choose, epochs, time_lines
 from pipeline.ingest.draft_times import toml_value as _toml
@@ -62,6 +65,8 @@ class Sniffed:
     why: dict[str, str] = field(default_factory=dict)
     tail: list[list[str]] = field(default_factory=list)  # the file's last data rows (the sample's, for a small file)
     states: dict[str, float] = field(default_factory=dict)  # the lexicon's state texts (lower case) -> numbers
+    source: Path | None = None  # where its text is read: the file, or an archive's member inflated for the draft
+    member: str | None = None  # the member's path inside the archive `rel` (values.archive_member)
 
     def column(self, index: int) -> list[str]:
         return [row[index].strip() for row in self.rows if index < len(row)]
@@ -191,7 +196,7 @@ def sniff(path: Path, rel: str, states: dict[str, float] | None = None) -> Sniff
     header = any(b and not d for d, b in zip(data_like, below, strict=False)) or not any(data_like)
     names = [c.strip() for c in first] if header else [f"col{i + 1}" for i in range(len(first))]
     body = rows[1:] if header else rows
-    sniffed = Sniffed(rel, size, delimiter, header, decimal, names, body, None, states=states or {})
+    sniffed = Sniffed(rel, size, delimiter, header, decimal, names, body, None, states=states or {}, source=path)
     if tail_text:
         last_lines = [line for line in tail_text.splitlines() if line.strip()][1:][-TAIL_ROWS:]  # the first may be cut
     sniffed.tail = _split(last_lines, delimiter)
@@ -230,9 +235,27 @@ def _affixes(names: list[str]) -> tuple[str, str]:
     return prefix, suffix
 
 
-def _row_order(sniffed: Sniffed) -> str:
+def _row_order(group: list[Sniffed]) -> tuple[str, str]:
+    """The row order of a group's files and the file that says so: the first file's first rows', unless the rows
+    of a file spread through it run otherwise (a file ordered by meter, then time, restarts its times at each
+    meter: 'any')."""
+    first = group[0]
+    order = _order(first, first.column(first.time[0]))  # type: ignore[index]
+    if order == "any":
+        return order, first.rel
+    for s in group:
+        index = s.time[0]  # type: ignore[index]
+        rows = csv.reader(sampled_lines(s.source or Path(s.rel), s.header), delimiter=s.delimiter)
+        spread = _present([row[index] for row in rows if index < len(row)])
+        if len(set(spread)) > 1 and _order(s, spread) != order:
+            return "any", s.rel
+    return order, first.rel
+
+
+def _order(sniffed: Sniffed, column: list[str]) -> str:
+    """How the times of a column run: ascending, descending, or any."""
     index, fmt, _ = sniffed.time  # type: ignore[misc]
-    cells = _present(sniffed.column(index))
+    cells = _present(column)
     if fmt.startswith("epoch"):
         keys = [float(c) for c in cells]
     elif fmt == "iso8601":
@@ -311,7 +334,7 @@ def _scan(raw: Path, group: list[Sniffed], columns: list[int]) -> list[set[str]]
     late)."""
     found: list[set[str]] = [set() for _ in columns]
     for s in group:
-        with (raw / s.rel).open(encoding="utf-8-sig", errors="replace", newline="") as handle:
+        with (s.source or raw / s.rel).open(encoding="utf-8-sig", errors="replace", newline="") as handle:
             rows = csv.reader(handle, delimiter=s.delimiter)
             if s.header:
                 next(rows, None)
@@ -369,7 +392,7 @@ def _weeks_with_data(raw: Path, group: list[Sniffed], pattern: str) -> dict[int,
             continue
         index, fmt, _ = s.time
         key = _stream_key(regex, pattern, s.rel)
-        for row in csv.reader(sampled_lines(raw / s.rel, s.header), delimiter=s.delimiter):
+        for row in csv.reader(sampled_lines(s.source or raw / s.rel, s.header), delimiter=s.delimiter):
             if index < len(row) and (at := _epoch_us(row[index], fmt)) is not None:
                 seen.add((key, monday(at)))
     return dict(sorted(Counter(week for _, week in seen).items()))
@@ -390,17 +413,39 @@ def draft(
     raw: Path, name: str, raw_dir: str | None, lexicon: PointLexicon | None = None, plan: PlanFn | None = None
 ) -> Draft:
     """The draft mapping of a raw folder; raises ConfigError when no file holds a time column. `lexicon` proposes
-    point classes; `plan` states what a build would do with the corpus's span (first, last reading, sites)."""
+    point classes; `plan` states what a build would do with the corpus's span (first, last reading, sites). A zip
+    archive holding one data member is read as that member (values.archive_member)."""
     files = sorted(
         p
         for p in raw.rglob("*")
         if p.is_file() and p.name != SUMS_NAME and not any(part.startswith(".") for part in p.relative_to(raw).parts)
     )
+    with tempfile.TemporaryDirectory(prefix="draft-") as scratch:  # inflated members, gone when the draft is
+        members = extract(raw, files, Path(scratch), NOT_DATA)
+        sniffed = [s for p in files if (s := _sniffed(raw, p, members, lexicon.states if lexicon else {}))]
+        return _draft(raw, name, raw_dir, lexicon, plan, files, sniffed)
+
+
+def _sniffed(raw: Path, path: Path, members: dict[str, Member], states: dict[str, float]) -> Sniffed | None:
+    """A file's shape, read from the member inflated for it when it is an archive."""
+    rel = path.relative_to(raw).as_posix()
+    if rel in members:
+        found = sniff(members[rel].extracted, rel, states)
+        return dataclasses.replace(found, member=members[rel].name) if found else None
+    return None if NOT_DATA.search(path.name) else sniff(path, rel, states)
+
+
+def _draft(
+    raw: Path,
+    name: str,
+    raw_dir: str | None,
+    lexicon: PointLexicon | None,
+    plan: PlanFn | None,
+    files: list[Path],
+    sniffed: list[Sniffed],
+) -> Draft:
     graphs = [p.relative_to(raw).as_posix() for p in files if p.suffix == ".ttl"]
     states = lexicon.states if lexicon else {}
-    sniffed = [
-        s for p in files if not NOT_DATA.search(p.name) and (s := sniff(p, p.relative_to(raw).as_posix(), states))
-    ]
     if not sniffed:
         raise ConfigError(
             f"{raw}: no delimited text file with a time column was found; `corpus draft` reads CSV-like "
@@ -435,15 +480,25 @@ def draft(
         'license_url = "TODO: where the license text is (https://...), or empty"',
         'citation = "TODO: how to credit the raw data (authors, title, DOI)"',
         *split_kind(settings),
-        *_time_lines(first, choice),
-        *_values_section(first, layout, glob, pattern, naming.why, len(rels), left_out),
+        *_time_lines(group, choice),
+        *_values_section(group, layout, glob, pattern, naming.why, len(rels), left_out),
         *_value_column_lines(group, layout),
         *_site_lines(first, layout, name, bool(graphs), roles, site_column),
     ]
+    readings = {} if graphs else _spread_readings(group, layout, naming)
     metadata, points = _metadata_section(
-        graphs, name, keys, lexicon, site_label, _unit_names(group, layout, naming), _files_of_keys(group, layout)
+        graphs,
+        name,
+        keys,
+        lexicon,
+        site_label,
+        _unit_names(group, layout, naming),
+        _files_of_keys(group, layout),
+        _devices(layout, naming, rels),
+        {key for key, meters in readings.items() if rises_only(meters.values())},
     )
     lines += [*metadata, "", "[cleaning]", 'missing_tokens = ["", "NA"]', 'duplicates = "keep_first_row"']
+    lines += [] if graphs else _zero_lines(readings, lexicon)
     lines += [*_states_lines(group, states), ""]
     lines += split_shares(settings)
     text = "\n".join(lines)
@@ -657,15 +712,17 @@ def _time_choice(group: list[Sniffed]) -> TimeChoice | None:
     return choice
 
 
-def _time_lines(first: Sniffed, choice: TimeChoice | None) -> list[str]:
+def _time_lines(group: list[Sniffed], choice: TimeChoice | None) -> list[str]:
     """The [time] lines: strftime times as `choice` reads them, else as the sniffer read ISO or Unix times."""
+    first = group[0]
     if choice is None:
-        return _time_section(first)
-    return time_lines(first.names[first.time[0]], first.why["time"], choice, _row_order(first), first.rel)  # type: ignore[index]
+        return _time_section(group)
+    return time_lines(first.names[first.time[0]], first.why["time"], choice, *_row_order(group))  # type: ignore[index]
 
 
-def _time_section(first: Sniffed) -> list[str]:
+def _time_section(group: list[Sniffed]) -> list[str]:
     """The [time] lines: the column, its format, the zone of its values and the order of the rows."""
+    first, (order, decided) = group[0], _row_order(group)
     time_index, time_fmt, _ = first.time  # type: ignore[misc]
     aware = time_fmt == "iso8601" and any(re.search(r"(Z|[+-]\d{2}:?\d{2})$", c) for c in first.column(time_index))
     zone_why = (
@@ -682,12 +739,12 @@ def _time_section(first: Sniffed) -> list[str]:
         f"column = {_toml(first.names[time_index])}  # {first.why['time']}",
         f"format = {_toml(time_fmt)}",
         f'timezone = "UTC"  # {zone_why}',
-        f"row_order = {_toml(_row_order(first))}  # as the sampled rows of {first.rel} run",
+        f"row_order = {_toml(order)}  # as the sampled rows of {decided} run",
     ]
 
 
 def _values_section(
-    first: Sniffed,
+    group: list[Sniffed],
     layout: _Layout,
     glob: str,
     pattern: str,
@@ -696,6 +753,7 @@ def _values_section(
     left_out: list[tuple[str, str]],
 ) -> list[str]:
     """The [values] lines that say how the value files are read (the site lines follow them)."""
+    first = group[0]
     lines = [
         "",
         "[values]",
@@ -707,6 +765,13 @@ def _values_section(
         f"delimiter = {_toml(first.delimiter)}  # {first.why['delimiter']}",
         f"header = {'true' if first.header else 'false'}  # {first.why['header']}",
     ]
+    if first.member is not None:
+        members = [s.member for s in group if s.member]
+        lines.insert(
+            5,
+            f"archive_member = {_toml(member_pattern(members))}  # each value file is a zip archive holding one data "
+            "file: the build reads it in place, inflated within max_member_bytes",
+        )
     if not first.header:
         lines.append(
             f"columns = {_toml(first.names)}  # names for the headerless columns: rename them as you like "
@@ -763,9 +828,12 @@ def _metadata_section(
     site_label: str | None,
     unit_names: dict[str, str | None] | None = None,
     files_of: dict[str, str] | None = None,
+    devices: tuple[str, str] | None = None,
+    counters: set[str] | None = None,
 ) -> tuple[list[str], str | None]:
     """The [metadata] lines, and the points table (CSV) when there is no Brick graph: per stream, the class the
-    lexicon proposes (`CHECK <Class>`, which the build refuses until confirmed) or TODO, and a label with {site}."""
+    lexicon proposes (`CHECK <Class>`, which the build refuses until confirmed) or TODO, a label with {site}, and
+    the equipment `devices` says the paths name (its template and type)."""
     if graphs:
         graph_folder = str(Path(graphs[0]).parent)
         return [
@@ -790,7 +858,12 @@ def _metadata_section(
         'configs/lexicon.toml, unit with it): confirm each (delete "CHECK "); TODO: write the Brick class',
         'label_column = "label"  # {site} is the site label',
         'unit_column = "unit"',
-        'equipment_column = "equipment"',
+        'equipment_column = "equipment"'
+        + (
+            "  # {equipment}: the part of each file's name that names it (file_pattern)"
+            if devices and devices[0] == "{equipment}"
+            else ""
+        ),
         'equipment_type_column = "equipment_type"',
         f"site_label = {_toml(site_label or '{site}')}  # "
         + (
@@ -799,6 +872,11 @@ def _metadata_section(
             else 'e.g. "room {site}" or "building {site}": what a user calls a site'
         ),
     ]
+    if counters:
+        lines.append(
+            f'counter_column = "counter"  # {len(counters)} "CHECK yes": values that only rise, a cumulative register '
+            '(water, energy): confirm (delete "CHECK ") or empty the cell'
+        )
     if files_of:
         lines.append(
             'files_column = "files"  # the files differ in their columns: each row applies to the files its regex '
@@ -807,7 +885,9 @@ def _metadata_section(
     buffer = io.StringIO()
     writer = csv.writer(buffer, lineterminator="\n")
     writer.writerow(
-        ["key", "point_class", "label", "unit", "equipment", "equipment_type", *(["files"] if files_of else [])]
+        ["key", "point_class", "label", "unit", "equipment", "equipment_type"]
+        + (["files"] if files_of else [])
+        + (["counter"] if counters else [])
     )
     for key in keys:
         entry = proposals[key]
@@ -818,8 +898,33 @@ def _metadata_section(
         named = (unit_names or {}).get(key, key)
         unit = "" if named is None else unit_for(named, lexicon, entry.unit if entry else None)
         files = [files_of.get(key, "")] if files_of else []
-        writer.writerow([key, point_class, f"{what} in {{site}}", unit, "", "", *files])
+        equipment, kind = _equipment_cells(key, entry, devices)
+        of = " of {equipment}" if equipment == "{equipment}" else ""
+        counter = [f"{UNCONFIRMED}yes" if key in counters else ""] if counters else []
+        writer.writerow([key, point_class, f"{what}{of} in {{site}}", unit, equipment, kind, *files, *counter])
     return lines, buffer.getvalue()
+
+
+def _devices(layout: _Layout, naming: _Naming, rels: list[str]) -> tuple[str, str] | None:
+    """The equipment the paths name, as (points table template, Brick class): `{equipment}` and its class where a
+    part of the names reads as equipment (AHU1_SAT.csv); `{key}` where each file of one site is one stream named
+    by no point name but a serial number (TAEFC1044741.csv: one device's file), for two streams of one class at a
+    site without their equipment are ambiguous; None otherwise."""
+    if "equipment" in naming.roles and naming.paths is not None:
+        found = equipment_type([naming.paths.value(rel, "equipment") or "" for rel in rels])
+        return "{equipment}", found or ""
+    if layout.kind == "file_per_stream" and naming.roles == ["key"]:
+        return "{key}", ""
+    return None
+
+
+def _equipment_cells(key: str, entry: LexiconEntry | None, devices: tuple[str, str] | None) -> tuple[str, str]:
+    """A points row's equipment and its type: from the paths, or the key itself for a file named by no point."""
+    if devices is None:
+        return "", ""
+    if devices[0] == "{key}":
+        return (key, "") if entry is None and re.search(r"\d", key) else ("", "")
+    return devices
 
 
 def _validate(text: str, name: str) -> None:
@@ -883,6 +988,48 @@ def _states_lines(group: list[Sniffed], states: dict[str, float]) -> list[str]:
                 tokens |= {c.strip() for c in cells if c.strip()}
     line = states_line(tokens, states)
     return [line] if line else []
+
+
+Readings = dict[str, dict[tuple[str, str], list[tuple[int, float]]]]
+
+
+def _spread_readings(group: list[Sniffed], layout: _Layout, naming: _Naming) -> Readings:
+    """Each stream key's (time, value) readings per meter (its file and site column value), from rows spread
+    through each file (draft_plan.sampled_lines); none for long tables."""
+    readings: Readings = {}
+    if layout.kind == "long_csv":
+        return readings
+    site = layout.site_column
+    for s in group:
+        index, fmt, _ = s.time  # type: ignore[misc]
+        columns = s.value_columns()
+        for row in csv.reader(sampled_lines(s.source or Path(s.rel), s.header), delimiter=s.delimiter):
+            if index >= len(row) or (at := _epoch_us(row[index], fmt)) is None:
+                continue
+            meter = (s.rel, row[site] if site is not None and site < len(row) else "")
+            for i in columns:
+                if i < len(row) and (value := _number(row[i], s.decimal)) is not None:
+                    key = _role_value(naming, s.rel, "key") if layout.kind == "file_per_stream" else s.names[i]
+                    readings.setdefault(key, {}).setdefault(meter, []).append((at, value))
+    return readings
+
+
+def _zero_lines(readings: Readings, lexicon: PointLexicon | None) -> list[str]:
+    """The [cleaning] zero_dropout_classes line (as a CHECK) for the energy and usage classes the lexicon proposes
+    whose streams read exactly 0 now and then amid positive readings (draft_counters.dropout_zeros)."""
+    found: dict[str, list[str]] = {}
+    for key, meters in sorted(readings.items()):
+        entry = propose(key, lexicon) if lexicon else None
+        if entry and re.search(r"Energy|Usage", entry.point_class) and dropout_zeros(meters.values()):
+            found.setdefault(entry.point_class, []).append(key)
+    if not found:
+        return []
+    classes = [f"{UNCONFIRMED}{c}" for c in sorted(found)]
+    keys = ", ".join(k for c in sorted(found) for k in found[c])
+    return [
+        f"zero_dropout_classes = {_toml(classes)}  # {keys}: exactly 0 now and then amid positive readings, a meter "
+        "that logged nothing (a dropout, not no use); confirm (delete 'CHECK ') or delete the line"
+    ]
 
 
 def _files_of_keys(group: list[Sniffed], layout: _Layout) -> dict[str, str]:

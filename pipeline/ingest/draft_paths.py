@@ -41,6 +41,27 @@ PLACE_WORDS = {
     "household": "household",
 }
 
+# Words that name equipment, with the Brick class of it: in `AHU1_SAT.csv ... AHU6_OCC.csv` (one building's trend
+# export, one file per point) the part before the point names the air handler, not a site.
+EQUIPMENT_WORDS = {
+    "ahu": "Air_Handling_Unit",
+    "rtu": "Rooftop_Unit",
+    "fcu": "Fan_Coil_Unit",
+    "vav": "Variable_Air_Volume_Box",
+    "boiler": "Boiler",
+    "chiller": "Chiller",
+    "pump": "Pump",
+    "inverter": "Inverter",
+}
+
+
+def equipment_type(values: list[str]) -> str | None:
+    """The Brick class of equipment named by values such as AHU1, AHU2 (one equipment word and a number), else None."""
+    words = {re.sub(r"[_\-. ]*\d+$", "", v).lower() for v in values}
+    if len(words) != 1 or not all(re.search(r"\d$", v) for v in values):
+        return None
+    return EQUIPMENT_WORDS.get(words.pop())
+
 
 @dataclass(frozen=True)
 class Part:
@@ -181,6 +202,8 @@ def _roles(
     elif per_stream:
         names = ["site", "key"] if len(rest) >= 2 else ["key"]
         ordered = [rest[0], rest[-1]] if len(rest) >= 2 else rest
+        if len(rest) >= 2 and equipment_type([tokens[rel][rest[0]] for rel in files]):
+            names[0] = "equipment"  # AHU1_SAT.csv: one building's air handlers, not sites
     else:
         names, ordered = (["site"], rest[:1]) if rest else ([], [])
     roles |= dict(zip(ordered, names, strict=False))

@@ -39,6 +39,11 @@ FALSE_CELLS = ("", "0", "false", "no", "n")
 
 def _counter_cell(path: Path, number: int, column: str, text: str) -> CounterRule | None:
     value = text.strip().lower()
+    if value.startswith(UNCONFIRMED.lower()):  # proposed by `corpus draft`, not yet confirmed
+        raise IngestError(
+            f"{path}: row {number}: counter column {column!r} holds {text!r}, a guess of `corpus draft` (the values "
+            f"only rise); check it, then delete '{UNCONFIRMED}' (or empty the cell: not a counter)"
+        )
     if value in TRUE_CELLS:
         return CounterRule()
     if value in FALSE_CELLS:
@@ -305,7 +310,12 @@ class Resolver:
             return None
         stream_id = fill(template, {**(groups or {}), "site": site_id, "key": key}, "values.stream_id", rel)
         site_label = self.catalog.sites[site_id]["label"]
-        point = replace(point, label=point.label.format(site=site_label))
+        values = {**(groups or {}), "key": key}  # a points row written once for many files: each file's own parts
+        point = replace(point, label=fill(point.label, {**values, "site": site_label}, "metadata label", rel))
+        if point.equipment and "{" in point.equipment:
+            point = replace(
+                point, equipment=fill(point.equipment, {**values, "site": site_id}, "metadata equipment", rel)
+            )
         said = (site_id, key, point)
         if stream_id not in self.streams:
             self.declared[stream_id] = (rel, said)
