@@ -16,8 +16,10 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
+from pydantic import ValidationError
+
 from contracts.tasks import PERIOD_DAYS, FamiliesConfig, SplitKind, SplitOverrides, SplitRule
-from pipeline.core.errors import StageError
+from pipeline.core.errors import ConfigError, StageError, validation_problems
 from pipeline.store.compute import DAY, MONDAY
 
 WEEK = 7 * DAY
@@ -62,6 +64,30 @@ class Span:
         sites = f"{self.sites} site" + ("" if self.sites == 1 else "s")
         grouped = f" with {_groups(self.groups)}" if groups and self.groups else ""
         return f"{_days(self.days)} ({self.weeks} calendar weeks) at {sites}{grouped}"
+
+
+def corpus_rule(families: FamiliesConfig, overrides: SplitOverrides | None, corpus: str) -> SplitRule:
+    """configs/families.toml's split rule with the corpus mapping's [splits] in place of its defaults; one line naming
+    the mapping, the field, the rule it breaks and the fix when the two together break a rule (a traceback else)."""
+    try:
+        return families.splits.with_overrides(overrides)
+    except ValidationError as exc:
+        mapping = f"configs/corpora/{corpus}.toml"
+        merged = {**families.splits.model_dump(), **(overrides.model_dump(exclude_none=True) if overrides else {})}
+        buffer, reach = merged["buffer_days"], merged["reach_days"]
+        need = LONGEST + 2 * reach
+        if buffer < need:
+            field = "buffer_days" if overrides and overrides.buffer_days is not None else "reach_days"
+            raise ConfigError(
+                f"{mapping}: [splits] {field}: buffer_days = {buffer} with reach_days = {reach} breaks the buffer rule "
+                f"(buffer_days at least the longest window, {LONGEST} days, + 2 x reach_days = {need}); set "
+                f"buffer_days = {need} or more, or reach_days = {max(0, (buffer - LONGEST) // 2)} or less, in [splits] "
+                "there (or remove the key to take configs/families.toml's)"
+            ) from exc
+        raise ConfigError(
+            f"{mapping}: [splits]: {validation_problems(exc)}; fix the key in [splits] there (or remove it to take "
+            "configs/families.toml's)"
+        ) from exc
 
 
 @dataclass(frozen=True)
@@ -134,7 +160,7 @@ def fit(
     weekly_commitments: frozenset[str] = frozenset(),
 ) -> Fit:
     """The families that fit, the rule with its buffer, and the plan; one line when no plan or family fits."""
-    rule = families.splits.with_overrides(overrides)
+    rule = corpus_rule(families, overrides, corpus)
     kept, left_out = fitting(families, rule, span, weekly_commitments)
     if not kept:
         raise StageError(
@@ -159,7 +185,7 @@ def _weeks_for_time(
 ) -> int:
     """The fewest calendar weeks of data a time plan needs, counting the families that more data would keep (and
     their longer buffers)."""
-    rule = families.splits.with_overrides(overrides)
+    rule = corpus_rule(families, overrides, "(draft)")
     for weeks in range(span.weeks, span.weeks + MAX_WEEKS):
         longer = Span(span.first, span.first + weeks * WEEK, span.sites, weeks - 1, span.groups)
         kept, _ = fitting(families, rule, longer, weekly)
@@ -222,7 +248,7 @@ def summary(
         found = fit(families, kind, overrides, span, corpus, weekly_commitments)
     except StageError as exc:
         lines.append("split plan: none; " + str(exc).split(": ", 1)[1])
-        kept, _ = fitting(families, families.splits.with_overrides(overrides), span, weekly_commitments)
+        kept, _ = fitting(families, corpus_rule(families, overrides, corpus), span, weekly_commitments)
         return lines + ([f"families the span would keep under a plan: {', '.join(kept)}"] if kept else [])
     how = {
         "time": f"time blocks with {found.rule.buffer_days}-day buffers",
