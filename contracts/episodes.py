@@ -236,6 +236,13 @@ class EpisodesConfig(Frozen):
         "about the same week (design/VALIDITY.md section 3). A corpus of few weeks allows each week the outcome's "
         "share of its rows per week instead, when that is more: every week's mix then follows the declared shares.",
     )
+    commit_stream_week_cap: int = Field(
+        1,
+        ge=1,
+        description="In a group plan (one building split by rooms), at most this many released commitments ask about "
+        "one stream's calendar week: a stream's week has one quality band, and two rows about it tell each other's "
+        "outcome (30 days of 6 rooms: about 260 commitments on 150 stream-weeks, read off by the artifact probe).",
+    )
     commit_days_below_weeks: int = Field(
         4,
         ge=1,

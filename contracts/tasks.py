@@ -97,6 +97,19 @@ class SplitRule(Frozen):
         description="A family fits a corpus whose span holds at least this many of its windows (one asked about and "
         "one on each side to revise to); a family that does not fit is left out with a note.",
     )
+    short_min_days: int = Field(
+        28,
+        ge=7,
+        description="A time plan over a span too short for its buffers in whole weeks (a short time plan: blocks and "
+        "buffers in days, scaled to the span) needs at least this many days of data.",
+    )
+    short_buffer_share: float = Field(
+        0.07,
+        gt=0,
+        lt=0.25,
+        description="A short time plan's buffer between blocks: this share of the span's days (at least one day); "
+        "reach_days shrinks by the same factor as buffer_days.",
+    )
 
     def with_overrides(self, overrides: SplitOverrides | None) -> SplitRule:
         """This rule with a corpus mapping's [splits] settings in place of the defaults (validated again)."""

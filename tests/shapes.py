@@ -127,18 +127,27 @@ BUILDING_WEEKS = {"healthy": 0.45, "dropouts": 0.25, "down": 0.30}  # each room'
 
 
 def write_building(
-    raw: Path, rooms: int, days: int, step_minutes: int = 30, seed: int = 5, sensors: tuple[str, ...] = SENSORS
+    raw: Path,
+    rooms: int,
+    days: int,
+    step_minutes: int = 30,
+    seed: int = 5,
+    sensors: tuple[str, ...] = SENSORS,
+    outage_every_days: float | None = None,
 ) -> list[str]:
     """One building's trend export: one wide `building.csv` (timestamp, then `room<N>_<sensor>` for each room and
     sensor), each room's diurnal readings as in the office corpus. Each sensor's calendar week is drawn
     (BUILDING_WEEKS): healthy (a reading left empty now and then), dropouts (15% of its readings lost: a usable but
-    thinner week) or down (one to two days without readings). Returns the room names."""
+    thinner week) or down (one to two days without readings). With `outage_every_days`, each sensor also drops out
+    about that often, for 2.25 to 4 days (a wireless sensor's battery or gateway): a few days of data then hold long
+    gaps wherever a short time plan's blocks fall. Returns the room names."""
     raw.mkdir(parents=True, exist_ok=True)
     names = [f"room{101 + r}" for r in range(rooms)]
     by_time: dict[str, dict[str, str]] = {}
     for room, name in enumerate(names):
         rng = np.random.default_rng(seed * 7919 + room)
         regimes: dict[tuple[str, int], tuple[str, int, int]] = {}
+        dropped = _outages(rng, sensors, days, outage_every_days) if outage_every_days else {}
         for line in office_rows(room, days, step_minutes, seed, outages=False)[1:]:
             stamp, *cells = line.split(",")
             at = dt.datetime.strptime(stamp, "%Y-%m-%d %H:%M:%S")
@@ -150,6 +159,7 @@ def write_building(
                     regimes[(sensor, week)] = (kind, int(rng.integers(0, 6)), int(rng.integers(1, 3)))
                 kind, first_day, length = regimes[(sensor, week)]
                 down = kind == "down" and first_day <= at.weekday() < first_day + length
+                down = down or any(lo <= at < hi for lo, hi in dropped.get(sensor, ()))
                 if not down and not (kind == "dropouts" and rng.random() < 0.15):
                     row[f"{name}_{sensor}"] = "" if rng.random() < 0.002 else cell
     columns = [f"{name}_{sensor}" for name in names for sensor in sensors]
@@ -157,3 +167,16 @@ def write_building(
     lines += [f"{stamp}," + ",".join(row.get(c, "") for c in columns) for stamp, row in sorted(by_time.items())]
     (raw / "building.csv").write_text("\n".join(lines) + "\n", encoding="utf-8")
     return names
+
+
+def _outages(rng: np.random.Generator, sensors: tuple[str, ...], days: int, every: float) -> dict[str, list]:
+    """Per sensor, the (start, end) naive datetimes of its dropouts: one starts on a day with probability 1 / `every`,
+    at a drawn hour, and lasts 54 to 96 hours (the middle of it more than a day from any reading)."""
+    first = START.replace(tzinfo=None)
+    found: dict[str, list] = {}
+    for sensor in sensors:
+        for day in range(days):
+            if rng.random() < 1 / every:
+                start = first + dt.timedelta(days=day, hours=int(rng.integers(0, 24)))
+                found.setdefault(sensor, []).append((start, start + dt.timedelta(hours=int(rng.integers(54, 97)))))
+    return found

@@ -122,6 +122,13 @@ def _inside(task: Task, start: int, end: int | None) -> bool:
     return low <= start and (end if end is not None else start) <= high
 
 
+def _holds_a_week(task: Task) -> bool:
+    """Whether the task's time block holds a whole calendar week (Monday to Sunday) to commit on: every block of a
+    whole-week plan does; a block of a short time plan (days) may not, and its rows commit on a reading instead."""
+    low, high = task.time_block
+    return low + (-(low - MONDAY)) % WEEK + WEEK <= high
+
+
 def _distance(start: int, end: int, spans: list[tuple[int, int]]) -> int:
     """How far [start, end) lies from the nearest discussed span (0 when they overlap)."""
     return min(max(0, lo - end, start - hi) for lo, hi in spans)
@@ -165,6 +172,7 @@ class Lifter:
         self.full_periods: set[tuple[str, int, str]] = set()
         self.period = WEEK  # the calendar period commitments are capped per (a day in a corpus of few weeks)
         self.stream_splits: dict[str, str] | None = None  # in a group plan, each stream's split
+        self.full_stream_weeks: set[tuple[str, int]] = set()  # (stream, week start) at commit_stream_week_cap
 
     # ------------------------------------------------------------------ phases
     def _say(self, templates: list[str], purpose: str, slots: dict, choose: Chooser) -> str:
@@ -399,7 +407,8 @@ class Lifter:
                 "AND window_start >= ? AND window_end <= ? ORDER BY window_start",
                 [stream_id, low, high],
             )
-            if not spans or _distance(w["window_start"], w["window_end"], spans) <= self.cfg.commit_within_days * DAY
+            if (not spans or _distance(w["window_start"], w["window_end"], spans) <= self.cfg.commit_within_days * DAY)
+            and (stream_id, w["window_start"]) not in self.full_stream_weeks
         ]
         for outcome in self._target(choose):
             fitting = [
@@ -609,11 +618,15 @@ class Lifter:
                 and c["arguments"]["equipment"] == row["equipment"]
                 and c["arguments"]["site"] == row["site_id"]
             )
-        if lift.commit_target == "window":
-            spans = [_span(s) for s in windows if "window_start" in s]
+        spans = [_span(s) for s in windows if "window_start" in s]
+        if lift.commit_target == "window" and _holds_a_week(task):
             calls, answer, prompt = self._commit_window(task, stream, resolve, sorted(set(spans)), choose, outputs)
-        else:
-            near = parse_us(task.gold.get("observed_timestamp") or windows[0]["timestamp_iso"])
+        else:  # a reading; also a week family's in a block of a short time plan that holds no whole calendar week
+            near = (
+                parse_us(task.gold.get("observed_timestamp") or windows[0]["timestamp_iso"])
+                if lift.commit_target == "timestamp"
+                else min((start for start, _ in spans), default=task.time_block[0])
+            )
             calls, answer, prompt = self._commit_timestamp(task, stream, resolve, near, choose, outputs)
         return CommitmentPhase(
             obligation="commit",

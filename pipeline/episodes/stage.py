@@ -214,6 +214,7 @@ class _Selection:
         self.reserve: dict = {key: [] for key in groups}
         self.counts = {key: Counter() for key in groups}
         self.weeks: Counter = Counter()
+        self.stream_weeks: Counter = Counter()  # in a group plan: window commitments per (stream, week start)
 
     def is_full(self, key: tuple[str, str]) -> bool:
         return len(self.kept[key]) >= self.targets[key]
@@ -255,13 +256,33 @@ class _Selection:
         if self.weeks[week] >= self.caps[key[1]][week[2]]:
             self.dropped[f"{key[0]}: its commitment {'week' if self.lifter.period == WEEK else 'day'} is full"] += 1
             return None
+        stream_week = self._stream_week(fields)
+        if stream_week is not None and self.stream_weeks[stream_week] >= self.cfg.commit_stream_week_cap:
+            self.dropped[f"{key[0]}: its commitment's stream-week is full"] += 1
+            return None
         return week
+
+    def _stream_week(self, fields: dict) -> tuple[str, int] | None:
+        """In a group plan, the (stream, week start) a window commitment asks about; None otherwise (a reading's
+        commitment, or a time or site plan)."""
+        if self.lifter.stream_splits is None:
+            return None
+        commitment = fields["phases"][-1]
+        calls = [c.model_dump() for c in commitment.canonical_calls]
+        if not any(c["tool"] == "inspect_quality_window" for c in calls):
+            return None
+        return commitment.evidence_stream_ids[0], commitment_instant(calls)
 
     def _take(self, key: tuple[str, str], fields: dict, origin: dict, week: tuple[str, int, str]) -> None:
         self.kept[key].append((fields, origin))
         self.weeks[week] += 1
         if self.weeks[week] >= self.caps[key[1]][week[2]]:
             self.lifter.full_periods.add(week)
+        stream_week = self._stream_week(fields)
+        if stream_week is not None:
+            self.stream_weeks[stream_week] += 1
+            if self.stream_weeks[stream_week] >= self.cfg.commit_stream_week_cap:
+                self.lifter.full_stream_weeks.add(stream_week)
 
     def _balanced(self, outcome: str) -> bool:
         """Whether one more row of this outcome keeps it within mix_tolerance over its share of the corpus."""

@@ -392,12 +392,15 @@ def build(
     (raw_env) and was not given is skipped with a note."""
     if until is not None and until not in stage_names():
         raise ConfigError(f"unknown stage {until!r}: stages are {', '.join(stage_names())}")
+    from pipeline.tasks.fit import corpus_rule
+
     config = load_build_config(ws)
     runtime = resources or Resources(threads=threads)
     contexts = []
     for corpus in select_corpora(ws, corpora):
         mapping = load_mapping(ws.corpus_config(corpus))
         check_written(ws, mapping)
+        corpus_rule(load_families(ws), mapping.splits, corpus)  # a [splits] that breaks a rule: one line, before ingest
         folder = raw_folder(ws, mapping, raw)
         if folder is None:
             if on_skip:

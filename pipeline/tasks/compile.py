@@ -20,7 +20,7 @@ from pipeline.core.executor import Resources, run_ordered
 from pipeline.core.manifest import StageResult, write_splits
 from pipeline.store.reader import STORE_FILE, open_store
 from pipeline.tasks import candidates, forms, gold, grading, render
-from pipeline.tasks.fit import Span, fit, whole_weeks
+from pipeline.tasks.fit import Span, corpus_rule, fit, whole_weeks
 from pipeline.tasks.splits import Block, SplitPlan, group_count, plan
 from pipeline.tools.access import ToolStore
 
@@ -346,7 +346,7 @@ def compile_tasks(
             raise StageError(f"corpus {corpus}: the store holds no observation, so no task; check the ingest report")
         spans = con.execute("SELECT first_ts, last_ts FROM streams WHERE n_obs > 0").fetchall()
         longest = max(whole_weeks(a, b) for a, b in spans)
-        grouped = group_count(con, cfg.splits.with_overrides(overrides).min_sites)
+        grouped = group_count(con, corpus_rule(cfg, overrides, corpus).min_sites)
         fitted = fit(cfg, split, overrides, Span(first, last, sites, longest, grouped), corpus, weekly_commitments)
         splits = plan(con, fitted, held_out, corpus, cfg.seed)
         every_stream = [s for (s,) in con.execute("SELECT stream_id FROM streams ORDER BY stream_id").fetchall()]

@@ -3,11 +3,15 @@
 A family fits when the corpus's span holds `min_windows_in_span` of its windows (the one asked about and one on each
 side to revise to). The buffer between time blocks is `buffer_days` less what the longest window that fits falls
 short of the longest declared window, so a corpus without month families gets shorter buffers. The plan:
-- time: needs 3 one-week blocks and 2 buffers of whole weeks within the corpus's calendar weeks;
+- time: needs 3 one-week blocks and 2 buffers of whole weeks within the corpus's calendar weeks; a shorter span of
+  at least `short_min_days` gets a short time plan: blocks and buffers in days, each buffer `short_buffer_share` of
+  the span (at least a day), reach_days shrunk by the same factor as the buffer (a row's reach must still fit inside
+  its block, and the lift keeps its revisions and commitment there);
 - site: needs `min_sites` sites;
 - group: needs `min_sites` zones, rooms or stream groups (one building's: pipeline/tasks/splits.py says which);
-- auto: time when the span allows it, else site when there are enough sites, else group when there are enough
-  groups, else one line naming the span, the sites, the groups, the minimum of each plan and the change that fits.
+- auto: time when the span allows whole-week buffers, else site when there are enough sites, else group when there
+  are enough groups, else a short time plan when the span has the days, else one line naming the span, the sites, the
+  groups, the minimum of each plan and the change that fits.
 One home for these rules: the tasks stage applies them, `corpus draft` states them before any build.
 """
 
@@ -16,8 +20,10 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
+from pydantic import ValidationError
+
 from contracts.tasks import PERIOD_DAYS, FamiliesConfig, SplitKind, SplitOverrides, SplitRule
-from pipeline.core.errors import StageError
+from pipeline.core.errors import ConfigError, StageError, validation_problems
 from pipeline.store.compute import DAY, MONDAY
 
 WEEK = 7 * DAY
@@ -64,6 +70,30 @@ class Span:
         return f"{_days(self.days)} ({self.weeks} calendar weeks) at {sites}{grouped}"
 
 
+def corpus_rule(families: FamiliesConfig, overrides: SplitOverrides | None, corpus: str) -> SplitRule:
+    """configs/families.toml's split rule with the corpus mapping's [splits] in place of its defaults; one line naming
+    the mapping, the field, the rule it breaks and the fix when the two together break a rule (a traceback else)."""
+    try:
+        return families.splits.with_overrides(overrides)
+    except ValidationError as exc:
+        mapping = f"configs/corpora/{corpus}.toml"
+        merged = {**families.splits.model_dump(), **(overrides.model_dump(exclude_none=True) if overrides else {})}
+        buffer, reach = merged["buffer_days"], merged["reach_days"]
+        need = LONGEST + 2 * reach
+        if buffer < need:
+            field = "buffer_days" if overrides and overrides.buffer_days is not None else "reach_days"
+            raise ConfigError(
+                f"{mapping}: [splits] {field}: buffer_days = {buffer} with reach_days = {reach} breaks the buffer rule "
+                f"(buffer_days at least the longest window, {LONGEST} days, + 2 x reach_days = {need}); set "
+                f"buffer_days = {need} or more, or reach_days = {max(0, (buffer - LONGEST) // 2)} or less, in [splits] "
+                "there (or remove the key to take configs/families.toml's)"
+            ) from exc
+        raise ConfigError(
+            f"{mapping}: [splits]: {validation_problems(exc)}; fix the key in [splits] there (or remove it to take "
+            "configs/families.toml's)"
+        ) from exc
+
+
 @dataclass(frozen=True)
 class Fit:
     """The families a span keeps, those it leaves out with the reason, the rule in force and the plan chosen."""
@@ -72,6 +102,7 @@ class Fit:
     left_out: dict[str, str]
     rule: SplitRule
     plan: str  # "time", "site" or "group"
+    step_days: int = 7  # a time plan's unit: whole weeks, or days in a short time plan (its rule scaled to the span)
 
     def notes(self) -> list[str]:
         return [f"family {name} left out: {why}" for name, why in self.left_out.items()]
@@ -134,7 +165,7 @@ def fit(
     weekly_commitments: frozenset[str] = frozenset(),
 ) -> Fit:
     """The families that fit, the rule with its buffer, and the plan; one line when no plan or family fits."""
-    rule = families.splits.with_overrides(overrides)
+    rule = corpus_rule(families, overrides, corpus)
     kept, left_out = fitting(families, rule, span, weekly_commitments)
     if not kept:
         raise StageError(
@@ -145,48 +176,44 @@ def fit(
     rule = rule.model_copy(update={"buffer_days": buffer})
     allowed = {p: _fits(p, rule, span, time_weeks(buffer)) for p in PLANS}
     plan = next((p for p in PLANS if allowed[p]), None) if kind == "auto" else kind if allowed[kind] else None
+    if plan is None and kind in ("auto", "time") and span.days + 1e-9 >= rule.short_min_days:
+        return Fit(kept=kept, left_out=left_out, rule=short_rule(rule, span), plan="time", step_days=1)
     if plan is None:
-        needed = _weeks_for_time(families, overrides, span, weekly_commitments)
-        raise StageError(f"corpus {corpus}: {why_no_plan(kind, rule, span, corpus, needed)}")
+        raise StageError(f"corpus {corpus}: {why_no_plan(kind, rule, span, corpus)}")
     return Fit(kept=kept, left_out=left_out, rule=rule, plan=plan)
 
 
-PLANS = ("time", "site", "group")  # the order `auto` tries them in
+PLANS = ("time", "site", "group")  # the order `auto` tries them in (then a short time plan)
 
 
-def _weeks_for_time(
-    families: FamiliesConfig, overrides: SplitOverrides | None, span: Span, weekly: frozenset[str]
-) -> int:
-    """The fewest calendar weeks of data a time plan needs, counting the families that more data would keep (and
-    their longer buffers)."""
-    rule = families.splits.with_overrides(overrides)
-    for weeks in range(span.weeks, span.weeks + MAX_WEEKS):
-        longer = Span(span.first, span.first + weeks * WEEK, span.sites, weeks - 1, span.groups)
-        kept, _ = fitting(families, rule, longer, weekly)
-        if kept and longer.weeks >= time_weeks(buffer_days(families, rule, kept)):
-            return longer.weeks
-    return span.weeks + MAX_WEEKS
+def short_rule(rule: SplitRule, span: Span) -> SplitRule:
+    """The rule of a short time plan: buffers of `short_buffer_share` of the span's days (at least one), reach_days
+    shrunk by the buffer's factor. Not validated again: the buffer rule (at least the longest window + 2 x reach_days)
+    is the whole-week plan's; here every row's reach still lies inside its block, so rows of two splits are a buffer
+    apart at least."""
+    buffer = max(1, math.floor(span.days * rule.short_buffer_share))
+    reach = math.floor(rule.reach_days * min(1.0, buffer / rule.buffer_days))
+    return rule.model_copy(update={"buffer_days": buffer, "reach_days": reach})
 
 
-MAX_WEEKS = 10_000  # more weeks of data than any window and buffer asks: the search stops there
-
-
-def why_no_plan(kind: SplitKind, rule: SplitRule, span: Span, corpus: str, time_needs: int | None = None) -> str:
+def why_no_plan(kind: SplitKind, rule: SplitRule, span: Span, corpus: str) -> str:
     """The one line saying why no split plan fits a span: what it has, each plan's minimum, and the change that
-    would make one fit (the data, sites or groups missing, or the mapping's split when another plan fits).
-    `time_needs` is the calendar weeks a time plan needs once more data keeps more families."""
+    would make one fit (the data, sites or groups missing, or the mapping's split when another plan fits)."""
     weeks = time_weeks(rule.buffer_days)
-    time_needs = max(weeks, time_needs or 0)
     needs = {
-        "time": f"a time split needs {weeks} calendar weeks (3 blocks and 2 buffers of {rule.buffer_days} days)",
+        "time": f"a time split needs {rule.short_min_days} days (3 blocks and 2 buffers scaled to the span; "
+        f"{weeks} calendar weeks for buffers of {rule.buffer_days} days)",
         "site": f"a site split needs {rule.min_sites} sites",
         "group": f"a group split needs {rule.min_sites} zones, rooms or stream groups (equipment or location in "
         "the points table, or streams)",
     }
     tried = PLANS if kind == "auto" else (kind,)
     fits = [p for p in PLANS if p not in tried and _fits(p, rule, span, weeks)]
+    if "time" not in tried and "time" not in fits and span.days + 1e-9 >= rule.short_min_days:
+        fits.append("time")  # a short time plan
+    days = math.ceil(rule.short_min_days - span.days - 1e-9)
     more = {
-        "time": f"data over {time_needs - span.weeks} more calendar weeks",
+        "time": f"{days} more day{'s' * (days != 1)} of data",
         "site": f"{rule.min_sites - span.sites} more sites",
         "group": f"{rule.min_sites - span.groups} more zones, rooms or streams (equipment per room in the points "
         "table names the rooms)",
@@ -222,10 +249,11 @@ def summary(
         found = fit(families, kind, overrides, span, corpus, weekly_commitments)
     except StageError as exc:
         lines.append("split plan: none; " + str(exc).split(": ", 1)[1])
-        kept, _ = fitting(families, families.splits.with_overrides(overrides), span, weekly_commitments)
+        kept, _ = fitting(families, corpus_rule(families, overrides, corpus), span, weekly_commitments)
         return lines + ([f"families the span would keep under a plan: {', '.join(kept)}"] if kept else [])
+    short = " in days, scaled to the short span" if found.step_days == 1 else ""
     how = {
-        "time": f"time blocks with {found.rule.buffer_days}-day buffers",
+        "time": f"time blocks with {found.rule.buffer_days}-day buffers{short}",
         "site": f"whole sites per split, {span.sites} sites",
         "group": f"whole zones, rooms or stream groups per split, {span.groups} groups at {span.sites} site"
         + "s" * (span.sites != 1),

@@ -3,9 +3,10 @@
 The build's `auto` takes the first plan whose minimum the corpus meets (pipeline/tasks/fit.py). A time plan can meet
 its minimum and still leave a block without data (two series that do not overlap in time: the default shares put
 the whole test block in a gap). The draft cuts the blocks as the build does (pipeline/tasks/splits.py: time_blocks)
-from the weeks it read data in, and proposes the shares nearest the defaults under which every block holds a week
-of data a row's reach fits around; when no shares do, the next plan that fits (site, then group), written as
-`split` in the mapping. The draft writes what it proposes, so that filling its TODOs builds on the first try.
+from the weeks it read data in (the days, in a short time plan), and proposes the shares nearest the defaults under
+which every block holds a week (a day) of data a row's reach fits around; when no shares do, the next plan that fits
+(site, then group), written as `split` in the mapping. The draft writes what it proposes, so that filling its TODOs
+builds on the first try.
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ from pipeline.tasks.fit import PLANS, WEEK, Span, fit, summary, whole_weeks
 from pipeline.tasks.splits import blocks_without_data, time_blocks
 
 SLACK = WEEK  # the draft reads some rows of each file, the build every reading: one more week inside each edge
+SHORT_SLACK = DAY  # in a short time plan (blocks of days): one more day
 STEP = 0.01  # shares are tried in hundredths
 
 
@@ -38,25 +40,30 @@ def propose(
     counted: dict[int, int],
     weekly_commitments: frozenset[str],
     corpus: str,
+    stream_spans: list[tuple[int, int]] | None = None,
 ) -> Proposal:
-    """The plan a build will take on this span and these stream-weeks (Monday -> streams with data), with the
-    settings that make it hold data in every split."""
+    """The plan a build will take on this span and these stream-weeks (Monday -> streams with data; a short time plan
+    counts the days the `stream_spans` cover), with the settings that make it hold data in every split."""
     try:
         found = fit(families, "auto", None, span, corpus, weekly_commitments)
     except StageError:
         return Proposal(summary(families, "auto", None, span, weekly_commitments, corpus))
+    short = found.step_days == 1
+    counted = per_day(stream_spans or []) if short else counted
     if found.plan != "time" or not counted:
         return Proposal(summary(families, "auto", None, span, weekly_commitments, corpus))
-    margin = _margin(families, found.rule, found.kept)
-    shares = _shares(found.rule, counted, margin, corpus)
+    step = DAY if short else WEEK
+    margin = _margin(families, found.rule, found.kept) + (SHORT_SLACK if short else SLACK)
+    shares = _shares(found.rule, counted, margin, corpus, step)
     if shares == found.rule.shares:
         return Proposal(summary(families, "auto", None, span, weekly_commitments, corpus))
     if shares is not None:
         overrides = SplitOverrides(shares=shares)
         lines = summary(families, "auto", overrides, span, weekly_commitments, corpus)
+        unit = "day" if short else "week"
         why = (
-            "the default shares leave a time block without a week of data inside it; these are the nearest that "
-            "give every block one (from the weeks the draft read data in)"
+            f"the default shares leave a time block without a {unit} of data inside it; these are the nearest that "
+            f"give every block one (from the {unit}s the draft read data in)"
         )
         return Proposal([*lines, f"  shares: {_words(shares)} ({why})"], shares=shares, why=[why])
     for other in PLANS[1:]:
@@ -73,21 +80,32 @@ def propose(
 
 
 def _margin(families: FamiliesConfig, rule: SplitRule, kept: list[str]) -> int:
-    """How far inside a block's edges a week of data must lie for the shortest reach of a kept family with times."""
+    """How far inside a block's edges data must lie for the shortest reach of a kept family with times."""
     timed = [PERIOD_DAYS[families.families[n].period] for n in kept if families.families[n].time_columns]
-    return (min(timed, default=0) + rule.reach_days) * DAY + SLACK
+    return (min(timed, default=0) + rule.reach_days) * DAY
 
 
-def _shares(rule: SplitRule, counted: dict[int, int], margin: int, corpus: str) -> dict[str, float] | None:
+def _shares(rule: SplitRule, counted: dict[int, int], margin: int, corpus: str, step: int) -> dict[str, float] | None:
     """The rule's shares when every block holds data, else the nearest (in hundredths) that do, else None."""
     for shares in _candidates(rule.shares):
         try:
-            blocks = time_blocks(rule.model_copy(update={"shares": shares}), counted, corpus)
-        except StageError:  # a block without a week
+            blocks = time_blocks(rule.model_copy(update={"shares": shares}), counted, corpus, step)
+        except StageError:  # a block without a week (a day)
             continue
-        if not blocks_without_data(blocks, counted, margin):
+        if not blocks_without_data(blocks, counted, margin, step):
             return shares
     return None
+
+
+def per_day(stream_spans: list[tuple[int, int]]) -> dict[int, int]:
+    """Per day (00:00 UTC, epoch us) the streams whose span (first to last reading the draft read) covers it whole:
+    the short time plan's stream-days, as the store would count them where the data has no gap."""
+    found: dict[int, int] = {}
+    for first, last in stream_spans:
+        for day in range(first - first % DAY, last + 1, DAY):
+            if first <= day and day + DAY <= last + 1:
+                found[day] = found.get(day, 0) + 1
+    return dict(sorted(found.items()))
 
 
 def _candidates(default: dict[str, float]) -> list[dict[str, float]]:
@@ -111,7 +129,7 @@ def draft_plan(families: FamiliesConfig, read, weekly_commitments: frozenset[str
     SpanRead in, its Settings out)."""
     weeks = max((whole_weeks(a, b) for a, b in read.stream_spans), default=0)
     span = Span(read.first, read.last, read.sites, weeks, read.streams)
-    found = propose(families, span, read.weeks, weekly_commitments, corpus)
+    found = propose(families, span, read.weeks, weekly_commitments, corpus, read.stream_spans)
     settings = {}
     if found.split is not None:
         settings["split"] = (found.split, found.why[0])

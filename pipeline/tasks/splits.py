@@ -1,10 +1,11 @@
 """Splits without memory, by the corpus's plan (pipeline/tasks/fit.py chooses it): time blocks, or whole sites.
 
 time: the corpus's stream-weeks (weekly aggregate windows) are counted per Monday; the blocks are cut where the
-cumulative count reaches each split's share, with the rule's buffer left out between consecutive blocks. A row belongs
-to the block that holds its whole reach: its time columns widened by one window (a revision moves to the previous or
-next window) and by `reach_days` (the commitment asks about a week starting within 14 days). Rows that straddle a
-buffer, and rows of held-out sites in a train or dev block, are dropped and counted.
+cumulative count reaches each split's share, with the rule's buffer left out between consecutive blocks. A short
+time plan (a span too short for whole-week buffers, pipeline/tasks/fit.py) counts stream-days and cuts in days.
+A row belongs to the block that holds its whole reach: its time columns widened by one window (a revision moves to
+the previous or next window) and by `reach_days` (the commitment asks about a week starting within 14 days). Rows
+that straddle a buffer, and rows of held-out sites in a train or dev block, are dropped and counted.
 
 site: every split's block is the corpus's whole time; each site goes to one split, held-out sites to test, the others
 in an order stratified by the point classes they have, each to the split furthest below its share of the stream-weeks.
@@ -83,6 +84,7 @@ class SplitPlan:
     site_splits: dict[str, str] | None = None  # site -> split, in a site plan
     left_out: dict[str, str] | None = None  # families that do not fit the corpus's span, with the reason
     grouping: Grouping | None = None  # in a group plan: what a group is, and each stream's split
+    step_days: int = 7  # a time plan's unit: weeks, or days in a short time plan
 
     def place(self, frame: pl.DataFrame, family: Family, idents: list[str], seed: str, name: str) -> pl.Series:
         """Each candidate row's split, or the reason it is dropped (a name not in SPLITS), by row number. `frame` holds
@@ -162,19 +164,20 @@ class SplitPlan:
             found["groups"] = {s: sorted(k for k, v in self.grouping.splits.items() if v == s) for s in SPLITS}
         if self.left_out:
             found["families_left_out"] = dict(sorted(self.left_out.items()))
+        if self.step_days != 7:  # a short time plan (written only then: the whole-week plans' manifests unchanged)
+            found["step_days"] = self.step_days
         return found
 
 
 def plan(con: duckdb.DuckDBPyConnection, fit: Fit, held_out: list[str], corpus: str, seed: str) -> SplitPlan:
     """The corpus's split plan: time blocks, or whole sites per split."""
-    counted = dict(
-        con.execute("SELECT window_start, count(*) FROM aggregates WHERE period = 'week' GROUP BY 1").fetchall()
-    )
+    counted = per_window(con, "week")
     if not counted:
         raise StageError(f"corpus {corpus}: no weekly windows in the store, so no split plan")
     if fit.plan in ("site", "group"):
         return _unit_plan(con, fit, held_out, corpus, seed, Block("", min(counted), max(counted) + WEEK))
-    plan_ = time_blocks(fit.rule, counted, corpus)
+    step = fit.step_days * DAY
+    plan_ = time_blocks(fit.rule, counted if step == WEEK else per_window(con, "day"), corpus, step)
     sites = con.execute("SELECT count(DISTINCT site_id) FROM streams").fetchone()[0]
     single = sites < 2
     return SplitPlan(
@@ -183,33 +186,42 @@ def plan(con: duckdb.DuckDBPyConnection, fit: Fit, held_out: list[str], corpus: 
         held_out=frozenset() if single else frozenset(held_out),
         by="time" if single else "time and site",
         left_out=fit.left_out,
+        step_days=fit.step_days,
     )
 
 
-def time_blocks(rule: SplitRule, counted: dict[int, int], corpus: str) -> dict[str, Block]:
-    """The time plan's blocks from the stream-weeks counted per Monday (epoch us): every Monday from the first to the
-    last counted is in the calendar, weeks without data included (buffers are time)."""
-    first, last = min(counted), max(counted) + WEEK
-    calendar = list(range(first, last, WEEK))
-    return _time_plan(rule, calendar, [counted.get(week, 0) for week in calendar], corpus)
+def per_window(con: duckdb.DuckDBPyConnection, period: str) -> dict[int, int]:
+    """The store's stream-windows of a period (week or day) counted per window start (epoch us)."""
+    return dict(
+        con.execute("SELECT window_start, count(*) FROM aggregates WHERE period = ? GROUP BY 1", [period]).fetchall()
+    )
 
 
-def blocks_without_data(blocks: dict[str, Block], counted: dict[int, int], margin: int) -> list[str]:
-    """The splits whose block holds no week with data at least `margin` (epoch us) inside both its edges: no row's
-    reach fits there, so the split would have no task."""
+def time_blocks(rule: SplitRule, counted: dict[int, int], corpus: str, step: int = WEEK) -> dict[str, Block]:
+    """The time plan's blocks from the stream-windows counted per window start (epoch us; Mondays, or days in a
+    short time plan, `step` apart): every window from the first to the last counted is in the calendar, those without
+    data included (buffers are time)."""
+    first, last = min(counted), max(counted) + step
+    calendar = list(range(first, last, step))
+    return _time_plan(rule, calendar, [counted.get(start, 0) for start in calendar], corpus, step)
+
+
+def blocks_without_data(blocks: dict[str, Block], counted: dict[int, int], margin: int, step: int = WEEK) -> list[str]:
+    """The splits whose block holds no window (a week, or a day `step`) with data at least `margin` (epoch us) inside
+    both its edges: no row's reach fits there, so the split would have no task."""
     return [
         split
         for split, block in blocks.items()
         if not any(
-            n and block.start + margin <= week and week + WEEK + margin <= block.end for week, n in counted.items()
+            n and block.start + margin <= start and start + step + margin <= block.end for start, n in counted.items()
         )
     ]
 
 
-def _time_plan(rule: SplitRule, calendar: list[int], counts: list[int], corpus: str) -> dict[str, Block]:
-    """Cut the calendar into the rule's blocks by its stream-weeks."""
-    buffer_weeks = -(-rule.buffer_days // 7)
-    total = sum(counts) * (1 - 2 * buffer_weeks / len(calendar))  # the buffers' share is left out
+def _time_plan(rule: SplitRule, calendar: list[int], counts: list[int], corpus: str, step: int) -> dict[str, Block]:
+    """Cut the calendar into the rule's blocks by its stream-windows."""
+    buffer_steps = -(-rule.buffer_days * DAY // step)  # the buffer in whole steps (weeks, or days)
+    total = sum(counts) * (1 - 2 * buffer_steps / len(calendar))  # the buffers' share is left out
     bounds, cumulative, share, index = [], 0, 0.0, 0
     for split in rule.order[:-1]:
         begin = index
@@ -218,7 +230,7 @@ def _time_plan(rule: SplitRule, calendar: list[int], counts: list[int], corpus: 
             cumulative += counts[index]
             index += 1
         bounds.append((begin, index))
-        index += buffer_weeks  # the buffer's weeks belong to no block
+        index += buffer_steps  # the buffer's steps belong to no block
     bounds.append((index, len(calendar)))
     blocks = {}
     for split, (begin, stop) in zip(rule.order, bounds, strict=True):
@@ -227,7 +239,7 @@ def _time_plan(rule: SplitRule, calendar: list[int], counts: list[int], corpus: 
                 f"corpus {corpus}: the {split} block is empty; change the shares or buffer_days in "
                 f"configs/families.toml [splits], or [splits] in configs/corpora/{corpus}.toml"
             )
-        blocks[split] = Block(split, calendar[begin], calendar[stop - 1] + WEEK)
+        blocks[split] = Block(split, calendar[begin], calendar[stop - 1] + step)
     return blocks
 
 
