@@ -48,6 +48,7 @@ from pipeline.core.code_identity import PACKAGE_ROOT
 from pipeline.core.config import corpus_names
 from pipeline.core.errors import RunError, TelemetryBenchError, shown, validation_problems
 from pipeline.core.workspace import Workspace
+from pipeline.harness.binding import played_digest
 from pipeline.harness.play import episode_source
 from pipeline.harness.traces import RECORDS as TRACE_RECORDS
 from pipeline.harness.traces import load_episodes, record_key, usage_totals
@@ -85,6 +86,7 @@ class EpisodeSource:
     keywords: Lexicon
     episodes: dict[str, Episode]
     open_store: Any  # () -> ToolStore
+    release_digest: str | None = None  # the release played (pipeline.harness.binding), recorded in the trace
     _store: ToolStore | None = None
 
     def store(self) -> ToolStore:
@@ -142,7 +144,9 @@ def _source(corpus, split, release, root, artifacts, cache_dir) -> EpisodeSource
         )
     corpus, stage, path, keywords = episode_source(ws, corpus, split, AGENT, played)
     opener = played.store if played is not None else (lambda: ToolStore.for_corpus(ws, corpus))
-    return EpisodeSource(corpus, split, stage, path, keywords, {e.id: e for e in load_episodes(path)}, opener)
+    episodes = {e.id: e for e in load_episodes(path)}
+    bound = played_digest(ws, corpus, played, path, split)
+    return EpisodeSource(corpus, split, stage, path, keywords, episodes, opener, bound)
 
 
 def episodes_task(source: EpisodeSource) -> Task:
@@ -164,6 +168,7 @@ def episodes_task(source: EpisodeSource) -> Task:
             "split": source.split,
             "episode_set": source.stage,
             "episode_set_hash": digest_file(source.path),
+            "release_digest": source.release_digest,
         },
     )
 
@@ -313,6 +318,7 @@ def write_trace(log: Any, out: Path) -> Path:
         split=task["split"],
         episode_set=task["episode_set"],
         episode_set_hash=task["episode_set_hash"],
+        release_digest=task.get("release_digest"),  # an eval log of a task made before traces recorded it: none
         agent=AGENT,
         repeat=log.eval.config.epochs or 1,
         settings=_settings(log, len(played)),
