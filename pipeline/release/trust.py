@@ -53,12 +53,3 @@ def not_expected(folder: Path, actual: str | None, wanted: str) -> str | None:
         f"sha256:{wanted} you expect: not the release you trust (another version, or changed); download it again "
         "from its publisher"
     )
-
-
-def unbound(what: str, actual: str | None, wanted: str) -> str | None:
-    """Why something played on release `actual` (None: on none the project knows of) is not bound to the trusted
-    release `wanted`; None when it is."""
-    if actual == wanted:
-        return None
-    played = "no known release" if actual is None else f"release sha256:{actual}"
-    return f"{what} was played on {played}, not the sha256:{wanted} you expect"
