@@ -38,6 +38,9 @@ class LeaderboardRow(Frozen):
     corpus: str
     split: str
     episodes_digest: str = Field(description="xxh3-128 of the episode file the traces were scored against.")
+    release_digest: str | None = Field(
+        None, description="The release the traces were played on (their headers' release_digest); None: unbound."
+    )
     rank: int | None = Field(
         description="1 = best accomplished rate among the complete rows of the same corpus, split and episodes "
         "digest (ties share a rank); None for a partial row, which is never ranked."
@@ -82,3 +85,8 @@ class Leaderboard(Frozen):
     format: str = Field("telemetry-bench leaderboard 1", description="The file's format and version.")
     rows: list[LeaderboardRow]
     refused: list[RefusedTrace] = Field(description="Traces left out of the board, each with its reason.")
+    warnings: list[str] = Field(
+        default=[],
+        description="Traces bound to no release, played side by side on different releases, or on another release "
+        "than the project's build made (pipeline/harness/binding.py).",
+    )

@@ -42,6 +42,13 @@ class TraceHeader(Frozen):
         description="Which episode file was played (the episodes or audit stage's, or a release folder's)."
     )
     episode_set_hash: str = Field(description="xxh3-128 of that file's bytes; scoring checks it.")
+    release_digest: str | None = Field(
+        None,
+        pattern=r"^[0-9a-f]{64}$",
+        description="The release played: the content digest (sha256, as `build` prints it and the card states it) of "
+        "the release folder, or of the project's built release when its episodes and store were played; None when "
+        "the play is bound to no release (a build without one, or a trace written before traces recorded it).",
+    )
     agent: str
     repeat: int = Field(ge=1)
     settings: dict[str, Any]

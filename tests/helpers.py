@@ -234,6 +234,34 @@ def poison_release(release: Path) -> None:
     rehash_release(release)
 
 
+def forge_release(release: Path) -> int:
+    """Issue 53's forgery: every day mean of one stream (L4__t_amb) that is not its max moved halfway to it (inside
+    its min..max, so the store's invariants hold), then the Croissant hash of the table, every digest, the card and
+    both manifests recomputed with the project's own functions. `verify --release` finds it intact; only a digest
+    from elsewhere tells it. Returns how many means moved."""
+    import duckdb
+
+    from pipeline.core.canonical import pretty_json
+    from pipeline.core.checksums import sha256_file
+
+    path, moved = release / "store" / "aggregates.parquet", "stream_id = 'L4__t_amb' AND period = 'day' AND max > mean"
+    with duckdb.connect() as con:
+        (count,) = con.execute(f"SELECT count(*) FROM read_parquet(?) WHERE {moved}", [str(path)]).fetchone()
+        con.execute(
+            f"COPY (SELECT * REPLACE (CASE WHEN {moved} THEN (mean + max) / 2 ELSE mean END AS mean) "
+            "FROM read_parquet(?)) TO ? (FORMAT parquet)",
+            [str(path), str(path) + ".new"],
+        )
+    os.replace(str(path) + ".new", path)
+    croissant = json.loads((release / "croissant.json").read_text())
+    for item in croissant["distribution"]:
+        if item.get("contentUrl") == "store/aggregates.parquet":
+            item["sha256"] = sha256_file(path)
+    (release / "croissant.json").write_text(pretty_json(croissant))
+    rehash_release(release, versions=True)
+    return count
+
+
 def poisoned_copy(release: Path, folder: Path) -> Path:
     """A copy of a release, poisoned (`poison_release`)."""
     shutil.copytree(release, folder)

@@ -19,6 +19,13 @@ SCORED_RELEASE = click.option(
     help="Score traces played with --release on that release folder.",
 )
 
+EXPECT = click.option(
+    "--expect",
+    metavar="DIGEST",
+    help="The release digest you trust (sha256:<hex>, as `build` printed it or the release's card states it): a "
+    "release folder, project build or trace of any other content is refused (docs/runtime.md).",
+)
+
 
 def _rates(summary: dict) -> None:
     who = summary["identity"]["label"]
@@ -71,16 +78,25 @@ def _option_value(text: str) -> object:
         return text
 
 
-def _release(release: str | None, cache_dir: str | None):
-    """A release folder played on its own (episodes, simulator phrases, tool store loaded into the cache); what it
-    does to the cache (a store loaded, entries pruned) is said on stderr, never in an output."""
+def _release(release: str | None, cache_dir: str | None, expect: str | None = None):
+    """A release folder played on its own (episodes, simulator phrases, tool store loaded into the cache), refused
+    unless its content digest is `expect` when given; what it does to the cache (a store loaded, entries pruned) is
+    said on stderr, never in an output."""
     if release is None:
         return None
     from pipeline.release.playable import Release
 
     return Release(
-        Path(release), Path(cache_dir) if cache_dir else None, lambda note: click.echo(f"info: {note}", err=True)
+        Path(release),
+        Path(cache_dir) if cache_dir else None,
+        lambda note: click.echo(f"info: {note}", err=True),
+        expect,
     )
+
+
+def _warn(warnings: list[str]) -> None:
+    for warning in warnings:
+        click.echo(f"warning: {warning}", err=True)
 
 
 RELEASE_OPTIONS = [
@@ -218,6 +234,7 @@ def release_options(command):
     "--out", type=click.Path(dir_okay=False), default="trace.jsonl", show_default=True, help="Trace file (JSONL)."
 )
 @click.option("--json", "as_json", is_flag=True, help="Print the score summary as JSON.")
+@EXPECT
 @release_options
 @click.pass_context
 @cli.handle_errors
@@ -225,6 +242,7 @@ def run(
     ctx: click.Context,
     release: str | None,
     cache_dir: str | None,
+    expect: str | None,
     corpus: str | None,
     split: str,
     agent_name: str | None,
@@ -283,6 +301,7 @@ def run(
         given = {
             "release": release,
             "cache_dir": cache_dir,
+            "expect": expect,
             "corpus": corpus,
             "split": split,
             "base_url": base_url,
@@ -307,7 +326,18 @@ def run(
     elif models or models_file:
         raise RunError("--model and --models are for --agent openai")
     _play_and_report(
-        ctx, release, cache_dir, corpus, split, agent_name, repeat, out, limit, options, concurrency, resume, as_json
+        ctx,
+        (release, cache_dir, expect),
+        corpus,
+        split,
+        agent_name,
+        repeat,
+        out,
+        limit,
+        options,
+        concurrency,
+        resume,
+        as_json,
     )
 
 
@@ -357,8 +387,7 @@ def _sweep(ctx: click.Context, given: dict, models: list[str | None]) -> None:
         try:
             _play_and_report(
                 ctx,
-                given["release"],
-                given["cache_dir"],
+                (given["release"], given["cache_dir"], given["expect"]),
                 given["corpus"],
                 given["split"],
                 "openai",
@@ -380,8 +409,7 @@ def _sweep(ctx: click.Context, given: dict, models: list[str | None]) -> None:
 
 def _play_and_report(
     ctx: click.Context,
-    release: str | None,
-    cache_dir: str | None,
+    played: tuple[str | None, str | None, str | None],  # --release, --cache-dir, --expect
     corpus: str | None,
     split: str,
     agent_name: str,
@@ -396,6 +424,7 @@ def _play_and_report(
     from pipeline.core.errors import RunError
     from pipeline.harness.play import run_agent
 
+    release, cache_dir, expect = played
     summary = run_agent(
         cli.workspace(ctx),
         corpus,
@@ -407,7 +436,8 @@ def _play_and_report(
         options,
         concurrency,
         resume,
-        _release(release, cache_dir),
+        _release(release, cache_dir, expect),
+        expect,
     )
     if as_json:
         cli.echo_json(summary)
@@ -427,8 +457,8 @@ def _play_and_report(
     "--json",
     "as_json",
     is_flag=True,
-    help="Print JSON: {summaries: [...]}, one per agent identity, corpus and split (rates, commitment accuracy per "
-    "gold outcome and balanced, part scores, per-family rates, usage, latency, rows).",
+    help="Print JSON: {summaries: [...], warnings: [...]}, a summary per agent identity, corpus, split and release "
+    "(rates, commitment accuracy per gold outcome and balanced, part scores, per-family rates, usage, latency, rows).",
 )
 @SCORED_RELEASE
 @click.option(
@@ -436,27 +466,41 @@ def _play_and_report(
     type=click.Path(dir_okay=False, exists=True),
     help='A TOML price table, [models."<model>"] input = ... output = ... (US dollars per million tokens): adds cost.',
 )
+@EXPECT
 @click.pass_context
 @cli.handle_errors
-def score(ctx: click.Context, traces: tuple[str, ...], as_json: bool, release: str | None, prices: str | None) -> None:
+def score(
+    ctx: click.Context,
+    traces: tuple[str, ...],
+    as_json: bool,
+    release: str | None,
+    prices: str | None,
+    expect: str | None,
+) -> None:
     """Score saved traces against their episodes; the same trace always gives the same scores.
 
     One summary per agent identity (agent kind, model and the settings that change behaviour, shown as a short
     digest), corpus and split: traces of one identity pool their runs, two identities are never merged. A summary
-    covering fewer episodes than its split is marked partial.
+    covering fewer episodes than its split is marked partial. Runs played on two releases are never pooled either:
+    each trace records the release digest it was played on; --expect refuses any other, and a warning names traces
+    bound to no release, played side by side on different releases, or on another than the project's build made.
 
     \b
     Example:
       telemetry-bench score /tmp/t.jsonl /tmp/oracle.jsonl --json
     """
     from pipeline.core.config import load_price_table
+    from pipeline.harness.binding import digest_warnings
     from pipeline.harness.traces import score_traces
 
     table = load_price_table(Path(prices)) if prices else None
-    summaries = score_traces(cli.workspace(ctx), [Path(t) for t in traces], _release(release, None), table)
-    if as_json:
-        cli.echo_json({"summaries": summaries})
+    ws, paths = cli.workspace(ctx), [Path(t) for t in traces]
+    summaries = score_traces(ws, paths, _release(release, None, expect), table, expect=expect)
+    warnings = digest_warnings(ws, summaries)
+    if as_json:  # the warnings in the JSON, which a program reads whole
+        cli.echo_json({"summaries": summaries, "warnings": warnings})
         return
+    _warn(warnings)
     for summary in summaries:
         _rates(summary)
 
@@ -475,6 +519,7 @@ def score(ctx: click.Context, traces: tuple[str, ...], as_json: bool, release: s
 @click.option("--prices", type=click.Path(dir_okay=False, exists=True), help="A TOML price table (see `score`).")
 @click.option("--resamples", default=1000, show_default=True, type=click.IntRange(100), help="Bootstrap draws.")
 @click.option("--seed", default=0, show_default=True, help="Seed of the bootstrap: the same seed, the same intervals.")
+@EXPECT
 @click.pass_context
 @cli.handle_errors
 def leaderboard(
@@ -485,12 +530,15 @@ def leaderboard(
     prices: str | None,
     resamples: int,
     seed: int,
+    expect: str | None,
 ) -> None:
     """Rank scored traces: one row per agent identity, corpus and split, with a 95% bootstrap interval.
 
     Rows are ranked only among complete rows scored on the same episode set (corpus, split and episode-file digest);
     a partial trace is listed unranked, and a trace that cannot be scored (played on another episode set) is listed
-    under "refused" with its reason.
+    under "refused" with its reason, as is, with --expect, a trace played on another release. Each row records the
+    release its traces were played on; the board's warnings (printed too) name traces bound to no release, played side
+    by side on different releases, or on another than the project's build made.
 
     \b
     Example:
@@ -504,8 +552,9 @@ def leaderboard(
         raise click.UsageError(f"--out {bad[0]}: name a .json, .csv or .md file")
     table = load_price_table(Path(prices)) if prices else None
     board = build_leaderboard(
-        cli.workspace(ctx), [Path(t) for t in traces], _release(release, None), table, resamples, seed
+        cli.workspace(ctx), [Path(t) for t in traces], _release(release, None, expect), table, resamples, seed, expect
     )
+    _warn(board.warnings)
     for out in outs:
         write_leaderboard(board, Path(out))
     ranked = sum(r.rank is not None for r in board.rows)

@@ -2,36 +2,59 @@
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import click
 
 from pipeline.cli import common as cli
-from pipeline.cli.runtime import release_options
+from pipeline.cli.runtime import EXPECT, release_options
+
+if TYPE_CHECKING:
+    from pipeline.tools.access import ToolStore
 
 
-def _store(ctx: click.Context, corpus: str | None, release: str | None, cache_dir: str | None):
-    """The tool store of a project's corpus or of a release folder on its own (read-only)."""
+def _store(
+    ctx: click.Context, corpus: str | None, release: str | None, cache_dir: str | None, expect: str | None = None
+) -> tuple[str, ToolStore]:
+    """The corpus and tool store of a project's corpus or of a release folder on its own (read-only); with `expect`,
+    refused unless it is the store of the release of that digest (pipeline.harness.binding)."""
     from pipeline.cli.runtime import _release
+    from pipeline.harness.binding import REBUILD, project_digest, require
     from pipeline.tools.api import open_tools
 
-    chosen = _release(release, cache_dir)
+    chosen = _release(release, cache_dir, expect)
     if chosen is not None:
         if corpus and corpus != chosen.corpus:
             raise click.UsageError(f"--release {release} is a release of {chosen.corpus}, not {corpus}")
-        return chosen.store()
+        return chosen.corpus, chosen.store()
     if not corpus:
         raise click.UsageError("give --corpus NAME (with --root DIR from another folder) or --release DIR")
-    return open_tools(cli.workspace(ctx), corpus)
+    ws = cli.workspace(ctx)
+    store = open_tools(ws, corpus)  # the corpus known and its store checked against the build's record first
+    try:
+        require(expect, f"the project's build of {corpus} is", project_digest(ws, corpus) if expect else None, REBUILD)
+    except BaseException:
+        store.close()
+        raise
+    return corpus, store
 
 
 @click.command()
 @click.argument("name")
 @click.option("--corpus", help="Corpus whose tool store answers (with --release: the release's own).")
 @click.option("--args", "arguments", default="{}", show_default=True, help="Arguments as a JSON object.")
+@EXPECT
 @release_options
 @click.pass_context
 @cli.handle_errors
 def tool(
-    ctx: click.Context, name: str, corpus: str | None, arguments: str, release: str | None, cache_dir: str | None
+    ctx: click.Context,
+    name: str,
+    corpus: str | None,
+    arguments: str,
+    release: str | None,
+    cache_dir: str | None,
+    expect: str | None,
 ) -> None:
     """Call one tool and print its result as JSON (an error result is a result: exit status 0).
 
@@ -43,7 +66,7 @@ def tool(
     """  # noqa: E501 - the examples are runnable commands, one per line
     from pipeline.tools.api import run_tool
 
-    cli.echo_json(run_tool(_store(ctx, corpus, release, cache_dir), name, arguments))
+    cli.echo_json(run_tool(_store(ctx, corpus, release, cache_dir, expect)[1], name, arguments))
 
 
 @click.command()
@@ -63,7 +86,7 @@ def tools(ctx: click.Context, corpus: str | None, as_json: bool, release: str | 
     from pipeline.tools.api import listing
 
     if corpus or release:
-        _store(ctx, corpus, release, cache_dir).close()
+        _store(ctx, corpus, release, cache_dir)[1].close()
     data = listing()
     if as_json:
         cli.echo_json(data)
@@ -78,10 +101,13 @@ def tools(ctx: click.Context, corpus: str | None, as_json: bool, release: str | 
 @click.option(
     "--corpus", help="Corpus whose tool store the server exposes (with --root, or run from the project folder)."
 )
+@EXPECT
 @release_options
 @click.pass_context
 @cli.handle_errors
-def serve(ctx: click.Context, corpus: str | None, release: str | None, cache_dir: str | None) -> None:
+def serve(
+    ctx: click.Context, corpus: str | None, release: str | None, cache_dir: str | None, expect: str | None
+) -> None:
     """Serve the corpus's tools over MCP on stdio (read-only), for any MCP client; it ends when stdin closes. Works
     from any folder: give --corpus with --root (or TELEMETRY_BENCH_ROOT), or --release DIR (docs/tools.md has a
     configuration for MCP hosts). Results are numbered c1, c2, ... per connection; a later argument may reference
@@ -92,17 +118,10 @@ def serve(ctx: click.Context, corpus: str | None, release: str | None, cache_dir
       telemetry-bench serve --corpus xai4heat
       telemetry-bench serve --release artifacts/xai4heat/release --cache-dir /tmp/cache
     """
-    from pipeline.cli.runtime import _release
-    from pipeline.tools.api import open_tools
     from pipeline.tools.server import serve_stdio
 
-    chosen = _release(release, cache_dir)
-    if chosen is not None:
-        serve_stdio(chosen.store(), chosen.corpus)
-    elif corpus:
-        serve_stdio(open_tools(cli.workspace(ctx), corpus), corpus)
-    else:
-        raise click.UsageError("give --corpus NAME (with --root DIR from another folder) or --release DIR")
+    served, store = _store(ctx, corpus, release, cache_dir, expect)
+    serve_stdio(store, served)
 
 
 @click.command()

@@ -110,14 +110,23 @@ def _local_digests(folder: Path) -> dict[str, OutputFile]:
         return {}
 
 
-def damaged_output(folder: Path, manifest: StageManifest) -> str | None:
-    """Why a stage's outputs cannot be reused: the first output that is missing or not of its recorded size and xxh3
-    (the unhashed ones against LOCAL_DIGESTS); None when every one is intact."""
+# DuckDB's write-ahead log of a database file: a read-only open replays it, so an edit left in one (a writer that
+# ended before its checkpoint) changes what is read while the file keeps every byte of its recorded digest.
+WAL_SUFFIX = ".wal"
+
+
+def damaged_output(folder: Path, manifest: StageManifest, only: Iterable[str] | None = None) -> str | None:
+    """Why a stage's outputs cannot be reused (or, with `only`, those of them a reader uses): the first output that
+    is missing, not of its recorded size and xxh3 (the unhashed ones against LOCAL_DIGESTS), or a database with a
+    write-ahead log beside it; None when every one is intact."""
     unhashed = manifest.details.get("unhashed_outputs", [])
     local = _local_digests(folder) if unhashed else {}
     recorded = [(name, out, MANIFEST) for name, out in manifest.outputs.items()]
     recorded += [(name, local.get(name), LOCAL_DIGESTS) for name in unhashed]
+    chosen = None if only is None else set(only)
     for name, out, where in recorded:
+        if chosen is not None and name not in chosen:
+            continue
         path = folder / name
         if not path.is_file():
             return f"{name} is missing"
@@ -125,6 +134,8 @@ def damaged_output(folder: Path, manifest: StageManifest) -> str | None:
             return f"{name} has no recorded size and xxh3 in {where}"
         if path.stat().st_size != out.bytes or digest_file(path) != out.xxh3:
             return f"{name} differs from its size and xxh3 in {where} (damaged or edited)"
+        if name in unhashed and os.path.lexists(f"{path}{WAL_SUFFIX}"):
+            return f"{name} has a write-ahead log beside it ({name}{WAL_SUFFIX}): opened for writing after the build"
     return None
 
 

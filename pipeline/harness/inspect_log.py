@@ -73,6 +73,7 @@ def write_trace(log: Any, out: str | Path) -> Path:
         split=task["split"],
         episode_set=task["episode_set"],
         episode_set_hash=task["episode_set_hash"],
+        release_digest=task.get("release_digest"),  # an eval log of a task made before traces recorded it: none
         agent=AGENT,
         repeat=log.eval.config.epochs or 1,
         settings=_settings(log, len(played)),

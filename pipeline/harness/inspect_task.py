@@ -46,6 +46,7 @@ from pipeline.core.code_identity import PACKAGE_ROOT
 from pipeline.core.config import corpus_names
 from pipeline.core.errors import RunError, TelemetryBenchError
 from pipeline.core.workspace import Workspace
+from pipeline.harness.binding import played_digest
 from pipeline.harness.inspect_log import AGENT, RECORDS, write_trace  # noqa: F401 (write_trace: its documented home)
 from pipeline.harness.inspect_oracle import PLAYING
 from pipeline.harness.play import episode_source
@@ -68,6 +69,7 @@ class EpisodeSource:
     keywords: Lexicon
     episodes: dict[str, Episode]
     open_store: Any  # () -> ToolStore
+    release_digest: str | None = None  # the release played (pipeline.harness.binding), recorded in the trace
     _store: ToolStore | None = None
 
     def store(self) -> ToolStore:
@@ -153,7 +155,9 @@ def _source(corpus, split, release, root, artifacts, cache_dir) -> EpisodeSource
         )
     corpus, stage, path, keywords = episode_source(ws, corpus, split, AGENT, played)
     opener = played.store if played is not None else (lambda: ToolStore.for_corpus(ws, corpus))
-    return EpisodeSource(corpus, split, stage, path, keywords, {e.id: e for e in load_episodes(path)}, opener)
+    episodes = {e.id: e for e in load_episodes(path)}
+    bound = played_digest(ws, corpus, played, path, split)
+    return EpisodeSource(corpus, split, stage, path, keywords, episodes, opener, bound)
 
 
 def episodes_task(source: EpisodeSource) -> Task:
@@ -175,6 +179,7 @@ def episodes_task(source: EpisodeSource) -> Task:
             "split": source.split,
             "episode_set": source.stage,
             "episode_set_hash": digest_file(source.path),
+            "release_digest": source.release_digest,
         },
     )
 

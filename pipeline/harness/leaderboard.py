@@ -18,6 +18,7 @@ from contracts.leaderboard import Leaderboard, LeaderboardRow, RefusedTrace
 from pipeline.core.canonical import atomic_write_bytes, write_json
 from pipeline.core.errors import RunError
 from pipeline.core.workspace import Workspace
+from pipeline.harness.binding import digest_warnings
 from pipeline.harness.traces import score_traces
 
 if TYPE_CHECKING:
@@ -34,13 +35,17 @@ def build_leaderboard(
     prices: dict | None = None,
     resamples: int = 1000,
     seed: int = 0,
+    expect: str | None = None,
 ) -> Leaderboard:
-    """Score the traces and rank them; a trace that cannot be scored is listed under `refused` with its reason."""
+    """Score the traces and rank them; a trace that cannot be scored (or, with `expect`, was played on another
+    release than that digest) is listed under `refused` with its reason; what the release digests say, under
+    `warnings`."""
     refused: list[tuple[Path, str]] = []
-    summaries = score_traces(ws, paths, release, prices, refused)
+    summaries = score_traces(ws, paths, release, prices, refused, expect)
     return Leaderboard(
         rows=leaderboard_rows(summaries, resamples, seed),
         refused=[RefusedTrace(trace=p.name, reason=r) for p, r in sorted(refused, key=lambda x: x[0].name)],
+        warnings=digest_warnings(ws, summaries),
     )
 
 
@@ -59,6 +64,7 @@ def _row(summary: dict, resamples: int, seed: int) -> dict:
         "corpus": summary["corpus"],
         "split": summary["split"],
         "episodes_digest": summary["episodes_digest"],
+        "release_digest": summary["release_digest"],
         "rank": None,
         "partial": summary["partial"],
         "episodes": summary["episodes"],
@@ -151,6 +157,7 @@ CSV_COLUMNS = (
     "turns_per_episode",
     "tool_calls_per_episode",
     "episodes_digest",
+    "release_digest",
 )
 
 
@@ -178,6 +185,7 @@ def _flat(row: LeaderboardRow) -> dict:
         "turns_per_episode": row.per_episode["turns"],
         "tool_calls_per_episode": row.per_episode["tool_calls"],
         "episodes_digest": row.episodes_digest,
+        "release_digest": row.release_digest or "",
     }
 
 

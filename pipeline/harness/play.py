@@ -29,6 +29,7 @@ from pipeline.tools.access import ToolStore
 
 if TYPE_CHECKING:
     from pipeline.release.playable import Release
+from pipeline.harness.binding import REBUILD, played_digest, require
 from pipeline.harness.traces import episode_file, load_episodes, score_rank, score_traces, trace_record
 
 
@@ -79,8 +80,10 @@ def run_agent(
     concurrency: int = 1,
     resume: bool = False,
     release: Release | None = None,
+    expect: str | None = None,
 ) -> dict:
-    """Play the agent on every episode of the split `repeat` times; return the score summary of the trace.
+    """Play the agent on every episode of the split `repeat` times; return the score summary of the trace. With
+    `expect` (a release digest the user trusts), what is played must be that release (pipeline.harness.binding).
 
     The trace is appended and flushed episode by episode, in episode order whatever the concurrency (finished
     episodes wait in a buffer for those before them), so an interrupted run leaves every finished episode behind.
@@ -89,9 +92,12 @@ def run_agent(
     if concurrency > 1 and agent_name == "human":
         raise RunError("--concurrency is for agents that need no person: play the human agent one episode at a time")
     corpus, stage, path, keywords = episode_source(ws, corpus, split, agent_name, release)
+    bound = played_digest(ws, corpus, release, path, split)
+    subject = f"{release.folder} is" if release is not None else f"the project's build of {corpus} {split} is"
+    require(expect, subject, bound, REBUILD)
     episodes = load_episodes(path)[:limit] if limit else load_episodes(path)
     options = dict(agent_options or {})
-    header = _trace_header(corpus, split, stage, path, agent_name, repeat, limit, options, concurrency)
+    header = _trace_header(corpus, split, stage, path, bound, agent_name, repeat, limit, options, concurrency)
     units = [(run, episode) for run in range(repeat) for episode in episodes]
     kept = _resumable(out, header, units) if resume and out.exists() else {}
     store = release.store() if release is not None else ToolStore.for_corpus(ws, corpus)
@@ -149,6 +155,7 @@ def _trace_header(
     split: str,
     stage: str,
     path: Path,
+    release_digest: str | None,
     agent_name: str,
     repeat: int,
     limit: int | None,
@@ -166,6 +173,7 @@ def _trace_header(
         split=split,
         episode_set=stage,
         episode_set_hash=digest_file(path),
+        release_digest=release_digest,
         agent=options["command"] if agent_name == "cmd" else agent_name,
         repeat=repeat,
         settings=settings,

@@ -16,6 +16,7 @@ from pipeline.core.canonical import TooLarge, digest_file, iter_rows, loads_untr
 from pipeline.core.config import load_episodes_config
 from pipeline.core.errors import RunError, StageError, clipped, shown, validation_problems
 from pipeline.core.workspace import Workspace
+from pipeline.harness.binding import require
 from pipeline.runtime.identity import display_name, identity
 from pipeline.runtime.runner import RECORD_DEPTH
 from pipeline.runtime.scoring import score_episode, summarize
@@ -219,9 +220,11 @@ class Scored(NamedTuple):
     in_split: int  # episodes in the split the trace was played on
 
 
-def scored_trace(ws: Workspace, path: Path, release: Release | None = None) -> Scored:
-    """A saved trace read and scored once, for `played_episodes`, `score_traces` and `trace_summaries`."""
+def scored_trace(ws: Workspace, path: Path, release: Release | None = None, expect: str | None = None) -> Scored:
+    """A saved trace read and scored once, for `played_episodes`, `score_traces` and `trace_summaries`; with `expect`
+    (a release digest the user trusts), refused unless its header records that release."""
     header, turns, runs = read_trace(path)
+    require(expect, f"{path} was played on", header.release_digest, "score only traces played on the release you trust")
     if header.episode_set == "release":
         from pipeline.release.playable import Release
 
@@ -250,16 +253,18 @@ def score_traces(
     release: Release | None = None,
     prices: dict | None = None,
     refused: list[tuple[Path, str]] | None = None,
+    expect: str | None = None,
 ) -> list[dict]:
     """Score saved traces against the episodes they were played on: one summary per agent identity, corpus and split
     (pipeline/runtime/identity.py), never two identities pooled. Episode runs that ended in infra_error are left out
     and counted (`infra_errors`); runs without an end record are counted as `unfinished` (scored as played). A summary
     that covers fewer episodes than its split holds, in any run, is `partial` (never ranked). With `refused`, a trace
-    that cannot be scored (another episode set, not a trace) is listed there with its reason instead of stopping."""
+    that cannot be scored (another episode set, not a trace, another release than `expect`) is listed there with its
+    reason instead of stopping."""
     traces: list[tuple[Path, Scored]] = []
     for path in paths:
         try:
-            traces.append((path, scored_trace(ws, path, release)))  # each trace is read once
+            traces.append((path, scored_trace(ws, path, release, expect)))  # each trace is read once
         except (RunError, StageError) as exc:
             if refused is None:
                 raise
@@ -268,14 +273,15 @@ def score_traces(
 
 
 def trace_summaries(traces: list[tuple[Path, Scored]], prices: dict | None = None) -> list[dict]:
-    """Traces already scored (`scored_trace`) as one summary per agent identity, corpus and split, ordered by corpus,
-    split and identity label."""
-    groups: dict[tuple[str, str, str], list[tuple[Path, Scored]]] = defaultdict(list)
+    """Traces already scored (`scored_trace`) as one summary per agent identity, corpus, split and release played
+    (pipeline.harness.binding: runs on two releases are never pooled), ordered by corpus, split, identity label and
+    release digest."""
+    groups: dict[tuple[str, str, str, str], list[tuple[Path, Scored]]] = defaultdict(list)
     for path, scored in traces:
-        who = identity(scored.header.agent, scored.header.settings)
-        groups[(scored.header.corpus, scored.header.split, who["digest"])].append((path, scored))
+        who, header = identity(scored.header.agent, scored.header.settings), scored.header
+        groups[(header.corpus, header.split, who["digest"], header.release_digest or "")].append((path, scored))
     summaries = [_summary(members, prices) for _, members in sorted(groups.items())]
-    return sorted(summaries, key=lambda s: (s["corpus"], s["split"], s["identity"]["label"]))
+    return sorted(summaries, key=lambda s: (s["corpus"], s["split"], s["identity"]["label"], s["release_digest"] or ""))
 
 
 def _summary(members: list[tuple[Path, Scored]], prices: dict | None) -> dict:
@@ -292,6 +298,7 @@ def _summary(members: list[tuple[Path, Scored]], prices: dict | None) -> dict:
         corpus=header.corpus,
         split=header.split,
         episodes_digest=header.episode_set_hash,
+        release_digest=header.release_digest,
         traces=[str(path) for path, _ in members],
         episodes_in_split=in_split,
         partial=covered < in_split,

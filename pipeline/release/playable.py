@@ -11,6 +11,10 @@ The cache entry of a release is keyed by the sha256 of its release.json, which n
 release's full content, so that two releases never share an entry. The entry is one file, named by its own digest and
 written by one rename; it is used only when its bytes still have that digest, and loaded again otherwise
 (pipeline.release.store_cache, which also prunes the entries long unused).
+
+A folder rewritten whole agrees with itself; given the release digest the user trusts (`--expect`), the folder's
+content digest (pipeline.release.trust) must be that one before anything is read from it, and since that digest names
+every file's sha256, the files checked against release.json as they are used are the trusted release's.
 """
 
 from __future__ import annotations
@@ -31,6 +35,7 @@ from pipeline.core.checksums import sha256_file
 from pipeline.core.errors import ReleaseError
 from pipeline.release import store_cache
 from pipeline.release.stage import MAX_DOCUMENT_BYTES, RELEASE_MANIFEST, SIMULATOR, STORE_TABLES
+from pipeline.release.trust import expected_digest, folder_digest, not_expected
 from pipeline.runtime.simulator import Lexicon, lexicon
 from pipeline.store.invariants import first_breach
 from pipeline.store.reader import COLUMNS, KEYS, OPTIONAL, READER_MEMORY
@@ -58,6 +63,7 @@ class Release:
     folder: Path
     cache_dir: Path | None = None
     notify: Callable[[str], None] | None = None  # where a note goes (the CLI: an `info:` line on stderr)
+    expect: str | None = None  # the release digest the user trusts (`--expect`): any other content is refused
 
     def __post_init__(self) -> None:
         self.folder = Path(self.folder).resolve()
@@ -80,6 +86,10 @@ class Release:
         ):
             raise ReleaseError(f"{path}: files is not a table of file entries with a sha256; {AGAIN}")
         self.content_key = hashlib.sha256(data).hexdigest()  # names every file's sha256: the release's content
+        self.digest = _digest(self.folder, self.manifest)
+        wanted = expected_digest(self.expect) if self.expect is not None else None
+        if wanted is not None and (refused := not_expected(self.folder, self.digest, wanted)):
+            raise ReleaseError(refused)
         self._checked: set[str] = set()
         missing = [name for name in files if name.startswith(f"{STORE_TABLES}/") or name == SIMULATOR]
         if len(missing) < len(KEYS) + 1:
@@ -174,6 +184,15 @@ class Release:
 
     def store(self) -> ToolStore:
         return ToolStore(self.store_path())
+
+
+def _digest(folder: Path, manifest: dict) -> str | None:
+    """The folder's release digest (pipeline.release.trust), which its traces record; None when release.json claims
+    none or the card cannot be read (then no digest can be expected of it)."""
+    try:
+        return folder_digest(folder, manifest)
+    except (OSError, ValueError, TypeError):  # TypeError: a claim of another type than a build writes
+        return None
 
 
 def _tables(con: duckdb.DuckDBPyConnection, folder: Path, *, view: bool) -> None:

@@ -7,7 +7,6 @@ import hashlib
 import importlib.util
 import json
 import os
-import re
 import subprocess
 import sys
 import tempfile
@@ -35,7 +34,7 @@ from pipeline.core.canonical import (
     pretty_json,
     read_bounded,
 )
-from pipeline.core.errors import ReleaseError, StageError
+from pipeline.core.errors import StageError
 from pipeline.core.manifest import LOCAL_DIGESTS, StageIdentity
 from pipeline.core.workspace import Workspace
 from pipeline.release.ground_truth import trajectory
@@ -45,10 +44,9 @@ from pipeline.release.stage import (
     MAX_DOCUMENT_BYTES,
     RELEASE_MANIFEST,
     STORE_TABLES,
-    blank_card,
-    content_digest,
     release_version,
 )
+from pipeline.release.trust import DIGEST, expected_digest, folder_digest, not_expected
 from pipeline.store.reader import KEYS
 
 # Never byte-identical between builds: the store file (its tables are compared by logical digest) and its recorded
@@ -102,7 +100,6 @@ REQUIRED = {
 RESTORE = "restore it from the release (or rebuild it: `telemetry-bench build`)"
 CHUNK = 1 << 22  # what verify holds of a file at once while it hashes it
 MAX_THRESHOLDS = 100_000  # rows of store/thresholds.parquet verify reads (a store has some dozens)
-DIGEST = re.compile(r"[0-9a-f]{64}")
 
 
 def _safe_name(name: str) -> bool:
@@ -111,17 +108,6 @@ def _safe_name(name: str) -> bool:
     return (
         bool(name) and "\\" not in name and ":" not in parts[0] and all(part not in ("", ".", "..") for part in parts)
     )
-
-
-def expected_digest(text: str) -> str:
-    """A release digest as a user gives it (`sha256:<hex>` as `build` prints it and the card states it, or the hex)."""
-    value = text.strip().lower().removeprefix("sha256:")
-    if not DIGEST.fullmatch(value):
-        raise ReleaseError(
-            f"--expect {text!r}: not a release digest; give the sha256:<64 hex digits> that `build` printed or the "
-            "release's dataset card states"
-        )
-    return value
 
 
 def _load_manifest(path: Path, data: bytes) -> tuple[dict | None, list[str]]:
@@ -496,8 +482,8 @@ def _release_digests(folder: Path, manifest: dict, card_intact: bool) -> tuple[l
     if not DIGEST.fullmatch(claimed):
         return [*problems, f"{path}: release_digest {claimed!r} is not a sha256 digest; {RESTORE}"], None
     try:
+        actual = folder_digest(folder, manifest)
         text = read_bounded(card, MAX_DOCUMENT_BYTES)
-        actual = content_digest(manifest, hashlib.sha256(blank_card(text, claimed)).hexdigest())
     except OSError as exc:
         return [*problems, f"{card}: cannot be read ({exc.strerror or exc}); {RESTORE}"], None
     except ValueError as exc:  # larger than a card, or a value the canonical writer refuses
@@ -557,12 +543,8 @@ def verify_release(folder: Path, expect: str | None = None) -> list[str]:
         problems += store_problems(folder)
     # with --expect, a folder with a problem above is told by that problem alone (the file that changed), whichever
     # file it is; the digest you trust speaks for a folder that agrees with itself, as one rewritten whole does
-    if wanted is not None and not problems and actual != wanted:
-        problems.append(
-            f"{folder}: its content digest is {'unknown' if actual is None else 'sha256:' + actual}, not the "
-            f"sha256:{wanted} you expect: not the release you trust (another version, or changed); download it again "
-            "from its publisher"
-        )
+    if wanted is not None and not problems and (refused := not_expected(folder, actual, wanted)):
+        problems.append(refused)
     return problems
 
 

@@ -17,7 +17,7 @@ from pipeline.core.errors import StageError
 from pipeline.core.timeunits import DAY_US
 from pipeline.core.workspace import Workspace
 from pipeline.store import expected
-from pipeline.store.reader import OBSERVATIONS_OUT_OF_ORDER, STORE_FILE, open_store
+from pipeline.store.reader import OBSERVATIONS_OUT_OF_ORDER, checked_store, open_store
 
 DEFAULT_CACHE_BYTES = 512 * 1024 * 1024
 WHOLE_SHARE = 1 / 64  # a stream up to this share of the cache is loaded whole on first use (later calls slice it)
@@ -163,7 +163,8 @@ class ToolStore:
 
     @classmethod
     def for_corpus(cls, ws: Workspace, corpus: str) -> ToolStore:
-        return cls(ws.stage_dir(corpus, "store") / STORE_FILE)
+        """The project's store of a corpus, once checked against the build's record of it (`checked_store`)."""
+        return cls(checked_store(ws.stage_dir(corpus, "store")))
 
     def close(self) -> None:
         self._con.close()
