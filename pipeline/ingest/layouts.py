@@ -55,10 +55,11 @@ def read_raw(path: Path, layout: WideCsv | LongCsv | FilePerStream) -> RawTable:
     return read_strings(shown, layout.delimiter, layout.encoding, layout.header, layout.columns, data=data)
 
 
-def archive_member(path: Path, member: str, limit: int) -> tuple[str, bytes]:
-    """The one member of a zip archive whose path `member` fully matches, and its bytes (inflated within `limit`);
-    one IngestError line when the file is no zip archive, when no member or several match, or when the member is too
-    large or compressed by a method not read within a bound."""
+def archive_member(path: Path, member: str, limit: int, inflate: bool = True) -> tuple[str, bytes]:
+    """The one member of a zip archive whose path `member` fully matches, and its bytes (inflated within `limit`;
+    b"" without `inflate`, which checks all but the inflating); one IngestError line when the file is no zip archive,
+    when no member or several match, or when the member is too large or compressed by a method not read within a
+    bound."""
     if not path.is_file():
         raise IngestError(f"{path}: file not found; restore it or fix values.files in the corpus mapping")
     with open_archive(path) as archive:
@@ -71,6 +72,9 @@ def archive_member(path: Path, member: str, limit: int) -> tuple[str, bytes]:
                 + f"; the archive holds {', '.join(names[:10]) or 'nothing'}; make it match exactly one"
             )
         try:
+            if not inflate:
+                _readable(archive.getinfo(matched[0]), limit)
+                return matched[0], b""
             return matched[0], _member_bytes(path, archive, matched[0], limit)
         except (OversizedMember, UnsupportedCompression) as exc:
             raise IngestError(f"{path}:{matched[0]}: {exc}; raise values.max_member_bytes or extract it") from exc
@@ -333,9 +337,11 @@ def _members(path: Path) -> list[tuple[str, int]]:
         ]
 
 
-# Zip members are inflated a chunk at a time, so what a member holds is bounded by what is read, never by what its
-# header declares (a member may declare 1,000 bytes and inflate to gigabytes). zipfile inflates bzip2 and lzma
-# members without a bound on each step, so only stored and deflated members are read.
+# zipfile inflates no more of a member than its central directory entry declares (file_size; what would follow is a
+# CRC error), so a member declaring more than the limit is refused unread, in no time and no memory (a 2 MB archive
+# may declare and hold 2 GiB). Members are still inflated a chunk at a time and counted while read, so the bound
+# holds whatever inflates them. zipfile inflates bzip2 and lzma members without a bound on each step, so only stored
+# and deflated members are read.
 CHUNK = 1 << 20
 BOUNDED_COMPRESSION = {zipfile.ZIP_STORED: "stored", zipfile.ZIP_DEFLATED: "deflated"}
 
@@ -359,13 +365,7 @@ def _member_bytes(path: Path, archive: zipfile.ZipFile | None, name: str, limit:
             data = handle.read(limit + 1)
     else:
         info = archive.getinfo(name)
-        if info.flag_bits & 0x1:  # zip's "encrypted" bit: reading it raises RuntimeError("password required")
-            raise EncryptedMember("the member is encrypted (a password is required)")
-        if info.compress_type not in BOUNDED_COMPRESSION:
-            raise UnsupportedCompression(
-                f"compression method {info.compress_type} is not read (only {', '.join(BOUNDED_COMPRESSION.values())} "
-                "members are inflated within a bound); recompress the archive with deflate"
-            )
+        _readable(info, limit)
         read = bytearray()
         with archive.open(info) as member:
             while len(read) <= limit and (chunk := member.read(min(CHUNK, limit + 1 - len(read)))):
@@ -374,6 +374,20 @@ def _member_bytes(path: Path, archive: zipfile.ZipFile | None, name: str, limit:
     if len(data) > limit:
         raise OversizedMember(f"more than {limit:,} bytes once read")
     return data
+
+
+def _readable(info: zipfile.ZipInfo, limit: int) -> None:
+    """Why a member is refused before it is inflated: encrypted, compressed by an unbounded method, or declaring more
+    bytes than `limit`."""
+    if info.flag_bits & 0x1:  # zip's "encrypted" bit: reading it raises RuntimeError("password required")
+        raise EncryptedMember("the member is encrypted (a password is required)")
+    if info.compress_type not in BOUNDED_COMPRESSION:
+        raise UnsupportedCompression(
+            f"compression method {info.compress_type} is not read (only {', '.join(BOUNDED_COMPRESSION.values())} "
+            "members are inflated within a bound); recompress the archive with deflate"
+        )
+    if info.file_size > limit:
+        raise OversizedMember(f"declares {info.file_size:,} bytes, more than {limit:,}")
 
 
 def _stream_statistics(folder: Path, pattern: str | None) -> dict[str, dict]:
