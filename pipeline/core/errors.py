@@ -97,6 +97,8 @@ def disk_full(exc: BaseException, path: Path | str) -> DiskFull | None:
     that tells a full disk: every writer that can meet one asks it."""
     if isinstance(exc, DiskFull):
         return exc
+    if isinstance(exc, TelemetryBenchError):  # its message may quote anything (a raw cell), that text included
+        return None
     said = isinstance(exc, OSError) and exc.errno in DISK_FULL
     if not (said or any(text in str(exc).lower() for text in DISK_FULL_TEXTS)):
         return None
