@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import fnmatch
+import struct
 import unicodedata
 import zipfile
 import zlib
@@ -82,7 +83,7 @@ def archive_member(path: Path, member: str, limit: int, inflate: bool = True) ->
             raise IngestError(
                 f"{path}:{matched[0]}: {exc}; extract it with its password and point values.files at the extracted file"
             ) from exc
-        except (zipfile.BadZipFile, zlib.error, EOFError) as exc:
+        except BROKEN_MEMBER as exc:
             raise IngestError(
                 f"{path}:{matched[0]}: the member cannot be inflated ({exc}); restore the archive"
             ) from exc
@@ -323,6 +324,11 @@ def open_archive(path: Path) -> zipfile.ZipFile:
             f"{path}: a member's name is not valid UTF-8 although the archive says it is ({exc}); restore the archive "
             "or extract it and point values.files at the folder"
         ) from exc
+    except (*BROKEN_MEMBER, ValueError) as exc:  # offsets and counts out of the file: a damaged central directory
+        raise IngestError(
+            f"{path}: a damaged zip archive ({type(exc).__name__}: {exc}); restore the archive or point values.files "
+            "at the folder"
+        ) from exc
 
 
 def _members(path: Path) -> list[tuple[str, int]]:
@@ -343,6 +349,10 @@ def _members(path: Path) -> list[tuple[str, int]]:
 # holds whatever inflates them. zipfile inflates bzip2 and lzma members without a bound on each step, so only stored
 # and deflated members are read.
 CHUNK = 1 << 20
+# What zipfile raises reading a damaged member, found by make fuzz beyond BadZipFile: a bad CRC or a short stream
+# (zlib.error, EOFError), a header offset before the file's start (OSError: invalid seek), a header it cannot
+# unpack (struct.error), a method or version it does not know (NotImplementedError), a password (RuntimeError).
+BROKEN_MEMBER = (zipfile.BadZipFile, zlib.error, EOFError, OSError, struct.error, NotImplementedError, RuntimeError)
 BOUNDED_COMPRESSION = {zipfile.ZIP_STORED: "stored", zipfile.ZIP_DEFLATED: "deflated"}
 
 
@@ -492,8 +502,7 @@ def _load_member(
     except EncryptedMember as exc:
         refuse("encrypted_member", str(exc))
         return None
-    except (ValueError, zipfile.BadZipFile, zlib.error, EOFError, RuntimeError, NotImplementedError, OSError) as exc:
-        # a corrupt pickle, a bad CRC, a member shorter than it declares, an encrypted one, an unreadable file
+    except (ValueError, *BROKEN_MEMBER) as exc:  # a corrupt pickle, or a member zipfile cannot read
         refuse("corrupt_pickle", str(exc))
         return None
     if series.stream_id != key:
