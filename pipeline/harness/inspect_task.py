@@ -308,16 +308,25 @@ def write_trace(log: Any, out: Path) -> Path:
         raise PrerequisiteError(f"telemetry_bench: {log.location}: not an eval log of a telemetry_bench task")
     samples = sorted(log.samples or [], key=lambda s: (s.epoch, str(s.id)))
     played = {str(s.id) for s in samples}
-    header = TraceHeader(
-        corpus=task["corpus"],
-        split=task["split"],
-        episode_set=task["episode_set"],
-        episode_set_hash=task["episode_set_hash"],
-        agent=AGENT,
-        repeat=log.eval.config.epochs or 1,
-        settings=_settings(log, len(played)),
-        versions={"telemetry-bench": metadata.version("telemetry-bench"), "inspect_ai": metadata.version("inspect_ai")},
-    )
+    try:  # the task's metadata as the task wrote it: a key missing or of another type is one line (make fuzz)
+        header = TraceHeader(
+            corpus=task.get("corpus"),
+            split=task.get("split"),
+            episode_set=task.get("episode_set"),
+            episode_set_hash=task["episode_set_hash"],
+            agent=AGENT,
+            repeat=log.eval.config.epochs or 1,
+            settings=_settings(log, len(played)),
+            versions={
+                "telemetry-bench": metadata.version("telemetry-bench"),
+                "inspect_ai": metadata.version("inspect_ai"),
+            },
+        )
+    except ValidationError as exc:
+        raise RunError(
+            f"telemetry_bench: {log.location}: the task's metadata is not what the task writes "
+            f"({validation_problems(exc)}); play the task again"
+        ) from exc
     lines = [canonical_bytes(header.model_dump(mode="json"))]
     seen: dict[tuple, str] = {}
     for sample in samples:
