@@ -75,7 +75,7 @@ def damaged_archives(draw) -> bytes:
 
 
 @pytest.mark.fuzz
-@fuzz_settings(200, 20000)
+@fuzz_settings(200, 3000)
 @given(damaged_archives())
 def test_a_damaged_archive_header_gives_the_member_within_the_bound_or_one_line(tmp_path_factory, data):
     path = tmp_path_factory.mktemp("zip") / "values.zip"
@@ -95,7 +95,7 @@ NAMES = st.text(alphabet=st.sampled_from(list("abcdL0123456789_./-:() \u00e9\u20
 
 
 @pytest.mark.fuzz
-@fuzz_settings(300, 30000)
+@fuzz_settings(300, 5000)
 @given(REGEXES, NAMES)
 def test_a_mapping_regex_is_refused_in_one_line_or_matches_within_the_bound(pattern, name):
     try:
@@ -135,7 +135,7 @@ CELLS = st.lists(
 
 
 @pytest.mark.fuzz
-@fuzz_settings(200, 20000)
+@fuzz_settings(200, 3000)
 @given(FORMATS, ZONES, st.sampled_from(["reject", "earliest", "latest"]), CELLS)
 def test_a_time_format_and_zone_are_refused_in_one_line_or_read_every_cell(fmt, zone, ambiguous, cells):
     try:
@@ -171,7 +171,7 @@ def price_files(draw) -> str:
 
 
 @pytest.mark.fuzz
-@fuzz_settings(200, 20000)
+@fuzz_settings(200, 3000)
 @given(price_files(), st.booleans())
 def test_a_prices_file_is_a_price_table_or_one_line(tmp_path_factory, text, as_bytes):
     path = tmp_path_factory.mktemp("prices") / "prices.toml"
@@ -229,7 +229,7 @@ def env(tmp_path_factory):
 
 
 @pytest.mark.fuzz
-@fuzz_settings(100, 5000)
+@fuzz_settings(60, 500)
 @given(st.lists(actions(), min_size=1, max_size=6), st.integers(0, 28))
 def test_random_gym_actions_step_or_stop_in_one_line(env, steps, which):
     env.reset(env.episode_ids[which % len(env.episode_ids)])

@@ -64,7 +64,9 @@ def archive_member(path: Path, member: str, limit: int, inflate: bool = True) ->
     if not path.is_file():
         raise IngestError(f"{path}: file not found; restore it or fix values.files in the corpus mapping")
     with open_archive(path) as archive:
-        names = sorted(i.filename for i in archive.infolist() if not i.is_dir())
+        names = sorted(
+            i.filename for i in archive.infolist() if not i.filename.endswith("/")
+        )  # is_dir: IndexError on ''
         matched = [n for n in names if patterns.fullmatch(member, n, "values.archive_member")]
         if len(matched) != 1:
             raise IngestError(
@@ -339,7 +341,7 @@ def _members(path: Path) -> list[tuple[str, int]]:
         return [
             (info.filename, info.file_size)
             for info in sorted(archive.infolist(), key=lambda i: i.filename)
-            if not info.is_dir()
+            if not info.filename.endswith("/")  # as is_dir() says, without its IndexError on an empty name
         ]
 
 
@@ -351,8 +353,19 @@ def _members(path: Path) -> list[tuple[str, int]]:
 CHUNK = 1 << 20
 # What zipfile raises reading a damaged member, found by make fuzz beyond BadZipFile: a bad CRC or a short stream
 # (zlib.error, EOFError), a header offset before the file's start (OSError: invalid seek), a header it cannot
-# unpack (struct.error), a method or version it does not know (NotImplementedError), a password (RuntimeError).
-BROKEN_MEMBER = (zipfile.BadZipFile, zlib.error, EOFError, OSError, struct.error, NotImplementedError, RuntimeError)
+# unpack (struct.error), a method or version it does not know (NotImplementedError), a password (RuntimeError), an
+# empty name where it looks at the last character (IndexError), a local name not in the UTF-8 its flag claims.
+BROKEN_MEMBER = (
+    UnicodeDecodeError,
+    zipfile.BadZipFile,
+    zlib.error,
+    EOFError,
+    OSError,
+    struct.error,
+    NotImplementedError,
+    RuntimeError,
+    IndexError,
+)
 BOUNDED_COMPRESSION = {zipfile.ZIP_STORED: "stored", zipfile.ZIP_DEFLATED: "deflated"}
 
 
