@@ -143,6 +143,8 @@ def test_a_time_format_and_zone_are_refused_in_one_line_or_read_every_cell(fmt, 
     except ValidationError as exc:
         one_line(validation_problems(exc))
         return
+    if "CHECK " in (spec.format[:6], spec.timezone[:6]):  # a draft's unconfirmed guess: refused before any file
+        return  # (pipeline/harness/written.py), never parsed
     frame = pl.DataFrame({"row": list(range(1, len(cells) + 1)), "t": cells}, schema={"row": pl.Int64, "t": pl.String})
     try:
         read = parse_times(frame, "t", spec)
