@@ -43,7 +43,7 @@ from pydantic import ValidationError
 from contracts.agent_view import AgentObservation
 from contracts.episodes import Episode
 from contracts.runtime import EpisodeEnd, TraceHeader, TurnRecord
-from pipeline.core.canonical import atomic_write_bytes, canonical_bytes, digest_file
+from pipeline.core.canonical import atomic_write_bytes, canonical_bytes, digest_file, not_unicode
 from pipeline.core.code_identity import PACKAGE_ROOT
 from pipeline.core.config import corpus_names
 from pipeline.core.errors import RunError, TelemetryBenchError, shown, validation_problems
@@ -367,6 +367,8 @@ def _sample_records(sample: Any, where: str) -> list[TurnRecord | EpisodeEnd]:
         if model is None:
             got = f"type: {shown(kind)}" if isinstance(record, dict) else f"a {type(record).__name__}"
             raise RunError(f"telemetry_bench: {where}: record {number}: not a trace record ({got}, not turn or end)")
+        if problem := not_unicode(record):  # a lone surrogate no trace can hold (found by make fuzz)
+            raise RunError(f"telemetry_bench: {where}: record {number}: {problem}")
         try:
             out.append(model.model_validate(record))
         except ValidationError as exc:
