@@ -308,6 +308,8 @@ def write_trace(log: Any, out: Path) -> Path:
         raise PrerequisiteError(f"telemetry_bench: {log.location}: not an eval log of a telemetry_bench task")
     samples = sorted(log.samples or [], key=lambda s: (s.epoch, str(s.id)))
     played = {str(s.id) for s in samples}
+    if problem := not_unicode(task):
+        raise RunError(f"telemetry_bench: {log.location}: the task's metadata: {problem}; play the task again")
     try:  # the task's metadata as the task wrote it: a key missing or of another type is one line (make fuzz)
         header = TraceHeader(
             corpus=task.get("corpus"),
