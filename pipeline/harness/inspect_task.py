@@ -329,7 +329,10 @@ def write_trace(log: Any, out: Path) -> Path:
             f"telemetry_bench: {log.location}: the task's metadata is not what the task writes "
             f"({validation_problems(exc)}); play the task again"
         ) from exc
-    lines = [canonical_bytes(header.model_dump(mode="json"))]
+    try:
+        lines = [canonical_bytes(header.model_dump(mode="json"))]
+    except ValueError as exc:  # NaN or infinity in the task's metadata
+        raise RunError(f"telemetry_bench: {log.location}: the task's metadata: {exc}; play the task again") from exc
     seen: dict[tuple, str] = {}
     for sample in samples:
         where = f"{log.location}: sample {shown(str(sample.id))} epoch {sample.epoch}"
@@ -373,6 +376,9 @@ def _sample_records(sample: Any, where: str) -> list[TurnRecord | EpisodeEnd]:
             raise RunError(f"telemetry_bench: {where}: record {number}: {problem}")
         try:
             out.append(model.model_validate(record))
+            canonical_bytes(out[-1].model_dump(mode="json"))  # NaN or infinity, which no trace holds (make fuzz)
         except ValidationError as exc:
             raise RunError(f"telemetry_bench: {where}: record {number}: {validation_problems(exc)}") from exc
+        except ValueError as exc:
+            raise RunError(f"telemetry_bench: {where}: record {number}: {exc}") from exc
     return out
