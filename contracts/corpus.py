@@ -131,8 +131,8 @@ class _CsvFiles(Grown):
     max_member_bytes: int = Field(
         1 << 30,
         gt=0,
-        description="With archive_member: a member holding more bytes than this (found while inflating it, whatever "
-        "it declares) is an error.",
+        description="With archive_member: a member declaring more bytes than this is an error, found before it is "
+        "inflated (zipfile inflates no more than a member declares; what is inflated is counted too).",
     )
 
     @model_validator(mode="after")

@@ -172,7 +172,7 @@ def iana_zone(value: str | None) -> str | None:
         return value
     try:  # a zone `corpus draft` proposes ("CHECK <zone>") is checked too; the build refuses it until confirmed
         ZoneInfo(value.removeprefix("CHECK "))
-    except (ZoneInfoNotFoundError, ValueError) as exc:
+    except (ZoneInfoNotFoundError, ValueError, OSError) as exc:  # OSError: a folder ('America'), a name too long
         raise ValueError(
             f"timezone {value!r} is not an IANA time zone zoneinfo knows; write one such as 'UTC' or 'Europe/Belgrade'"
         ) from exc

@@ -11,7 +11,7 @@ import zipfile
 import pytest
 
 from pipeline.core.errors import IngestError
-from tests.helpers import ingest, make_workspace, real_lines, xai_config
+from tests.helpers import ingest, make_workspace, mapping, real_lines, xai_config
 
 LINES = real_lines("xai4heat/xai4heat_scada_L4.csv", range(36000, 36040))
 BODY = "\n".join(LINES) + "\n"
@@ -71,11 +71,44 @@ def test_a_value_file_that_is_no_zip_archive_is_one_error_line(tmp_path):
         ingest(ws, "xai4heat")
 
 
-def test_a_member_larger_than_max_member_bytes_is_refused_while_inflating(tmp_path):
+def test_a_member_larger_than_max_member_bytes_is_refused_unread(tmp_path):
     text = _config(r".*\.csv").replace('kind = "wide_csv"', 'kind = "wide_csv"\nmax_member_bytes = 1000', 1)
     ws = make_workspace(tmp_path, "xai4heat", text, {"xai4heat_scada_L4.zip": _zip({"x.csv": BODY})})
-    with pytest.raises(IngestError, match=r"x\.csv: more than 1,000 bytes once read"):
+    with pytest.raises(IngestError, match=rf"x\.csv: declares {len(BODY.encode()):,} bytes, more than 1,000;"):
         ingest(ws, "xai4heat")
+
+
+def _declaring(data: bytes, size: int) -> bytes:
+    """The archive with every header's uncompressed size set to `size` (what zipfile inflates at most)."""
+    out = bytearray(data)
+    for signature, offset in ((b"PK\x03\x04", 22), (b"PK\x01\x02", 24)):
+        at = out.find(signature)
+        out[at + offset : at + offset + 4] = size.to_bytes(4, "little")
+    return bytes(out)
+
+
+def test_a_member_declaring_gigabytes_is_refused_by_the_plan_before_any_worker_inflates_it(tmp_path, monkeypatch):
+    """Issue 53: a 2 MB archive holding 2 GiB of newlines kept two workers at 2.3-3.0 GB each for over 600 s, each
+    inflating 1 GiB before refusing it. zipfile inflates no more than a member declares, so the plan (one process,
+    before any batch) refuses it by what it declares; nothing is inflated (measured on the real 2 GiB member: refused
+    in 2.1 s at a peak RSS of 146 MB, docs/benchmarks.md)."""
+    from pipeline.core.executor import Resources
+    from pipeline.ingest import stage
+
+    archive = _declaring(_zip({"x.csv": BODY}), 3_000_000_000)
+    ws = make_workspace(tmp_path, "xai4heat", _config(r".*\.csv"), {"xai4heat_scada_L4.zip": archive})
+    monkeypatch.setattr(zipfile.ZipFile, "open", lambda *a, **k: pytest.fail("a refused member was inflated"))
+    with pytest.raises(IngestError, match=r"L4\.zip:x\.csv: declares 3,000,000,000 bytes, more than 1,073,741,824;"):
+        stage.plan(mapping(ws, "xai4heat"), ws.raw_dir("xai4heat"), tmp_path / "out", Resources(workers=2))
+
+
+def test_a_member_holding_more_than_it_declares_is_one_error_line(tmp_path):
+    """zipfile stops at the declared size, and the cut member fails its CRC: never more bytes than declared."""
+    archive = _declaring(_zip({"x.csv": BODY}), 100)
+    ws = make_workspace(tmp_path, "xai4heat", _config(r".*\.csv"), {"xai4heat_scada_L4.zip": archive})
+    with pytest.raises(IngestError, match=r"x\.csv: the member cannot be inflated \(Bad CRC-32") as caught:
+        ingest(ws, "xai4heat")
+    assert "\n" not in str(caught.value)
 
 
 def test_errors_inside_the_member_name_it_in_its_archive(tmp_path):

@@ -191,3 +191,59 @@ def test_requests_left_unanswered_after_the_end_of_input_are_refused():
     passed, messages = anyio.run(main)
     assert len(passed) == 1 and len(messages) == 1
     assert messages[0].id == 7 and messages[0].error.code == -32603, messages
+
+
+class _Lines:
+    """Standard input of one piped session: every line at once, then the end of input."""
+
+    def __init__(self, lines: list[str]) -> None:
+        self.lines = lines
+
+    def __aiter__(self):
+        return self._lines()
+
+    async def _lines(self):
+        for line in self.lines:
+            yield line + "\n"
+
+
+class _SlowStdout:
+    """Standard output that takes a while to write each line (a pipe the client drains slowly)."""
+
+    def __init__(self) -> None:
+        self.text = ""
+
+    async def write(self, text: str) -> None:
+        import anyio
+
+        await anyio.sleep(0.02)
+        self.text += text
+
+    async def flush(self) -> None:
+        pass
+
+
+def test_requests_open_when_stdin_closes_are_answered_while_the_writer_is_busy():
+    """Issue 53: a tools/call open when stdin closed went unanswered in 3 of 10 piped sessions. An answer was counted
+    as given when its handler began to send it, but the writer takes one message at a time: while it wrote the one
+    before, the end of input was passed on and the SDK cancelled the handler waiting to hand its answer over. With a
+    slow writer, every request but the first waits so; each is answered (the real SDK server and transport)."""
+    import anyio
+    from mcp.server.stdio import stdio_server
+
+    from pipeline.tools.server import CheckedLines, build_server
+
+    requests = [json.dumps({"jsonrpc": "2.0", "id": i, "method": "tools/list"}) for i in range(1, 6)]
+    lines = [json.dumps(INITIALIZE), json.dumps({"jsonrpc": "2.0", "method": "notifications/initialized"}), *requests]
+    server = build_server(None, "test")  # tools/list reads no store
+
+    async def main() -> str:
+        stdin, stdout = CheckedLines(_Lines(lines)), _SlowStdout()
+        async with stdio_server(stdin=stdin, stdout=stdout) as (read, write):
+            stdin.answer_through(write)
+            await server.run(read, stdin.answers(write), server.create_initialization_options())
+        return stdout.text
+
+    replies = [json.loads(line) for line in anyio.run(main).splitlines()]
+    assert sorted(r["id"] for r in replies) == [0, 1, 2, 3, 4, 5], replies
+    assert all("result" in r for r in replies), [r for r in replies if "result" not in r]

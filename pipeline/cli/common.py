@@ -10,7 +10,7 @@ from typing import Any
 
 import click
 
-from pipeline.core.errors import TelemetryBenchError, UnknownCorpusError
+from pipeline.core.errors import TelemetryBenchError, UnknownCorpusError, disk_full
 from pipeline.core.workspace import Workspace
 
 
@@ -27,6 +27,12 @@ def handle_errors(func: Callable[..., Any]) -> Callable[..., Any]:
                 raise
             message = exc.for_command("release" in ctx.params) if isinstance(exc, UnknownCorpusError) else exc
             click.echo(f"error: {message}", err=True)
+            sys.exit(1)
+        except Exception as exc:  # a full disk met by a writer that knew no path to name: still one line
+            full = disk_full(exc, getattr(exc, "filename", None) or "a file being written")
+            if full is None or ctx.find_root().params.get("debug"):
+                raise
+            click.echo(f"error: {full}", err=True)
             sys.exit(1)
 
     return wrapper

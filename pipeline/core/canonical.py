@@ -13,6 +13,8 @@ from typing import Any, BinaryIO
 
 import xxhash
 
+from pipeline.core.errors import disk_full
+
 # Bump when the hashing or serialization scheme changes: every digest depends on it.
 HASH_SCHEME_VERSION = 1
 
@@ -242,8 +244,10 @@ def atomic_write_bytes(path: Path, data: bytes) -> None:
             handle.write(data)
         os.chmod(tmp, 0o644)  # mkstemp makes 0600; outputs are meant to be shared and committed
         os.replace(tmp, path)
-    except BaseException:
+    except BaseException as exc:
         Path(tmp).unlink(missing_ok=True)
+        if full := disk_full(exc, path):
+            raise full from exc
         raise
 
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import errno
 import pickle
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -79,6 +80,29 @@ class ReportError(StageError):
 
 class ReleaseError(TelemetryBenchError):
     """A release folder cannot be played (missing files, digests that do not match, an unwritable cache)."""
+
+
+class DiskFull(TelemetryBenchError):
+    """A write refused for want of space: one line naming where, and nothing torn left behind (the writers remove or
+    cut back what they had begun)."""
+
+
+DISK_FULL = (errno.ENOSPC, errno.EDQUOT)
+DISK_FULL_TEXTS = ("no space left on device", "disk quota exceeded")  # DuckDB's IOException carries no errno
+
+
+def disk_full(exc: BaseException, path: Path | str) -> DiskFull | None:
+    """The DiskFull line for an error that is a write refused for want of space (ENOSPC, EDQUOT: an OSError of
+    Python's or pyarrow's, or an error whose text says so), naming `path`; None for any other error. The one place
+    that tells a full disk: every writer that can meet one asks it."""
+    if isinstance(exc, DiskFull):
+        return exc
+    if isinstance(exc, TelemetryBenchError):  # its message may quote anything (a raw cell), that text included
+        return None
+    said = isinstance(exc, OSError) and exc.errno in DISK_FULL
+    if not (said or any(text in str(exc).lower() for text in DISK_FULL_TEXTS)):
+        return None
+    return DiskFull(f"{path}: disk full (no space left on device); free space there or write elsewhere")
 
 
 class MissingExtra(TelemetryBenchError, ImportError):

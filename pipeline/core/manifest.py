@@ -29,7 +29,7 @@ from pipeline.core.canonical import (
 )
 from pipeline.core.checksums import list_files
 from pipeline.core.code_identity import PACKAGE_ROOT, import_closure
-from pipeline.core.errors import StageError
+from pipeline.core.errors import StageError, disk_full
 
 MANIFEST = "manifest.json"
 LIBRARIES = (
@@ -286,8 +286,10 @@ def run_stage(
         write_json(tmp / MANIFEST, manifest.model_dump(mode="json"))
         os.chmod(tmp, 0o755)  # mkdtemp makes 0700
         _swap_in(tmp, final)
-    except BaseException:
-        shutil.rmtree(tmp, ignore_errors=True)
+    except BaseException as exc:
+        shutil.rmtree(tmp, ignore_errors=True)  # a stage is whole or absent, a full disk too
+        if full := disk_full(exc, final):
+            raise full from exc
         raise
     return StageOutcome(identity.corpus, identity.stage, "built", time.perf_counter() - start, manifest, note)
 

@@ -12,7 +12,7 @@ from inspect_ai._util.error import PrerequisiteError
 from pydantic import ValidationError
 
 from contracts.runtime import EpisodeEnd, TraceHeader, TurnRecord
-from pipeline.core.canonical import atomic_write_bytes, canonical_bytes
+from pipeline.core.canonical import atomic_write_bytes, canonical_bytes, not_unicode
 from pipeline.core.errors import RunError, shown, validation_problems
 from pipeline.harness.traces import RECORDS as TRACE_RECORDS
 from pipeline.harness.traces import record_key
@@ -68,18 +68,32 @@ def write_trace(log: Any, out: str | Path) -> Path:
         )
     samples = sorted(log.samples or [], key=lambda s: (s.epoch, str(s.id)))
     played = {str(s.id) for s in samples}
-    header = TraceHeader(
-        corpus=task["corpus"],
-        split=task["split"],
-        episode_set=task["episode_set"],
-        episode_set_hash=task["episode_set_hash"],
-        release_digest=task.get("release_digest"),  # an eval log of a task made before traces recorded it: none
-        agent=AGENT,
-        repeat=log.eval.config.epochs or 1,
-        settings=_settings(log, len(played)),
-        versions={"telemetry-bench": metadata.version("telemetry-bench"), "inspect_ai": metadata.version("inspect_ai")},
-    )
-    lines = [canonical_bytes(header.model_dump(mode="json"))]
+    if problem := not_unicode(task):
+        raise RunError(f"telemetry_bench: {log.location}: the task's metadata: {problem}; play the task again")
+    try:  # the task's metadata as the task wrote it: a key missing or of another type is one line (make fuzz)
+        header = TraceHeader(
+            corpus=task.get("corpus"),
+            split=task.get("split"),
+            episode_set=task.get("episode_set"),
+            episode_set_hash=task["episode_set_hash"],
+            release_digest=task.get("release_digest"),  # an eval log of a task made before traces recorded it: none
+            agent=AGENT,
+            repeat=log.eval.config.epochs or 1,
+            settings=_settings(log, len(played)),
+            versions={
+                "telemetry-bench": metadata.version("telemetry-bench"),
+                "inspect_ai": metadata.version("inspect_ai"),
+            },
+        )
+    except ValidationError as exc:
+        raise RunError(
+            f"telemetry_bench: {log.location}: the task's metadata is not what the task writes "
+            f"({validation_problems(exc)}); play the task again"
+        ) from exc
+    try:
+        lines = [canonical_bytes(header.model_dump(mode="json"))]
+    except ValueError as exc:  # NaN or infinity in the task's metadata
+        raise RunError(f"telemetry_bench: {log.location}: the task's metadata: {exc}; play the task again") from exc
     seen: dict[tuple, str] = {}
     for sample in samples:
         where = f"{log.location}: sample {shown(str(sample.id))} epoch {sample.epoch}"
@@ -132,8 +146,13 @@ def _sample_records(sample: Any, where: str) -> list[TurnRecord | EpisodeEnd]:
         if model is None:
             got = f"type: {shown(kind)}" if isinstance(record, dict) else f"a {type(record).__name__}"
             raise RunError(f"telemetry_bench: {where}: record {number}: not a trace record ({got}, not turn or end)")
+        if problem := not_unicode(record):  # a lone surrogate no trace can hold (found by make fuzz)
+            raise RunError(f"telemetry_bench: {where}: record {number}: {problem}")
         try:
             out.append(model.model_validate(record))
+            canonical_bytes(out[-1].model_dump(mode="json"))  # NaN or infinity, which no trace holds (make fuzz)
         except ValidationError as exc:
             raise RunError(f"telemetry_bench: {where}: record {number}: {validation_problems(exc)}") from exc
+        except ValueError as exc:
+            raise RunError(f"telemetry_bench: {where}: record {number}: {exc}") from exc
     return out

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import threading
@@ -17,7 +18,7 @@ from contracts.runtime import EpisodeEnd, EpisodeScore, TraceHeader, TurnRecord
 from contracts.tasks import SPLITS
 from pipeline.core.canonical import atomic_write_bytes, canonical_bytes, digest_file
 from pipeline.core.config import load_answers, load_episodes_config, load_families, load_mapping, select_corpora
-from pipeline.core.errors import RunError, shown
+from pipeline.core.errors import RunError, disk_full, shown
 from pipeline.core.workspace import Workspace
 from pipeline.runtime.agents import AGENTS, Agent
 from pipeline.runtime.identity import behaviour
@@ -110,12 +111,12 @@ def run_agent(
         _start_trace(out, header, [line for unit in _ordered(kept, units) for line in kept[unit]])
         todo = [(run, e) for run, e in units if (e.id, run) not in kept]
         with (
-            out.open("ab") as trace,
+            out.open("ab", buffering=0) as trace,  # unbuffered: _append knows what reached the file
             _RunProgress(0 if agent_name == "human" else len(todo), f"{agent_name} on {corpus} {split}") as progress,
         ):
 
             def record(lines: list[bytes], score: EpisodeScore, infra: bool) -> None:
-                _append(trace, lines)
+                _append(trace, lines, out)
                 progress.done(score, infra)
 
             _play_all(player, todo, concurrency, record)
@@ -187,7 +188,7 @@ def _start_trace(out: Path, header: TraceHeader, kept_lines: list[bytes]) -> Non
         atomic_write_bytes(
             out, b"".join(line + b"\n" for line in [canonical_bytes(header.model_dump(mode="json")), *kept_lines])
         )
-    except OSError as exc:
+    except OSError as exc:  # a full disk is a DiskFull line already (atomic_write_bytes)
         raise RunError(f"{out}: cannot write the trace ({exc.strerror or exc}); give another --out") from exc
 
 
@@ -246,10 +247,22 @@ def _play_all(
             raise
 
 
-def _append(trace: Any, lines: list[bytes]) -> None:
-    trace.write(b"".join(line + b"\n" for line in lines))
-    trace.flush()
-    os.fsync(trace.fileno())
+def _append(trace: Any, lines: list[bytes], out: Path) -> None:
+    """An episode's records at the end of the trace, whole or not at all: a write that fails (a full disk, Ctrl-C) is
+    cut back to where the episode began, so the trace holds whole records only and --resume plays the episode again
+    (a full disk left 65,536 bytes, its last line cut)."""
+    start = trace.tell()
+    try:
+        data = memoryview(b"".join(line + b"\n" for line in lines))
+        while data:  # an unbuffered write may take part of what it is given
+            data = data[trace.write(data) :]
+        os.fsync(trace.fileno())
+    except BaseException as exc:
+        with contextlib.suppress(OSError):  # a device that cannot be cut (/dev/full) holds nothing to cut
+            os.ftruncate(trace.fileno(), start)
+        if full := disk_full(exc, out):
+            raise full from exc
+        raise
 
 
 def _ordered(kept: dict, units: list[tuple[int, Episode]]) -> list[tuple[str, int]]:

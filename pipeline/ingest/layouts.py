@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import fnmatch
+import struct
 import unicodedata
 import zipfile
 import zlib
@@ -55,14 +56,17 @@ def read_raw(path: Path, layout: WideCsv | LongCsv | FilePerStream) -> RawTable:
     return read_strings(shown, layout.delimiter, layout.encoding, layout.header, layout.columns, data=data)
 
 
-def archive_member(path: Path, member: str, limit: int) -> tuple[str, bytes]:
-    """The one member of a zip archive whose path `member` fully matches, and its bytes (inflated within `limit`);
-    one IngestError line when the file is no zip archive, when no member or several match, or when the member is too
-    large or compressed by a method not read within a bound."""
+def archive_member(path: Path, member: str, limit: int, inflate: bool = True) -> tuple[str, bytes]:
+    """The one member of a zip archive whose path `member` fully matches, and its bytes (inflated within `limit`;
+    b"" without `inflate`, which checks all but the inflating); one IngestError line when the file is no zip archive,
+    when no member or several match, or when the member is too large or compressed by a method not read within a
+    bound."""
     if not path.is_file():
         raise IngestError(f"{path}: file not found; restore it or fix values.files in the corpus mapping")
     with open_archive(path) as archive:
-        names = sorted(i.filename for i in archive.infolist() if not i.is_dir())
+        names = sorted(
+            i.filename for i in archive.infolist() if not i.filename.endswith("/")
+        )  # is_dir: IndexError on ''
         matched = [n for n in names if patterns.fullmatch(member, n, "values.archive_member")]
         if len(matched) != 1:
             raise IngestError(
@@ -71,6 +75,9 @@ def archive_member(path: Path, member: str, limit: int) -> tuple[str, bytes]:
                 + f"; the archive holds {', '.join(names[:10]) or 'nothing'}; make it match exactly one"
             )
         try:
+            if not inflate:
+                _readable(archive.getinfo(matched[0]), limit)
+                return matched[0], b""
             return matched[0], _member_bytes(path, archive, matched[0], limit)
         except (OversizedMember, UnsupportedCompression) as exc:
             raise IngestError(f"{path}:{matched[0]}: {exc}; raise values.max_member_bytes or extract it") from exc
@@ -78,7 +85,7 @@ def archive_member(path: Path, member: str, limit: int) -> tuple[str, bytes]:
             raise IngestError(
                 f"{path}:{matched[0]}: {exc}; extract it with its password and point values.files at the extracted file"
             ) from exc
-        except (zipfile.BadZipFile, zlib.error, EOFError) as exc:
+        except BROKEN_MEMBER as exc:
             raise IngestError(
                 f"{path}:{matched[0]}: the member cannot be inflated ({exc}); restore the archive"
             ) from exc
@@ -319,6 +326,11 @@ def open_archive(path: Path) -> zipfile.ZipFile:
             f"{path}: a member's name is not valid UTF-8 although the archive says it is ({exc}); restore the archive "
             "or extract it and point values.files at the folder"
         ) from exc
+    except (*BROKEN_MEMBER, ValueError) as exc:  # offsets and counts out of the file: a damaged central directory
+        raise IngestError(
+            f"{path}: a damaged zip archive ({type(exc).__name__}: {exc}); restore the archive or point values.files "
+            "at the folder"
+        ) from exc
 
 
 def _members(path: Path) -> list[tuple[str, int]]:
@@ -329,14 +341,31 @@ def _members(path: Path) -> list[tuple[str, int]]:
         return [
             (info.filename, info.file_size)
             for info in sorted(archive.infolist(), key=lambda i: i.filename)
-            if not info.is_dir()
+            if not info.filename.endswith("/")  # as is_dir() says, without its IndexError on an empty name
         ]
 
 
-# Zip members are inflated a chunk at a time, so what a member holds is bounded by what is read, never by what its
-# header declares (a member may declare 1,000 bytes and inflate to gigabytes). zipfile inflates bzip2 and lzma
-# members without a bound on each step, so only stored and deflated members are read.
+# zipfile inflates no more of a member than its central directory entry declares (file_size; what would follow is a
+# CRC error), so a member declaring more than the limit is refused unread, in no time and no memory (a 2 MB archive
+# may declare and hold 2 GiB). Members are still inflated a chunk at a time and counted while read, so the bound
+# holds whatever inflates them. zipfile inflates bzip2 and lzma members without a bound on each step, so only stored
+# and deflated members are read.
 CHUNK = 1 << 20
+# What zipfile raises reading a damaged member, found by make fuzz beyond BadZipFile: a bad CRC or a short stream
+# (zlib.error, EOFError), a header offset before the file's start (OSError: invalid seek), a header it cannot
+# unpack (struct.error), a method or version it does not know (NotImplementedError), a password (RuntimeError), an
+# empty name where it looks at the last character (IndexError), a local name not in the UTF-8 its flag claims.
+BROKEN_MEMBER = (
+    UnicodeDecodeError,
+    zipfile.BadZipFile,
+    zlib.error,
+    EOFError,
+    OSError,
+    struct.error,
+    NotImplementedError,
+    RuntimeError,
+    IndexError,
+)
 BOUNDED_COMPRESSION = {zipfile.ZIP_STORED: "stored", zipfile.ZIP_DEFLATED: "deflated"}
 
 
@@ -359,13 +388,7 @@ def _member_bytes(path: Path, archive: zipfile.ZipFile | None, name: str, limit:
             data = handle.read(limit + 1)
     else:
         info = archive.getinfo(name)
-        if info.flag_bits & 0x1:  # zip's "encrypted" bit: reading it raises RuntimeError("password required")
-            raise EncryptedMember("the member is encrypted (a password is required)")
-        if info.compress_type not in BOUNDED_COMPRESSION:
-            raise UnsupportedCompression(
-                f"compression method {info.compress_type} is not read (only {', '.join(BOUNDED_COMPRESSION.values())} "
-                "members are inflated within a bound); recompress the archive with deflate"
-            )
+        _readable(info, limit)
         read = bytearray()
         with archive.open(info) as member:
             while len(read) <= limit and (chunk := member.read(min(CHUNK, limit + 1 - len(read)))):
@@ -374,6 +397,20 @@ def _member_bytes(path: Path, archive: zipfile.ZipFile | None, name: str, limit:
     if len(data) > limit:
         raise OversizedMember(f"more than {limit:,} bytes once read")
     return data
+
+
+def _readable(info: zipfile.ZipInfo, limit: int) -> None:
+    """Why a member is refused before it is inflated: encrypted, compressed by an unbounded method, or declaring more
+    bytes than `limit`."""
+    if info.flag_bits & 0x1:  # zip's "encrypted" bit: reading it raises RuntimeError("password required")
+        raise EncryptedMember("the member is encrypted (a password is required)")
+    if info.compress_type not in BOUNDED_COMPRESSION:
+        raise UnsupportedCompression(
+            f"compression method {info.compress_type} is not read (only {', '.join(BOUNDED_COMPRESSION.values())} "
+            "members are inflated within a bound); recompress the archive with deflate"
+        )
+    if info.file_size > limit:
+        raise OversizedMember(f"declares {info.file_size:,} bytes, more than {limit:,}")
 
 
 def _stream_statistics(folder: Path, pattern: str | None) -> dict[str, dict]:
@@ -478,8 +515,7 @@ def _load_member(
     except EncryptedMember as exc:
         refuse("encrypted_member", str(exc))
         return None
-    except (ValueError, zipfile.BadZipFile, zlib.error, EOFError, RuntimeError, NotImplementedError, OSError) as exc:
-        # a corrupt pickle, a bad CRC, a member shorter than it declares, an encrypted one, an unreadable file
+    except (ValueError, *BROKEN_MEMBER) as exc:  # a corrupt pickle, or a member zipfile cannot read
         refuse("corrupt_pickle", str(exc))
         return None
     if series.stream_id != key:

@@ -26,7 +26,7 @@ from pipeline.ingest.batch import (
     ingest_batch_here,
     value_files,
 )
-from pipeline.ingest.layouts import open_archive
+from pipeline.ingest.layouts import archive_member, open_archive
 from pipeline.ingest.parquet import RowGroupWriter, write_frame
 from pipeline.ingest.reject_limits import check_reject_shares
 from pipeline.ingest.tables import TABLES
@@ -61,6 +61,12 @@ def plan(
 ) -> list[BatchTask]:
     """Batches: `partitions` hash partitions of the streams, each cut into enough buckets to fit the budget."""
     files = value_files(raw, mapping)
+    member = getattr(mapping.values, "archive_member", None)
+    # Every archive's member is matched and checked here, once and before any worker starts: every batch reads a file
+    # holding many streams, and a member refused only while each batch inflates it would be held by every worker
+    # at once (two workers held 2.3-3.0 GB each on a 2 GiB member before refusing it).
+    for path, _ in files if member is not None else []:
+        archive_member(path, member, mapping.values.max_member_bytes, inflate=False)
     working_set = raw_value_bytes(files) * EXPANSION[mapping.values.kind]
     # Unless told, a small corpus stays in this process: starting workers would cost more than it saves.
     partitions = resources.partitions or (1 if working_set < SMALL_WORKING_SET else resources.worker_count)

@@ -11,6 +11,7 @@ import polars as pl
 
 from contracts.corpus import TimeSpec
 from pipeline.core import patterns
+from pipeline.core.errors import IngestError
 from pipeline.ingest.pickles import EARLIEST_US, LATEST_US  # the instants the store holds: 1900-01-01..2200-01-01
 
 EPOCH_SCALE = {"epoch_s": 1_000_000, "epoch_ms": 1_000, "epoch_us": 1}
@@ -188,8 +189,24 @@ def spec_for_file(spec: TimeSpec, rel: str) -> tuple[TimeSpec, str]:
     return spec, "time.format"
 
 
+@functools.lru_cache(maxsize=256)
+def _unreadable(fmt: str) -> str | None:
+    """Why polars cannot parse with a strftime format at all (None when it can): the mapping's check sees only that
+    the format has % codes, and polars refuses some such formats whatever the cells ('%H' alone: an hour wants its
+    minute), with an exception of its own (found by make fuzz)."""
+    for dtype in (pl.Datetime("us"), pl.Datetime("us", "UTC")):
+        try:
+            pl.Series(["2020-01-01 00:00:00"]).str.strptime(dtype, fmt, strict=False)
+        except pl.exceptions.PolarsError as exc:
+            return " ".join(str(exc).split())[:200]
+    return None
+
+
 def parse_times(frame: pl.DataFrame, column: str, spec: TimeSpec) -> pl.DataFrame:
-    """Add `ts` (Int64 us UTC, null when rejected) and `ts_reason` to a frame with a string column."""
+    """Add `ts` (Int64 us UTC, null when rejected) and `ts_reason` to a frame with a string column; one IngestError
+    line for a format polars cannot parse with."""
+    if spec.format not in EPOCH_SCALE and spec.format != "iso8601" and (why := _unreadable(spec.format)):
+        raise IngestError(f"time format {spec.format!r} cannot be read ({why}); fix it in time.format or file_formats")
     text = frame[column].str.strip_chars()
     missing = text.is_null() | (text == "")
     if spec.format in EPOCH_SCALE:

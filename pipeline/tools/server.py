@@ -163,15 +163,20 @@ class CheckedLines:
     params), through the transport's own writer, and never reaches the SDK, which would drop it unanswered.
 
     Every request passed on is answered too, even when the input ends: the SDK cancels the requests still running
-    when its input ends, without a reply, so the end of input is passed on only once each has its answer (seen on the
-    way out, `answers`); a request still unanswered after EOF_GRACE seconds in which nothing was answered is refused
-    (-32603), and a request the client cancelled is owed nothing."""
+    when its input ends, without a reply, so the end of input is passed on only once each has its answer handed to
+    the transport's writer (seen on the way out, `answers`); a request still unanswered after EOF_GRACE seconds in
+    which nothing was answered is refused (-32603), and a request the client cancelled is owed nothing.
+
+    An answer counts once the writer has taken it, not when the handler starts sending it: the writer takes one
+    message at a time, so an answer may wait while the one before it is written, and a handler cancelled in that wait
+    (the end of input passed on too early) lost its answer (issue 53: 3 of 10 piped sessions)."""
 
     def __init__(self, lines: Any, grace: float = EOF_GRACE) -> None:
         self.lines, self.grace = lines, grace
         self.ready = anyio.Event()
         self.reply: Any = None
         self.open: Counter = Counter()  # ids of the requests passed on and not answered yet
+        self.sending = 0  # answers on their way to the writer, which has not taken them yet
         self.answered = anyio.Event()
         self.settled = False
 
@@ -183,16 +188,21 @@ class CheckedLines:
         """The server's writer, through which every answer is seen."""
         return AnsweredWrites(write, self)
 
-    def seen_answer(self, message: Any) -> bool:
-        """Take note of a message on its way out; False for an answer owed nothing (refused already at the end)."""
-        if not isinstance(message, types.JSONRPCResponse | types.JSONRPCError):
-            return True
+    def sending_answer(self, message: Any) -> bool:
+        """Take note of an answer on its way out; False when it is owed to no request still open."""
         if self.open[message.id] <= 0:
-            return not self.settled
+            return False
         self.open[message.id] -= 1
+        self.sending += 1
+        return True
+
+    def handed_over(self, message: Any, taken: bool) -> None:
+        """An answer the writer took, or did not (its sender was cancelled first: the request is open again)."""
+        self.sending -= 1
+        if not taken:
+            self.open[message.id] += 1
         self.answered.set()
         self.answered = anyio.Event()
-        return True
 
     def __aiter__(self) -> AsyncIterator[str]:
         return self._checked()
@@ -224,7 +234,7 @@ class CheckedLines:
 
     async def _settle(self) -> None:
         """At the end of input: wait for the open requests' answers while they come, then refuse those left."""
-        while +self.open:
+        while +self.open or self.sending:
             answered = self.answered
             with anyio.move_on_after(self.grace):
                 await answered.wait()
@@ -246,8 +256,18 @@ class AnsweredWrites:
         self.write, self.lines = write, lines
 
     async def send(self, item: SessionMessage) -> None:
-        if self.lines.seen_answer(item.message):
+        message = item.message
+        answer = isinstance(message, types.JSONRPCResponse | types.JSONRPCError)
+        if not (answer and self.lines.sending_answer(message)):
+            if not (answer and self.lines.settled):  # an answer refused already at the end is not sent again
+                await self.write.send(item)
+            return
+        taken = False
+        try:
             await self.write.send(item)
+            taken = True
+        finally:
+            self.lines.handed_over(message, taken)
 
     async def aclose(self) -> None:
         await self.write.aclose()
