@@ -45,7 +45,7 @@ def load_mapping(path: Path) -> CorpusMapping:
 
 def corpus_names(ws: Workspace) -> list[str]:
     """Every corpus with a mapping, sorted."""
-    return sorted(path.stem for path in ws.corpora_config_dir.glob("*.toml"))
+    return ws.corpus_names()
 
 
 def select_corpora(ws: Workspace, requested: tuple[str, ...] | list[str]) -> list[str]:

@@ -364,6 +364,11 @@ def raw_folder(ws: Workspace, mapping: CorpusMapping, raw: str | None = None) ->
     return ws.raw_dir(mapping.name, mapping.raw_dir)
 
 
+def skip_note(mapping: CorpusMapping) -> str:
+    """What a build says of a corpus whose raw data lives outside the project and was not given."""
+    return f"{mapping.name}: skipped, no raw data (give --raw DIR or set {mapping.raw_env})"
+
+
 def _marked(stage: Stage, ctx: Context, out: Path) -> StageResult:
     result = stage.run(ctx, out)
     if ctx.synthetic:
@@ -400,7 +405,7 @@ def build(
         folder = raw_folder(ws, mapping, raw)
         if folder is None:
             if on_skip:
-                on_skip(f"{corpus}: skipped, no raw data (give --raw DIR or set {mapping.raw_env})")
+                on_skip(skip_note(mapping))
             continue
         contexts.append(Context(ws=ws, mapping=mapping, config=config, resources=runtime, raw=folder))
     wanted = STAGES[: stage_names().index(until) + 1] if until else STAGES
