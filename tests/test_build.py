@@ -129,7 +129,7 @@ def test_threads_do_not_change_outputs(ws, tmp_path):
 def test_corpora_built_at_once_give_what_one_after_the_other_gives(ws, tmp_path):
     """ws was built with both corpora at once (one worker each); one worker builds them one after the other. The
     outcomes come back in corpus, then stage order either way, and every output is the same."""
-    from pipeline.core.executor import Resources
+    from pipeline.core.resources import Resources
 
     other = Workspace.from_root(ws.root, tmp_path / "other")
     seen = []
@@ -150,7 +150,7 @@ def test_corpora_built_at_once_give_what_one_after_the_other_gives(ws, tmp_path)
 def test_a_failing_corpus_stops_the_build_with_its_own_error(ws, monkeypatch):
     """Corpora build at once: the failure of one is raised (one line), the other ends the stage it is in."""
     from pipeline.core.errors import StageError
-    from pipeline.core.executor import Resources
+    from pipeline.core.resources import Resources
     from pipeline.harness import build as build_module
 
     real = build_module._store_run

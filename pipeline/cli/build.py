@@ -147,7 +147,7 @@ def _unchanged(ws, corpora: tuple[str, ...], until: str | None, raw: str | None,
 def _build(ws, corpora, until: str | None, raw: str | None, force: bool, show, runtime: dict) -> list:
     """The full build: every stage's identity computed and compared, what changed built; the state recorded."""
     from pipeline.core import build_state
-    from pipeline.core.executor import Resources, parse_bytes
+    from pipeline.core.resources import Resources, parse_bytes
     from pipeline.harness import state
     from pipeline.harness.build import build as run_build
 

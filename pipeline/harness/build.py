@@ -32,7 +32,6 @@ from pipeline.core.config import (
     weekly_commitments,
 )
 from pipeline.core.errors import ConfigError
-from pipeline.core.executor import Resources
 from pipeline.core.manifest import (
     StageIdentity,
     StageOutcome,
@@ -47,6 +46,7 @@ from pipeline.core.manifest import (
     require_manifest,
     run_stage,
 )
+from pipeline.core.resources import Resources
 from pipeline.core.workspace import Workspace
 from pipeline.harness.written import check_written
 
