@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 from pathlib import Path
 from typing import TypeVar
 
@@ -64,7 +65,13 @@ def _load_model(path: Path, model: type[M], needed_for: str, default: M | None =
         if default is not None:
             return default
         raise ConfigError(f"{path}: missing; {needed_for}")
-    data = read_toml(path)
+    return _validated(path, model, path.read_bytes())
+
+
+@functools.lru_cache(maxsize=256)
+def _validated(path: Path, model: type[M], text: bytes) -> M:
+    # by content: a build asks for the same few files over a hundred times (configs are frozen models, safe to share)
+    data = read_toml(path, text)
     try:
         return model.model_validate(data)
     except ValidationError as exc:
