@@ -2,15 +2,13 @@
 
 from __future__ import annotations
 
-from typing import Any, Literal, get_args
+from typing import Any, Literal
 
 from pydantic import Field, model_validator
 
 from contracts.answers import AnswerForm, Tolerance
 from contracts.base import Frozen
-
-Split = Literal["train", "dev", "test"]
-SPLITS: tuple[str, ...] = get_args(Split)
+from contracts.splits import SPLITS, Split
 
 
 class CallTemplate(Frozen):

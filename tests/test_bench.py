@@ -15,12 +15,17 @@ def test_bench_times_csv_corpora_and_names_the_skipped(tmp_path):
     ws = tiny_workspace(tmp_path / "project")
     (ws.corpora_config_dir / "bts.toml").write_text(copy_config("bts"))  # pickles, and no raw folder given
     result = CliRunner(env={"TELEMETRY_BENCH_BTS_RAW": None}).invoke(
-        main, ["--root", str(ws.root), "--repeat", "1", "--tool-calls", "2", "--corpus", "xai4heat", "--corpus", "bts"]
+        main,
+        ["--root", str(ws.root), "--repeat", "1", "--tool-calls", "2", "--cached-corpora", "2"]
+        + ["--corpus", "xai4heat", "--corpus", "bts"],
     )
     assert result.exit_code == 0, result.output
     assert "skipped bts: its values are bts_pickle archives, not CSV" in result.output
     assert "input: xai4heat:" in result.output  # one corpus timed is enough here: make bench times every one
-    assert "| **ratio ours / DuckDB (target >= 0.5)** |" in result.output
+    assert "| xai4heat | " in result.output  # DuckDB's plans, the winner named
+    assert "| **ratio ours / DuckDB, stage against stage** |" in result.output
+    assert "| **ratio ours / DuckDB, whole processes (floor 0.55, goal 0.75)** |" in result.output
+    assert "nothing changed, 1 corpora" in result.output and "nothing changed, 2 corpora" in result.output
     assert "| lookup_observation |" in result.output  # the tool latency table ran on both stores
 
 

@@ -129,7 +129,7 @@ def test_threads_do_not_change_outputs(ws, tmp_path):
 def test_corpora_built_at_once_give_what_one_after_the_other_gives(ws, tmp_path):
     """ws was built with both corpora at once (one worker each); one worker builds them one after the other. The
     outcomes come back in corpus, then stage order either way, and every output is the same."""
-    from pipeline.core.executor import Resources
+    from pipeline.core.resources import Resources
 
     other = Workspace.from_root(ws.root, tmp_path / "other")
     seen = []
@@ -150,7 +150,7 @@ def test_corpora_built_at_once_give_what_one_after_the_other_gives(ws, tmp_path)
 def test_a_failing_corpus_stops_the_build_with_its_own_error(ws, monkeypatch):
     """Corpora build at once: the failure of one is raised (one line), the other ends the stage it is in."""
     from pipeline.core.errors import StageError
-    from pipeline.core.executor import Resources
+    from pipeline.core.resources import Resources
     from pipeline.harness import build as build_module
 
     real = build_module._store_run
@@ -288,3 +288,38 @@ def test_a_damaged_store_is_one_line_for_the_tools(ws):
     result = CliRunner().invoke(main, ["--root", str(ws.root), "tool", "list_points", "--corpus", "xai4heat"])
     assert result.exit_code == 1 and isinstance(result.exception, SystemExit), result.output
     assert result.output.startswith("error: ") and "store.duckdb: cannot be opened as a tool store" in result.output
+
+
+def test_an_unchanged_build_is_told_from_the_recorded_state_without_the_stages(ws):
+    """The first CLI build records what it read and wrote (artifacts/.build-state.json); the next one, in a fresh
+    process, reports every stage cached as the full check does without importing the harness or the stages; a
+    rewrite with the same bytes keeps it so, an edit of a raw file rebuilds."""
+    import subprocess
+    import sys
+
+    first = CliRunner().invoke(main, ["--root", str(ws.root), "build", "--json"])
+    assert first.exit_code == 0, first.output
+    probe = (
+        "import json, sys\nfrom pipeline.cli import main\n"
+        f"main(['--root', {str(ws.root)!r}, 'build', '--json'], standalone_mode=False)\n"
+        "print(json.dumps(sorted(m for m in sys.modules if m.startswith(('pipeline.harness', 'pipeline.store', "
+        "'pipeline.tasks', 'pydantic')))), file=sys.stderr)\n"
+    )
+
+    def fresh_process() -> tuple[list, list]:
+        done = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, cwd=REPO, check=True)
+        return json.loads(done.stdout), json.loads(done.stderr.splitlines()[-1])
+
+    rows, imported = fresh_process()
+    assert imported == []
+    assert [(r["corpus"], r["stage"], r["status"]) for r in rows] == [
+        (o["corpus"], o["stage"], "cached") for o in json.loads(first.stdout)
+    ]
+    raw = ws.root / "data/raw/xai4heat/xai4heat_scada_L8.csv"
+    raw.write_bytes(raw.read_bytes())  # new times, same bytes
+    rows, imported = fresh_process()
+    assert imported == [] and {r["status"] for r in rows} == {"cached"}
+    raw.write_text("\n".join(raw.read_text().splitlines()[:-1]) + "\n")
+    rows, imported = fresh_process()
+    assert "pipeline.harness.build" in imported
+    assert ("xai4heat", "ingest", "built") in [(r["corpus"], r["stage"], r["status"]) for r in rows]

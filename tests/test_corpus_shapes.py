@@ -9,7 +9,7 @@ import pytest
 
 from pipeline.core.config import load_mapping
 from pipeline.core.errors import ConfigError
-from pipeline.core.executor import Resources
+from pipeline.core.resources import Resources
 from pipeline.harness.build import build
 from tests.helpers import fails, ingest, make_workspace
 from tests.helpers import run_in as run

@@ -14,8 +14,8 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from pipeline.core.errors import ConfigError
-from pipeline.core.executor import Resources
 from pipeline.core.parts import SCHEMES, join, read_part, remove_parts, stage_parts, write_part
+from pipeline.core.resources import Resources
 from tests.helpers import fuzz_settings
 
 PIECES = st.sampled_from(

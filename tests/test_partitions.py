@@ -10,8 +10,9 @@ from pathlib import Path
 import pytest
 
 from pipeline.core.errors import ConfigError, StageError, TelemetryBenchError
-from pipeline.core.executor import Resources, Scope, parse_bytes, scopes
+from pipeline.core.executor import Scope, scopes
 from pipeline.core.parts import check_location, join, read_part
+from pipeline.core.resources import Resources, parse_bytes
 from pipeline.core.workspace import Workspace
 from pipeline.harness.build import build
 from pipeline.ingest import parquet

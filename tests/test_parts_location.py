@@ -10,8 +10,8 @@ from click.testing import CliRunner
 
 from pipeline.cli import main
 from pipeline.core.errors import ConfigError
-from pipeline.core.executor import Resources
 from pipeline.core.parts import check_location
+from pipeline.core.resources import Resources
 from tests.helpers import REPO
 
 REFUSED = {

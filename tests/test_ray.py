@@ -9,7 +9,7 @@ import pytest
 import ray
 
 from pipeline.core import ray_executor
-from pipeline.core.executor import Resources
+from pipeline.core.resources import Resources
 from pipeline.core.workspace import Workspace
 from pipeline.harness.build import build
 from pipeline.ingest import parquet

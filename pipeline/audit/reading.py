@@ -37,6 +37,13 @@ def read(templates: list[str], text: str) -> dict | None:
     """Slots of the first template the text matches, else None; dates and instants back in their ISO forms. A phrase
     may hold a template's own words ("... at substation L22 at <time>"): when the first split does not read, the
     other way of splitting is tried."""
+    found = _read(tuple(templates), text)
+    return dict(found) if found is not None else None  # slot values are strings: the caller's own copy
+
+
+@lru_cache(maxsize=65536)
+def _read(templates: tuple[str, ...], text: str) -> dict | None:
+    # every policy reads every prompt of every candidate episode again: 89,000 reads of a few thousand texts (hhw)
     for template in templates:
         for greedy in (False, True):
             match = pattern(template, greedy).match(text.strip())

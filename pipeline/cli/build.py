@@ -101,18 +101,7 @@ def build(
       telemetry-bench build --corpus xai4heat --executor ray --partitions 4
       telemetry-bench build --corpus xai4heat --executor ray --parts .
     """
-    from pipeline.core.executor import Resources, parse_bytes
-    from pipeline.harness.build import build as run_build
-
-    resources = Resources(
-        threads=threads,
-        partitions=partitions,
-        workers=workers,
-        memory_budget=parse_bytes(memory_budget),
-        executor=executor,
-        ray_address=ray_address,
-        parts=parts,
-    )
+    ws = cli.workspace(ctx)
 
     def show(outcome) -> None:
         if not as_json:
@@ -123,16 +112,11 @@ def build(
         for line in [f"note: {n}" for n in notes] if verbose else [short_notes(notes, outcome)] if notes else []:
             click.echo(f"{outcome.corpus:<12} {outcome.stage:<10} {line}", err=True)
 
-    outcomes = run_build(
-        cli.workspace(ctx),
-        corpora,
-        until=until,
-        resources=resources,
-        force=force,
-        on_done=show,
-        raw=raw,
-        on_skip=lambda note: click.echo(f"info: {note}", err=True),
-    )
+    outcomes = None if force else _unchanged(ws, corpora, until, raw, show)
+    if outcomes is None:
+        runtime = {"threads": threads, "partitions": partitions, "workers": workers, "memory_budget": memory_budget}
+        runtime.update(executor=executor, ray_address=ray_address, parts=parts)
+        outcomes = _build(ws, corpora, until, raw, force, show, runtime)
     if not as_json:
         click.echo("\n".join(summary(outcomes)))
     if as_json:
@@ -142,6 +126,46 @@ def build(
                 for o in outcomes
             ]
         )
+
+
+def _unchanged(ws, corpora: tuple[str, ...], until: str | None, raw: str | None, show) -> list | None:
+    """Every stage reported cached from the recorded build state when no file it lists changed, without importing
+    the stages (pipeline/core/build_state.py); None when the full identity check must decide."""
+    from pipeline.core import build_state
+
+    selected = list(dict.fromkeys(corpora)) if corpora else ws.corpus_names()  # as select_corpora orders them
+    found = build_state.unchanged(ws.artifacts_dir, build_state.state_key(ws.root, raw), selected, until)
+    if found is None:
+        return None
+    for note in found.skipped:
+        click.echo(f"info: {note}", err=True)
+    for outcome in found.outcomes:
+        show(outcome)
+    return found.outcomes
+
+
+def _build(ws, corpora, until: str | None, raw: str | None, force: bool, show, runtime: dict) -> list:
+    """The full build: every stage's identity computed and compared, what changed built; the state recorded."""
+    from pipeline.core import build_state
+    from pipeline.core.resources import Resources, parse_bytes
+    from pipeline.harness import state
+    from pipeline.harness.build import build as run_build
+
+    resources = Resources(**{**runtime, "memory_budget": parse_bytes(runtime["memory_budget"])})
+    key = build_state.state_key(ws.root, raw)
+    taken = state.snapshot(ws, corpora, raw)
+    outcomes = run_build(
+        ws,
+        corpora,
+        until=until,
+        resources=resources,
+        force=force,
+        on_done=show,
+        raw=raw,
+        on_skip=lambda note: click.echo(f"info: {note}", err=True),
+    )
+    state.record(ws, taken, outcomes, key, until)
+    return outcomes
 
 
 INSPECTED = ("ingest", "store", "tasks", "episodes")  # stages `inspect` shows; the audit has a command of its own

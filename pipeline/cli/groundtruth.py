@@ -6,7 +6,7 @@ from pathlib import Path
 
 import click
 
-from contracts.tasks import SPLITS
+from contracts.splits import SPLITS
 from pipeline.cli import common as cli
 from pipeline.cli.runtime import release_options
 from pipeline.core.errors import EvaluationError

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import click
 
-from contracts.tasks import SPLITS
+from contracts.splits import SPLITS
 from pipeline.cli import common as cli
 
 TRACES = click.argument("traces", nargs=-1, required=True, type=click.Path(dir_okay=False))

@@ -6,8 +6,6 @@ the kernel, most of it faulting in such pages. Both settings cost no memory beyo
 
 from __future__ import annotations
 
-import ctypes
-import ctypes.util
 import os
 
 # A worker's share of the CPUs, for the DuckDB connections it opens (pipeline.store.reader): set in a worker's
@@ -37,6 +35,9 @@ def worker_environment() -> dict[str, str]:
 def tune_allocator() -> None:
     """glibc keeps freed blocks for reuse instead of unmapping them: numpy's large temporaries otherwise fault in
     fresh zeroed pages every time (measured: a store unit spent half its time in the kernel). A no-op off glibc."""
+    import ctypes  # here: `import pipeline` runs this module, and most commands never tune the allocator
+    import ctypes.util
+
     try:
         libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6")
         libc.mallopt(-3, 1 << 30)  # M_MMAP_THRESHOLD

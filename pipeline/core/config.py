@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 from pathlib import Path
 from typing import TypeVar
 
@@ -46,7 +47,7 @@ def load_mapping(path: Path) -> CorpusMapping:
 
 def corpus_names(ws: Workspace) -> list[str]:
     """Every corpus with a mapping, sorted."""
-    return sorted(path.stem for path in ws.corpora_config_dir.glob("*.toml"))
+    return ws.corpus_names()
 
 
 def select_corpora(ws: Workspace, requested: tuple[str, ...] | list[str]) -> list[str]:
@@ -65,7 +66,13 @@ def _load_model(path: Path, model: type[M], needed_for: str, default: M | None =
         if default is not None:
             return default
         raise ConfigError(f"{path}: missing; {needed_for}")
-    data = read_toml(path)
+    return _validated(path, model, path.read_bytes())
+
+
+@functools.lru_cache(maxsize=256)
+def _validated(path: Path, model: type[M], text: bytes) -> M:
+    # by content: a build asks for the same few files over a hundred times (configs are frozen models, safe to share)
+    data = read_toml(path, text)
     try:
         return model.model_validate(data)
     except ValidationError as exc:

@@ -18,6 +18,7 @@ from pydantic import BaseModel, ValidationError
 
 from contracts.manifest import OutputFile, StageManifest
 from contracts.tasks import SPLITS
+from pipeline.core.build_state import LOCAL_DIGESTS, LOCK, MANIFEST
 from pipeline.core.canonical import (
     HASH_SCHEME_VERSION,
     digest_file,
@@ -31,7 +32,6 @@ from pipeline.core.checksums import list_files
 from pipeline.core.code_identity import PACKAGE_ROOT, import_closure
 from pipeline.core.errors import StageError, disk_full
 
-MANIFEST = "manifest.json"
 LIBRARIES = (
     "duckdb",
     "huggingface_hub",
@@ -96,9 +96,9 @@ def read_manifest(folder: Path) -> StageManifest | None:
         return None  # unreadable manifest: the stage is simply rebuilt
 
 
-# The size and xxh3 of a stage's unhashed outputs (store.duckdb: never byte-identical between builds, so never in
-# manifest.json, which is), beside the manifest: checked before the stage is said cached, never compared between builds.
-LOCAL_DIGESTS = "outputs.local.json"
+# LOCAL_DIGESTS: the size and xxh3 of a stage's unhashed outputs (store.duckdb: never byte-identical between builds, so
+# never in manifest.json, which is), beside the manifest: checked before the stage is said cached, never compared
+# between builds.
 
 
 def _local_digests(folder: Path) -> dict[str, OutputFile]:
@@ -199,7 +199,6 @@ class StageOutcome:
     note: str | None = None  # why a stage whose identity was unchanged was built again (a damaged output)
 
 
-LOCK = ".build.lock"
 LEFTOVERS = (".*.tmp-*", ".*.old-*")  # what a build killed mid-stage leaves beside the stage folders
 
 

@@ -24,9 +24,9 @@ from typing import TypeVar
 
 from pipeline.core.allocator import WORKER_THREADS, tune_allocator, worker_environment
 from pipeline.core.errors import ConfigError, StageError
-from pipeline.core.executor import Resources, polars_threads
 from pipeline.core.extras import optional
 from pipeline.core.progress import track
+from pipeline.core.resources import Resources, polars_threads
 
 T = TypeVar("T")
 R = TypeVar("R")

@@ -55,11 +55,11 @@ def _string_end(text: str, start: int) -> int:
     return len(text) - 1
 
 
-def read_toml(path: Path) -> dict[str, Any]:
-    """A TOML file parsed, its nesting bounded first; bad syntax, bad UTF-8 or too deep a nesting is a ConfigError
-    naming the file."""
+def read_toml(path: Path, data: bytes | None = None) -> dict[str, Any]:
+    """A TOML file parsed (from `data`, its bytes, when given), its nesting bounded first; bad syntax, bad UTF-8 or
+    too deep a nesting is a ConfigError naming the file."""
     try:
-        text = path.read_text(encoding="utf-8")
+        text = path.read_text(encoding="utf-8") if data is None else _newlines(data.decode("utf-8"))
     except UnicodeDecodeError as exc:
         raise ConfigError(f"{path}: not valid TOML ({exc}); fix the syntax") from exc
     if toml_depth(text) > MAX_TOML_DEPTH:
@@ -70,3 +70,8 @@ def read_toml(path: Path) -> dict[str, Any]:
         return tomllib.loads(text)
     except tomllib.TOMLDecodeError as exc:
         raise ConfigError(f"{path}: not valid TOML ({exc}); fix the syntax") from exc
+
+
+def _newlines(text: str) -> str:
+    """What read_text's universal newlines make of the text."""
+    return text.replace("\r\n", "\n").replace("\r", "\n")

@@ -29,6 +29,10 @@ class Workspace:
     def corpora_config_dir(self) -> Path:
         return self.configs_dir / "corpora"
 
+    def corpus_names(self) -> list[str]:
+        """Every corpus with a mapping, sorted."""
+        return sorted(path.stem for path in self.corpora_config_dir.glob("*.toml"))
+
     def corpus_config(self, corpus: str) -> Path:
         return self.corpora_config_dir / f"{corpus}.toml"
 

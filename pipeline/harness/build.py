@@ -32,7 +32,6 @@ from pipeline.core.config import (
     weekly_commitments,
 )
 from pipeline.core.errors import ConfigError
-from pipeline.core.executor import Resources
 from pipeline.core.manifest import (
     StageIdentity,
     StageOutcome,
@@ -47,6 +46,7 @@ from pipeline.core.manifest import (
     require_manifest,
     run_stage,
 )
+from pipeline.core.resources import Resources
 from pipeline.core.workspace import Workspace
 from pipeline.harness.written import check_written
 
@@ -365,6 +365,11 @@ def raw_folder(ws: Workspace, mapping: CorpusMapping, raw: str | None = None) ->
     return ws.raw_dir(mapping.name, mapping.raw_dir)
 
 
+def skip_note(mapping: CorpusMapping) -> str:
+    """What a build says of a corpus whose raw data lives outside the project and was not given."""
+    return f"{mapping.name}: skipped, no raw data (give --raw DIR or set {mapping.raw_env})"
+
+
 def _marked(stage: Stage, ctx: Context, out: Path) -> StageResult:
     result = stage.run(ctx, out)
     if ctx.synthetic:
@@ -404,7 +409,7 @@ def build(
         folder = raw_folder(ws, mapping, raw)
         if folder is None:
             if on_skip:
-                on_skip(f"{corpus}: skipped, no raw data (give --raw DIR or set {mapping.raw_env})")
+                on_skip(skip_note(mapping))
             continue
         contexts.append(Context(ws=ws, mapping=mapping, config=config, resources=runtime, raw=folder))
     wanted = STAGES[: stage_names().index(until) + 1] if until else STAGES

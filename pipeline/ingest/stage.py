@@ -15,8 +15,9 @@ from pipeline.core import checksums
 from pipeline.core.allocator import tune_allocator
 from pipeline.core.canonical import digest, write_json
 from pipeline.core.errors import IngestError, StageError
-from pipeline.core.executor import Resources, buckets_for, run_all, runs_here, scopes
+from pipeline.core.executor import buckets_for, run_all, runs_here, scopes
 from pipeline.core.parts import join, remove_parts, stage_parts
+from pipeline.core.resources import Resources
 from pipeline.ingest.batch import (
     OBSERVATIONS,
     REJECTS,

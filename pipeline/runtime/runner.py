@@ -43,6 +43,11 @@ def unrecordable(raw: Any) -> str | None:
     # depth first: not_unicode names the path of every level it walks, quadratic in the depth (6.7 GB at 100,000)
     if json_depth(raw) > MAX_JSON_DEPTH:
         return f"nested deeper than {MAX_JSON_DEPTH} levels"
+    try:  # the common case in one pass of the JSON writer: UTF-8 text (no lone surrogate) of finite numbers
+        canonical_bytes(raw)
+        return None
+    except (TypeError, ValueError, RecursionError):
+        pass  # the checks below say what is wrong, as they always have
     problem = not_unicode(raw)
     if problem is not None:
         return problem

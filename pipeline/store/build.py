@@ -17,9 +17,10 @@ from contracts.build import StoreConfig
 from contracts.tools import QUALITY_BANDS, VALUE_DP
 from pipeline.core.allocator import tune_allocator
 from pipeline.core.errors import StageError
-from pipeline.core.executor import Background, Resources, run_ordered, runs_here
+from pipeline.core.executor import Background, run_ordered, runs_here
 from pipeline.core.manifest import StageResult
 from pipeline.core.parts import PARTS, iter_part, join, read_part, remove_parts, stage_parts, write_part
+from pipeline.core.resources import Resources
 from pipeline.ingest.parquet import RowGroupWriter, read_rows, write_table
 from pipeline.ingest.stage import read_report
 from pipeline.store import bands, compute, expected, sql

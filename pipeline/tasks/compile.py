@@ -16,8 +16,9 @@ import polars as pl
 from contracts.answers import AnswersConfig
 from contracts.tasks import SPLITS, FamiliesConfig, Family, SplitKind, SplitOverrides, Task
 from pipeline.core.errors import StageError
-from pipeline.core.executor import Resources, run_ordered
+from pipeline.core.executor import run_ordered
 from pipeline.core.manifest import StageResult, write_splits
+from pipeline.core.resources import Resources
 from pipeline.store.reader import STORE_FILE, open_store
 from pipeline.tasks import candidates, forms, gold, grading, render
 from pipeline.tasks.fit import Span, corpus_rule, fit, whole_weeks
