@@ -113,12 +113,26 @@ def _tool_table(ws: Workspace, names: list[str], calls: int) -> None:
     help="Also time the cached build over this many corpora (copies of the smallest timed one); 0: skip.",
 )
 @click.option(
+    "--fleet-sites",
+    default=100_000,
+    show_default=True,
+    type=click.IntRange(min=0),
+    help="Also time ingest of one generated long CSV holding this many sites (target: 100,000 in under 60 s); 0: skip.",
+)
+@click.option(
     "--root",
     type=click.Path(file_okay=False, path_type=Path),
     default=None,
     help="Project root (default: the current folder).",
 )
-def main(repeat: int, corpora: tuple[str, ...], tool_calls: int, cached_corpora: int, root: Path | None) -> None:
+def main(
+    repeat: int,
+    corpora: tuple[str, ...],
+    tool_calls: int,
+    cached_corpora: int,
+    fleet_sites: int,
+    root: Path | None,
+) -> None:
     ws = Workspace.from_root(root)
     files: dict[str, list[Path]] = {}
     for name in select_corpora(ws, corpora):
@@ -133,6 +147,19 @@ def main(repeat: int, corpora: tuple[str, ...], tool_calls: int, cached_corpora:
         return
     with tempfile.TemporaryDirectory(prefix="tb-bench-") as tmp:  # the project's own artifacts are never touched
         _figures(ws, Path(tmp), names, files, repeat, tool_calls, cached_corpora)
+        if fleet_sites:
+            _fleet_table(ws, Path(tmp), fleet_sites, repeat)
+
+
+def _fleet_table(ws: Workspace, tmp: Path, sites: int, repeat: int) -> None:
+    """Ingest of one long CSV of `sites` sites (pipeline/bench/fleet.py): median wall seconds of `repeat` runs."""
+    from pipeline.bench.fleet import fleet_seconds
+
+    runs = [fleet_seconds(ws.root, tmp / f"fleet{i}", sites) for i in range(repeat)]
+    seconds = statistics.median(s for s, _ in runs)
+    click.echo("\n| fleet file (one long CSV, `site_column`) | sites | observations | ingest s (target < 60) |")
+    click.echo("|---|---|---|---|")
+    click.echo(f"| generated, 2 hours x 2 points per site | {sites:,} | {runs[0][1]:,} | {seconds:.2f} |")
 
 
 def _figures(
