@@ -247,6 +247,20 @@ def test_release_refuses_rows_that_break_the_answer_contract(tmp_path):
         build_release(mapping, tmp_path, tmp_path, upstream, tmp_path, "v", {}, {}, categories={}, card_license={})
 
 
+def test_release_refuses_an_empty_test_split(tmp_path):
+    """Gates passing on a short corpus can still leave the test split empty after the audit's trims: such a release
+    scores nothing, so it is refused in one line that says what each split holds and what to change."""
+    mapping = load_mapping(WS.corpus_config("xai4heat"))
+    controls = {"preflight_issue_count": 0, "oracle_accomplished_released": 7, "oracle_all_released": True}
+    details = {"gates": {"artifact_probe": "pass"}, "released": 7, "controls": controls}
+    upstream = {"audit": {"details": details, "row_counts": {"train": 5, "dev": 2, "test": 0}}}
+    with pytest.raises(StageError) as failed:
+        build_release(mapping, tmp_path, tmp_path, upstream, tmp_path, "v", {}, {}, categories={}, card_license={})
+    message = str(failed.value)
+    assert "\n" not in message and "the test split is empty after the audit (train 5, dev 2)" in message
+    assert "[splits] shares" in message and not list(tmp_path.iterdir())
+
+
 @pytest.mark.slow
 def test_build_says_when_a_gate_has_too_few_rows(tmp_path):
     from click.testing import CliRunner

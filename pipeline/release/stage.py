@@ -147,6 +147,14 @@ def build_release(
             f"{controls.get('oracle_accomplished_released')} of {audit.get('released')}): see `telemetry-bench "
             f"preflight --corpus {mapping.name}` and the mapping's labels; nothing was released"
         )
+    sizes = upstream["audit"].get("row_counts", {})
+    if sizes.get("test") == 0:  # a release is for scoring agents on its test split: an empty one scores nothing
+        raise StageError(
+            f"{mapping.name}: the test split is empty after the audit (train {sizes.get('train')}, dev "
+            f"{sizes.get('dev')}): nothing to score an agent on; give the corpus more data, or more of it to test "
+            f"([splits] shares; `telemetry-bench inspect episodes --corpus {mapping.name}` says what was left out); "
+            "nothing was released"
+        )
     for split in SPLITS:
         shutil.copyfile(audit_dir / f"{split}.jsonl", out / f"{split}.jsonl")
     episodes = [
