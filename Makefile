@@ -70,7 +70,8 @@ PYCACHE := env -u PYTHONDONTWRITEBYTECODE PYTHONPYCACHEPREFIX=$(abspath $(VENV))
 test: $(DEV_STAMP) system-deps
 	$(PYCACHE) $(BIN)/python -m pytest -q $(XDIST) $(PYTEST_ARGS)
 
-# The fuzz tests alone, with their large example counts (make test runs them with small ones).
+# The fuzz tests alone, with their large example counts (make test runs them with small ones), and the sweeps of
+# corpus builds over further seeds and corpora (tests/helpers.sweep: make test builds the first of each).
 fuzz: $(DEV_STAMP)
 	TELEMETRY_BENCH_FUZZ=1 $(BIN)/python -m pytest -q -m fuzz -p no:randomly $(PYTEST_ARGS)
 

@@ -423,3 +423,20 @@ def renamed_copy(tmp_path: Path, corpus: str) -> tuple[Path, str]:
         except OSError:
             shutil.copyfile(path, target)
     return root, name
+
+
+def sweep(every_run: Iterable, more: Iterable) -> list:
+    """Parameters of a test that builds a corpus per value: `every_run` in make test and CI, `more` (further seeds or
+    corpora of the same check) only in `make fuzz` (TELEMETRY_BENCH_FUZZ=1, marker fuzz), where a sweep of builds
+    belongs: each one is minutes of CPU, and CI runs the suite twice."""
+    import pytest
+
+    fuzzing = bool(os.environ.get(FUZZ_ENV))
+    reason = "one of a sweep of builds: run by make fuzz (TELEMETRY_BENCH_FUZZ=1)"
+    return [*every_run] + [
+        pytest.param(
+            *(value if isinstance(value, tuple) else (value,)),
+            marks=[pytest.mark.fuzz, pytest.mark.skipif(not fuzzing, reason=reason)],
+        )
+        for value in more
+    ]

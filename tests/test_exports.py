@@ -27,7 +27,7 @@ from tests.exports import (
     write_bas_export,
     write_room_export,
 )
-from tests.helpers import copy_shared_configs, fill_drafted_mapping
+from tests.helpers import copy_shared_configs, fill_drafted_mapping, sweep
 
 
 def cli(root: Path, *args: str):
@@ -106,7 +106,7 @@ def test_a_bas_trend_export_drafts_what_its_files_say(tmp_path, seed):
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("seed", SEEDS)
+@pytest.mark.parametrize("seed", sweep(SEEDS[:1], SEEDS[1:]))
 def test_a_bas_trend_export_builds_and_releases_by_filling_todos(tmp_path, seed):
     """The draft and ingest are held exactly (month-first dates, at most 1% of cells rejected for time, °F kept,
     one building); the release after them may meet a gate of small corpora, which the failure then names."""
@@ -166,7 +166,7 @@ def test_a_build_that_rejects_most_of_a_file_stops_in_one_line(tmp_path):
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("seed", SEEDS)
+@pytest.mark.parametrize("seed", sweep(SEEDS[:1], SEEDS[1:]))
 def test_a_room_by_room_export_drafts_builds_and_releases(tmp_path, seed):
     root = tmp_path / "rooms"
     rooms, served = write_room_export(root / "data" / "raw" / "rooms", seed=seed)
