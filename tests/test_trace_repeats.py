@@ -47,6 +47,8 @@ def _log(trace, repeat_first: bool = False, change=None):
     task = {k: header[k] for k in ("corpus", "split", "episode_set", "episode_set_hash")}
     return SimpleNamespace(
         location="log.eval",
+        status="success",
+        error=None,
         samples=samples,
         eval=SimpleNamespace(
             metadata=task,
