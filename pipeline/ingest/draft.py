@@ -281,18 +281,32 @@ EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 EPOCH_SCALE = {"epoch_s": 1_000_000, "epoch_ms": 1_000, "epoch_us": 1}
 
 
-def _epoch_us(cell: str, fmt: str) -> int | None:
-    """A time cell in microseconds since 1970 UTC (naive times read as UTC, as the draft's timezone says)."""
-    text = cell.strip()
-    try:
-        if fmt in EPOCH_SCALE:
-            return round(float(text) * EPOCH_SCALE[fmt])
-        if fmt != "iso8601":
-            return epochs([text], fmt)[0]
-        at = datetime.fromisoformat(text.replace("Z", "+00:00"))
-    except (ValueError, OverflowError):
-        return None
-    return ((at if at.tzinfo else at.replace(tzinfo=UTC)) - EPOCH) // timedelta(microseconds=1)
+def _epochs_us(cells: list[str], fmt: str) -> list[int | None]:
+    """Time cells in microseconds since 1970 UTC (naive times read as UTC, as the draft's timezone says), None where
+    one does not read; a strftime format's cells are parsed
+    in one call (one polars frame per file, not per cell: a 5-minute BAS export samples thousands of rows per file)."""
+    if fmt not in EPOCH_SCALE and fmt != "iso8601":
+        return epochs(cells, fmt) if cells else []
+    out: list[int | None] = []
+    for cell in cells:
+        text = cell.strip()
+        try:
+            if fmt in EPOCH_SCALE:
+                out.append(round(float(text) * EPOCH_SCALE[fmt]))
+                continue
+            at = datetime.fromisoformat(text.replace("Z", "+00:00"))
+        except (ValueError, OverflowError):
+            out.append(None)
+            continue
+        out.append(((at if at.tzinfo else at.replace(tzinfo=UTC)) - EPOCH) // timedelta(microseconds=1))
+    return out
+
+
+def _timed_rows(rows, index: int, fmt: str) -> list[tuple[int, list[str]]]:
+    """The rows whose time cell (column `index`) reads in `fmt`, with that time, in their order."""
+    rows = [row for row in rows if index < len(row)]
+    times = _epochs_us([row[index] for row in rows], fmt)
+    return [(at, row) for at, row in zip(times, rows, strict=True) if at is not None]
 
 
 def _stream_spans(edges: dict[str, tuple[int, int] | None], pattern: str) -> list[tuple[int, int]]:
@@ -320,10 +334,8 @@ def _edges(sniffed: Sniffed) -> tuple[int, int] | None:
     index, fmt, _ = sniffed.time  # type: ignore[misc]
 
     def first_time(rows) -> int | None:
-        for row in rows:
-            if index < len(row) and (at := _epoch_us(row[index], fmt)) is not None:
-                return at
-        return None
+        timed = _timed_rows(rows, index, fmt)
+        return timed[0][0] if timed else None
 
     head, tail = first_time(sniffed.rows), first_time(reversed(sniffed.tail))
     return None if head is None or tail is None else (min(head, tail), max(head, tail))
@@ -392,9 +404,8 @@ def _weeks_with_data(raw: Path, group: list[Sniffed], pattern: str) -> dict[int,
             continue
         index, fmt, _ = s.time
         key = _stream_key(regex, pattern, s.rel)
-        for row in csv.reader(sampled_lines(s.source or raw / s.rel, s.header), delimiter=s.delimiter):
-            if index < len(row) and (at := _epoch_us(row[index], fmt)) is not None:
-                seen.add((key, monday(at)))
+        rows = csv.reader(sampled_lines(s.source or raw / s.rel, s.header), delimiter=s.delimiter)
+        seen.update((key, monday(at)) for at, _ in _timed_rows(rows, index, fmt))
     return dict(sorted(Counter(week for _, week in seen).items()))
 
 
@@ -1003,9 +1014,8 @@ def _spread_readings(group: list[Sniffed], layout: _Layout, naming: _Naming) -> 
     for s in group:
         index, fmt, _ = s.time  # type: ignore[misc]
         columns = s.value_columns()
-        for row in csv.reader(sampled_lines(s.source or Path(s.rel), s.header), delimiter=s.delimiter):
-            if index >= len(row) or (at := _epoch_us(row[index], fmt)) is None:
-                continue
+        rows = csv.reader(sampled_lines(s.source or Path(s.rel), s.header), delimiter=s.delimiter)
+        for at, row in _timed_rows(rows, index, fmt):
             meter = (s.rel, row[site] if site is not None and site < len(row) else "")
             for i in columns:
                 if i < len(row) and (value := _number(row[i], s.decimal)) is not None:
