@@ -23,10 +23,15 @@ def namespaced(name: str) -> str:
 
 @task(name=namespaced("release"))
 def release(
-    release: str | None = None, split: str = "test", cache_dir: str | None = None, corpus: str | None = None
+    release: str | None = None,
+    split: str = "test",
+    cache_dir: str | None = None,
+    corpus: str | None = None,
+    expect: str | None = None,
 ) -> Task:
-    """The episodes of a split of a release folder, played on its own: `-T release=PATH -T split=test`."""
-    return episodes_task(episode_source_for(corpus, split, release, cache_dir=cache_dir))
+    """The episodes of a split of a release folder, played on its own: `-T release=PATH -T split=test`, refused
+    unless its digest is `-T expect=sha256:...` when given."""
+    return episodes_task(episode_source_for(corpus, split, release, cache_dir=cache_dir, expect=expect))
 
 
 def corpus_task(corpus: str):
@@ -40,8 +45,9 @@ def corpus_task(corpus: str):
         artifacts: str | None = None,
         cache_dir: str | None = None,
         releases: str | None = None,
+        expect: str | None = None,
     ) -> Task:
-        return episodes_task(episode_source_for(corpus, split, release, root, artifacts, cache_dir, releases))
+        return episodes_task(episode_source_for(corpus, split, release, root, artifacts, cache_dir, releases, expect))
 
     play.__doc__ = f"The {corpus} episodes of a split: `inspect eval telemetry_bench/{corpus} -T split=test`."
     return task(name=namespaced(corpus))(play)

@@ -94,13 +94,22 @@ def play(model, copy, folder):
     (log,) = inspect_eval(
         "telemetry_bench/xai4heat",
         model=model,
-        task_args={"release": str(copy), "split": "test", "cache_dir": str(folder / "cache")},
+        task_args={
+            "release": str(copy),
+            "split": "test",
+            "cache_dir": str(folder / "cache"),
+            "expect": "sha256:" + digest_of(copy),  # issue 53: the task takes the digest the user trusts
+        },
         limit=LIMIT,
         log_dir=str(folder / "logs"),
         display="none",
     )
     assert log.status == "success", log.error
     return log
+
+
+def digest_of(release) -> str:
+    return json.loads((release / "release.json").read_text())["release_digest"]
 
 
 def scores(log):
@@ -126,6 +135,7 @@ def test_the_gold_path_scores_one_and_agrees_with_telemetry_bench_score(isolated
     (summary,) = json.loads(result.output)["summaries"]
     assert summary["identity"]["model"] == "mockllm/model" and summary["partial"]
     assert summary["identity"]["agent"] == "inspect"
+    assert summary["release_digest"] == digest_of(copy)  # the trace names the release its log was played on
     assert summary["usage"]["tokens_in"] == sum(s.metadata["usage"]["tokens_in"] for s in by_episode.values())
     rows = {row["episode_id"]: row for row in summary["rows"]}
     assert sorted(rows) == sorted(by_episode)

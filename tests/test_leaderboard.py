@@ -5,6 +5,7 @@ ranking with its reason; partial traces are listed, never ranked."""
 from __future__ import annotations
 
 import csv
+import io
 import json
 
 import jsonschema
@@ -91,11 +92,16 @@ def test_the_board_is_valid_json_csv_and_markdown_and_ranks_what_it_may(real_art
     # issue 54: the failure-modes cell names the most frequent first and cuts none (a root cause was cut)
     for row in board["rows"]:
         (line,) = [line for line in markdown.splitlines() if f" {row['identity']['label']} |" in line]
-        cell = line.rstrip(" |").rsplit(" | ", 1)[1]
+        cell = line.rstrip(" |").rsplit(" | ", 2)[1]
         ranked = sorted(row["failure_modes"].items(), key=lambda kv: (-kv[1], kv[0]))
         expected = ", ".join(f"{k} {v}" for k, v in ranked)  # every mode, none cut
         assert cell == (expected or "-"), (cell, row["failure_modes"])
     assert any(len(r["failure_modes"]) > 1 for r in board["rows"])  # an order to get wrong
+    # issue 53: every results file names the release each row was played on, in full
+    digest = json.loads((real_artifacts / "xai4heat" / "release" / "release.json").read_text())["release_digest"]
+    assert {r["release_digest"] for r in board["rows"]} == {digest}
+    assert {r["release_digest"] for r in table} == {digest}
+    assert f"- sha256:{digest[:12]}: sha256:{digest}" in markdown and f"| sha256:{digest[:12]} |" in markdown
 
 
 def test_intervals_are_the_same_on_every_run(real_artifacts, traces):
@@ -129,7 +135,14 @@ def test_bootstrap_interval_brackets_the_mean_and_needs_a_known_format(real_arti
     assert result.exit_code == 2 and "name a .json, .csv or .md file" in result.output
 
 
-HOSTILE = ("a | b\n| injected | row |", "<script>alert(1)</script>", '=HYPERLINK("http://x","y")', "+1", "@SUM(A1)")
+HOSTILE = (
+    "a | b\n| injected | row |",
+    "<script>alert(1)</script>",
+    '=HYPERLINK("http://x","y")',
+    "+1",
+    "-1+2",
+    "@SUM(A1)",
+)
 
 
 def test_agent_names_from_traces_cannot_add_rows_markup_or_formulas(real_artifacts, traces, tmp_path):
@@ -146,3 +159,14 @@ def test_agent_names_from_traces_cannot_add_rows_markup_or_formulas(real_artifac
     assert all(row.count("|") == text.splitlines()[4].count("|") for row in rows)
     agents = sorted(r["agent"] for r in csv.DictReader(table.open(encoding="utf-8")))
     assert agents == sorted(f"'{n}" if n[0] in "=+-@" else n for n in HOSTILE)
+
+
+@pytest.mark.parametrize("start", ["=", "+", "-", "@", "\t", "\r"])
+def test_a_csv_cell_starting_a_formula_is_text(start):
+    """OWASP's CSV injection rule: a cell a spreadsheet would run (=, +, -, @, tab, CR first) gets a leading quote;
+    numbers stay numbers, and the row stays one row."""
+    from pipeline.harness.leaderboard import csv_text
+
+    name = f'{start}cmd|"/c calc"!A1'
+    (row,) = csv.DictReader(io.StringIO(csv_text(("agent", "rate"), [{"agent": name, "rate": -0.5}]), newline=""))
+    assert row == {"agent": f"'{name}", "rate": "-0.5"}

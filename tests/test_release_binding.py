@@ -81,23 +81,30 @@ def test_a_forged_release_is_intact_to_itself_and_serves_its_values_without_a_di
     assert json.loads(result.stdout)["mean"] == -2.1333
 
 
-def test_every_command_refuses_a_forged_release_given_the_trusted_digest(forged, release, tmp_path):
+@pytest.mark.parametrize("command", ["run", "tool", "serve", "score"])
+def test_each_command_refuses_a_forged_release_given_the_trusted_digest(forged, release, tmp_path, command):
     digest, folder = forged
     cache, out = str(tmp_path / "cache"), tmp_path / "t.jsonl"
     refused = "not the release you trust"
+    if command == "run":
+        fails(play(folder, cache, out, "--expect", digest), refused)
+        assert not out.exists()
+    elif command == "tool":
+        fails(ask(folder, cache, "--expect", digest), refused)
+        answered = ask(release, cache, "--expect", digest)  # the genuine release, with its digest, answers as built
+        assert answered.exit_code == 0 and json.loads(answered.stdout)["mean"] == -2.5667, answered.output
+    elif command == "serve":
+        fails(cli("serve", "--release", str(folder), "--cache-dir", cache, "--expect", digest, input=""), refused)
+    else:
+        ran = play(release, cache, out, "--expect", digest)
+        assert ran.exit_code == 0, ran.output
+        fails(cli("score", str(out), "--release", str(folder), "--expect", digest), refused)
+
+
+def test_verify_refuses_a_forged_release_given_the_trusted_digest(forged):
+    digest, folder = forged
     verified = cli("verify", "--release", str(folder), "--expect", digest)  # the problems, then the error line
-    assert verified.exit_code == 1 and refused in verified.output, verified.output
-    fails(play(folder, cache, out, "--expect", digest), refused)
-    assert not out.exists()
-    fails(ask(folder, cache, "--expect", digest), refused)
-    fails(cli("serve", "--release", str(folder), "--cache-dir", cache, "--expect", digest, input=""), refused)
-    genuine = tmp_path / "genuine.jsonl"
-    ran = play(release, cache, genuine, "--expect", digest)
-    assert ran.exit_code == 0, ran.output
-    fails(cli("score", str(genuine), "--release", str(folder), "--expect", digest), refused)
-    # the genuine release, with its digest, answers as built
-    answered = ask(release, cache, "--expect", digest)
-    assert answered.exit_code == 0 and json.loads(answered.stdout)["mean"] == -2.5667, answered.output
+    assert verified.exit_code == 1 and "not the release you trust" in verified.output, verified.output
 
 
 def test_traces_record_the_release_digest_and_score_refuses_another(forged, release, tmp_path):
@@ -120,6 +127,10 @@ def test_traces_record_the_release_digest_and_score_refuses_another(forged, rele
     assert both.exit_code == 0, both.output
     printed = json.loads(both.stdout)
     assert any("side by side were played on different releases" in w for w in printed["warnings"]), printed
+    assert (
+        f"forged.jsonl: played on release sha256:{forged_digest}, not the {digest} this project's build made of "
+        "xai4heat" in printed["warnings"]
+    ), printed  # the project's build printed the genuine digest
     assert sorted(s["release_digest"] for s in printed["summaries"]) == sorted(
         [digest.removeprefix("sha256:"), forged_digest]
     )  # one summary per release: runs on two releases are never pooled
@@ -225,3 +236,24 @@ def test_a_project_play_records_the_projects_release_and_expect_checks_it(real_a
     fails(project_cli(ws, *call, "--expect", other), "the project's build of xai4heat is release")
     answered = project_cli(ws, *call, "--expect", digest)
     assert answered.exit_code == 0, answered.output
+
+
+def test_the_inspect_task_refuses_a_forged_release_given_the_trusted_digest(forged, release, tmp_path):
+    """`-T expect=DIGEST` (comma-separated: one per corpus of an eval-set) as `run --expect`: the forged folder stops
+    the task in one line; the genuine one plays, bound to its digest."""
+    pytest.importorskip("inspect_ai")
+    from inspect_ai._util.error import PrerequisiteError
+
+    from pipeline.harness.inspect_task import episode_source_for
+
+    digest, folder = forged
+    cache, other = tmp_path / "cache", "sha256:" + "b" * 64
+    with pytest.raises(PrerequisiteError) as caught:
+        episode_source_for(None, "test", folder, cache_dir=cache, expect=digest)
+    message = str(caught.value.message)
+    assert "not the release you trust" in message and "\n" not in message, message
+    with pytest.raises(PrerequisiteError, match="nor sha256:b{64} you expect"):
+        episode_source_for(None, "test", folder, cache_dir=cache, expect=f"{digest},{other}")
+    for expect in (digest, f"{other},{digest}"):
+        source = episode_source_for(None, "test", release, cache_dir=cache, expect=expect)
+        assert "sha256:" + source.release_digest == digest

@@ -141,7 +141,7 @@ def test_an_agent_keeps_its_colour_in_every_corpus(real_artifacts, traces, tmp_p
         assert fills(f"plot-hhw-{name}") & palette == {PALETTE[1].lower()}  # noop's, as in xai4heat: not the first
 
 
-def test_report_results_side_by_side(tree):
+def test_report_results_side_by_side(tree, real_artifacts):
     results = tree.find(".//h:section[@id='results']", NS)
     rows = results.findall(".//h:table[@class='trace-summary']/h:tbody/h:tr", NS)
     cells = [[("".join(td.itertext())).strip() for td in row.findall("h:td", NS)] for row in rows]
@@ -154,6 +154,10 @@ def test_report_results_side_by_side(tree):
         if row[0] == "noop x2":
             assert row[6] == "0.0%"
     assert any(row[0] == "noop x2" and "k=2" in row[-2] for row in cells)
+    # issue 53: a result names the release it was played on (each project play here is bound to its built release)
+    built = {c: json.loads((real_artifacts / c / "release" / "release.json").read_text()) for c in CORPORA}
+    names = {f"release {m['release_digest'][:12]}" for m in built.values()}
+    assert all(row[1].split(".jsonl ", 1)[-1] in names for row in cells), [row[1] for row in cells]
     issues = "".join(results.find(".//h:table[@class='issues']", NS).itertext())
     assert "missing_clarification" in issues
     modes = "".join(results.find(".//h:table[@class='failure-modes']", NS).itertext())

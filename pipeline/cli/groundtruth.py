@@ -8,7 +8,7 @@ import click
 
 from contracts.splits import SPLITS
 from pipeline.cli import common as cli
-from pipeline.cli.runtime import release_options
+from pipeline.cli.runtime import EXPECT, release_options
 from pipeline.core.errors import EvaluationError
 
 
@@ -77,23 +77,37 @@ def validate_gt(files: tuple[str, ...]) -> None:
     "--json", "as_json", is_flag=True, help="Print every row's three levels, failure modes and the summary as JSON."
 )
 @release_options
+@EXPECT
 @click.pass_context
 @cli.handle_errors
 def evaluate(
-    ctx: click.Context, release: str | None, cache_dir: str | None, ground_truth: str | None, trace: str, as_json: bool
+    ctx: click.Context,
+    release: str | None,
+    cache_dir: str | None,
+    ground_truth: str | None,
+    trace: str,
+    as_json: bool,
+    expect: str | None,
 ) -> None:
     """Three-level evaluation of a trace against ground-truth trajectories (outcome 50%, process 30%, planning 20%).
+
+    The report names the release the trace was played on (its header's digest); --expect refuses a trace, release
+    folder or project build of any other release.
 
     \b
     Example:
       telemetry-bench evaluate --ground-truth artifacts/xai4heat/release/ground_truth/test.jsonl --trace /tmp/t.jsonl
       telemetry-bench evaluate --release artifacts/xai4heat/release --cache-dir /tmp/cache --trace /tmp/r.jsonl
     """
-    from pipeline.cli.runtime import _release
+    from pipeline.cli.runtime import _release, release_line
     from pipeline.harness.evaluation import evaluate as run_evaluation
 
     report = run_evaluation(
-        cli.workspace(ctx), Path(ground_truth) if ground_truth else None, Path(trace), _release(release, cache_dir)
+        cli.workspace(ctx),
+        Path(ground_truth) if ground_truth else None,
+        Path(trace),
+        _release(release, cache_dir, expect),
+        expect,
     )
     if as_json:
         cli.echo_json(report)
@@ -111,6 +125,7 @@ def evaluate(
     )
     if report["rejections"]:
         click.echo("rejected answer fields: " + ", ".join(f"{k} {v}" for k, v in report["rejections"].items()))
+    click.echo(release_line(report["release_digest"]))
 
 
 COMMANDS = (export, validate_gt, evaluate)

@@ -58,6 +58,12 @@ def _rates(summary: dict) -> None:
         f"  per episode: {per['turns']} turns, {per['tool_calls']} tool calls; tokens in {usage['tokens_in']}, "
         f"out {usage['tokens_out']}{cost}"
     )
+    click.echo("  " + release_line(summary.get("release_digest")))
+
+
+def release_line(digest: str | None) -> str:
+    """The release a result was scored on, as `score` and `evaluate` print it."""
+    return f"played on release sha256:{digest}" if digest else "played on no release (its trace records none)"
 
 
 def _commitment_line(summary: dict) -> str:

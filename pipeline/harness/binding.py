@@ -57,15 +57,22 @@ def played_digest(
     return release.digest if release is not None else project_digest(ws, corpus, episodes, split)
 
 
-def require(expect: str | None, subject: str, actual: str | None, fix: str) -> None:
-    """Refuse, in one line, what was played (or is about to be) on another release than the one the user trusts:
-    `subject` says what ("the project's build of ucam is", "t.jsonl was played on"), `fix` what to do."""
+def require(expect: str | list[str] | None, subject: str, actual: str | None, fix: str) -> None:
+    """Refuse, in one line, what was played (or is about to be) on another release than the one the user trusts
+    (`expect`; a list: any of them, as inspect's -T expect names one per corpus of an eval-set): `subject` says what
+    ("the project's build of ucam is", "t.jsonl was played on"), `fix` what to do."""
     if expect is None:
         return
-    wanted = expected_digest(expect)
-    if actual != wanted:
+    wanted = [expected_digest(e) for e in ([expect] if isinstance(expect, str) else expect)]
+    if actual not in wanted:
         played = UNBOUND if actual is None else f"release sha256:{actual}"
-        raise RunError(f"{subject} {played}, not the sha256:{wanted} you expect: not the release you trust; {fix}")
+        trusted = " nor ".join(f"sha256:{w}" for w in wanted)
+        raise RunError(f"{subject} {played}, not the {trusted} you expect: not the release you trust; {fix}")
+
+
+def require_trace(expect: str | None, path: Path, played: str | None) -> None:
+    """Refuse a trace whose header records another release (`played`) than the one the user trusts."""
+    require(expect, f"{path} was played on", played, "score and evaluate only traces played on the release you trust")
 
 
 def digest_warnings(ws: Workspace, summaries: list[dict]) -> list[str]:

@@ -21,6 +21,7 @@ from contracts.ground_truth import Trajectory
 from pipeline.core.config import load_episodes_config, load_families
 from pipeline.core.errors import EvaluationError, clipped, shown, validation_problems
 from pipeline.core.workspace import Workspace
+from pipeline.harness.binding import REBUILD, project_digest, require, require_trace
 from pipeline.harness.traces import load_episodes, played_on, read_trace
 from pipeline.release.ground_truth import render_action
 from pipeline.release.gt_validate import load
@@ -212,10 +213,17 @@ def failure_modes(gt_calls, gt, agent_calls, agent, trajectory, score, finished:
     return modes
 
 
-def evaluate(ws: Workspace, gt_path: Path | None, trace_path: Path, release: Release | None = None) -> dict:
+def evaluate(
+    ws: Workspace, gt_path: Path | None, trace_path: Path, release: Release | None = None, expect: str | None = None
+) -> dict:
     """The three levels of every episode run of a trace. With `release` (a release folder on its own), its episodes,
-    simulator phrases and tool store, and by default its ground_truth/<split>.jsonl."""
+    simulator phrases and tool store, and by default its ground_truth/<split>.jsonl. With `expect` (the release digest
+    the user trusts), the trace must record that release, and the project's store (no `release`) be its store; the
+    report names the release the trace was played on."""
     header, turns, runs = read_trace(trace_path)
+    require_trace(expect, trace_path, header.release_digest)
+    if release is None and expect is not None:
+        require(expect, f"the project's build of {header.corpus} is", project_digest(ws, header.corpus), REBUILD)
     if release is not None:
         episodes_path, keywords = release.episodes_path(header.split), release.keywords()
         gt_path = gt_path or release.folder / "ground_truth" / f"{header.split}.jsonl"
@@ -249,6 +257,7 @@ def evaluate(ws: Workspace, gt_path: Path | None, trace_path: Path, release: Rel
     modes = Counter(m for r in rows for m in r["failure_modes"])
     rejections = Counter(j["reason"] for r in rows for j in r["rejections"])
     return {
+        "release_digest": header.release_digest,
         "rows": rows,
         "mean_final": round(sum(r["final"] for r in rows) / max(1, len(rows)), 4),
         "per_family": {f: round(sum(v) / len(v), 4) for f, v in sorted(summary.items())},

@@ -46,7 +46,7 @@ from pipeline.core.code_identity import PACKAGE_ROOT
 from pipeline.core.config import corpus_names
 from pipeline.core.errors import RunError, TelemetryBenchError
 from pipeline.core.workspace import Workspace
-from pipeline.harness.binding import played_digest
+from pipeline.harness.binding import played_digest, require
 from pipeline.harness.inspect_log import AGENT, RECORDS, write_trace  # noqa: F401 (write_trace: its documented home)
 from pipeline.harness.inspect_oracle import PLAYING
 from pipeline.harness.play import episode_source
@@ -87,17 +87,21 @@ def episode_source_for(
     artifacts: str | Path | None = None,
     cache_dir: str | Path | None = None,
     releases: str | Path | None = None,
+    expect: str | None = None,
 ) -> EpisodeSource:
     """A split of a release folder (`release`, played on its own; or the corpus's own under `releases`, a folder with
     one release per corpus, so that one `-T releases=...` serves every task of an eval-set) or of a build (the
-    project at `root`, default TELEMETRY_BENCH_ROOT or the current folder); bad input is one line of inspect's
-    PrerequisiteError."""
+    project at `root`, default TELEMETRY_BENCH_ROOT or the current folder); with `expect` (the release digests the
+    user trusts, comma-separated: -T applies to every task of an eval-set, one digest per corpus), refused unless
+    what is played is one of those releases. Bad input is one line of inspect's PrerequisiteError."""
     try:
         if releases is not None:
             if release is not None:
                 raise RunError("give -T release=PATH (one release) or -T releases=FOLDER (one per corpus), not both")
             release = release_in(Path(releases), corpus)
-        return _source(corpus, split, release, root, artifacts, cache_dir)
+        source = _source(corpus, split, release, root, artifacts, cache_dir)
+        trusted(expect, source, release)
+        return source
     except TelemetryBenchError as exc:
         raise PrerequisiteError(f"telemetry_bench: {exc}") from None
 
@@ -131,6 +135,16 @@ def corpora() -> list[str]:
     without one: `telemetry_bench/release` plays any release folder)."""
     ws = project()
     return corpus_names(ws) if ws.corpora_config_dir.is_dir() else []
+
+
+def trusted(expect: str | None, source: EpisodeSource, release: str | Path | None) -> None:
+    """Refuse a source bound to none of the release digests in `expect` (comma-separated; None: nothing to check)."""
+    if expect is not None:
+        subject = (
+            f"{release} is" if release is not None else f"the project's build of {source.corpus} {source.split} is"
+        )
+        fix = "rebuild the project (`telemetry-bench build`), or play the release you trust (-T release=PATH)"
+        require(expect.split(","), subject, source.release_digest, fix)
 
 
 def _source(corpus, split, release, root, artifacts, cache_dir) -> EpisodeSource:

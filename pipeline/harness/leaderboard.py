@@ -230,6 +230,11 @@ def _ranked_modes(modes: dict[str, int]) -> str:
     return ", ".join(f"{_md(k)} {v}" for k, v in sorted(modes.items(), key=lambda kv: (-kv[1], kv[0])))
 
 
+def _short(digest: str | None) -> str:
+    """A release digest as a table cell: its first 12 hex digits (in full under "Releases played"), or none."""
+    return f"sha256:{_md(digest[:12])}" if digest else "none"
+
+
 def _markdown(board: Leaderboard) -> str:
     lines = ["# Leaderboard", ""]
     boards: dict[tuple, list[LeaderboardRow]] = defaultdict(list)
@@ -240,8 +245,8 @@ def _markdown(board: Leaderboard) -> str:
             f"## {_md(corpus)} {_md(split)} (episodes {_md(digest[:8])})",
             "",
             "| rank | agent | accomplished | 95% interval | balanced commitment | commitment by gold outcome "
-            "| episodes | runs | tokens in / out | cost (USD) | failure modes |",
-            "|---:|---|---:|---|---:|---|---:|---:|---|---:|---|",
+            "| episodes | runs | tokens in / out | cost (USD) | failure modes | release |",
+            "|---:|---|---:|---|---:|---|---:|---:|---|---:|---|---|",
         ]
         for row in rows:
             rank = (
@@ -255,9 +260,15 @@ def _markdown(board: Leaderboard) -> str:
                 f"| {rank} | {_md(row.identity.label)} | {row.accomplished_rate:.4f} | "
                 f"[{row.interval.low:.4f}, {row.interval.high:.4f}] | {balanced} | {per_outcome or '-'} | "
                 f"{row.episodes} | {row.runs} | "
-                f"{row.usage.tokens_in} / {row.usage.tokens_out} | {cost} | {modes or '-'} |"
+                f"{row.usage.tokens_in} / {row.usage.tokens_out} | {cost} | {modes or '-'} | "
+                f"{_short(row.release_digest)} |"
             )
         lines.append("")
+    played = sorted({row.release_digest for row in board.rows if row.release_digest})
+    if played:  # the table's release cells are short; a results file names each release in full
+        lines += ["## Releases played", ""] + [f"- {_short(d)}: sha256:{_md(d)}" for d in played] + [""]
+    if board.warnings:
+        lines += ["## Warnings", ""] + [f"- {_md(w)}" for w in board.warnings] + [""]
     if board.refused:
         lines += ["## Not ranked", ""] + [f"- {_md(r.trace)}: {_md(r.reason)}" for r in board.refused] + [""]
     return "\n".join(lines)

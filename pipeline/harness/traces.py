@@ -16,7 +16,7 @@ from pipeline.core.canonical import TooLarge, digest_file, iter_rows, loads_untr
 from pipeline.core.config import load_episodes_config
 from pipeline.core.errors import RunError, StageError, clipped, shown, validation_problems
 from pipeline.core.workspace import Workspace
-from pipeline.harness.binding import require
+from pipeline.harness.binding import require_trace
 from pipeline.runtime.identity import display_name, identity
 from pipeline.runtime.runner import RECORD_DEPTH
 from pipeline.runtime.scoring import score_episode, summarize
@@ -224,7 +224,7 @@ def scored_trace(ws: Workspace, path: Path, release: Release | None = None, expe
     """A saved trace read and scored once, for `played_episodes`, `score_traces` and `trace_summaries`; with `expect`
     (a release digest the user trusts), refused unless its header records that release."""
     header, turns, runs = read_trace(path)
-    require(expect, f"{path} was played on", header.release_digest, "score only traces played on the release you trust")
+    require_trace(expect, path, header.release_digest)
     if header.episode_set == "release":
         from pipeline.release.playable import Release
 
