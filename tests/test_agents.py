@@ -28,7 +28,7 @@ def scores(summary: dict) -> dict:
     return {k: v for k, v in summary.items() if k not in ("identity", "traces", "latency_ms")}
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture(scope="session")
 def oracle(real_artifacts, tmp_path_factory):
     """The oracle's trace of the xai4heat test split and its score summary."""
     out = tmp_path_factory.mktemp("oracle") / "oracle.jsonl"

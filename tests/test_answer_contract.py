@@ -135,7 +135,7 @@ PERTURBATIONS = {
 }
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture(scope="session")
 def oracle_trace(real_artifacts, tmp_path_factory):
     out = tmp_path_factory.mktemp("oracle") / "oracle.jsonl"
     assert (

@@ -23,7 +23,7 @@ FAMILIES = FamiliesConfig.model_validate(tomllib.loads((REPO / "configs" / "fami
 KEYWORDS = slot_keywords(LIFTS)
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture(scope="session")
 def candidates(real_artifacts):
     return read_episodes(real_artifacts / "xai4heat" / "episodes")
 

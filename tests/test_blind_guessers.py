@@ -30,7 +30,7 @@ SHARES = ["answer"] * 4 + ["abstain"] * 3 + ["re_clarify"] * 3  # the declared 0
 REASONS = {"answer": "exact_timestamp", "abstain": "long_gap", "re_clarify": "timestamp_too_imprecise"}
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture(scope="session")
 def template() -> Episode:
     """A shipped row whose commitment asks about a reading: the synthetic rows are copies of it."""
     for line in (REPO / "artifacts" / "xai4heat" / "release" / "train.jsonl").read_text().splitlines():

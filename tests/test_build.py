@@ -27,7 +27,7 @@ def statuses(outcomes) -> dict[tuple[str, str], str]:
     return {(o.corpus, o.stage): o.status for o in outcomes}
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture(scope="session")
 def built_once(tmp_path_factory):
     workspace = tiny_workspace(tmp_path_factory.mktemp("built") / "project")
     build(workspace, threads=2)  # test_threads_do_not_change_outputs compares a one-thread build with this one

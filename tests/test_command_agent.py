@@ -21,7 +21,7 @@ RELEASE = REPO / "artifacts" / "xai4heat" / "release"
 TB = str(Path(sys.executable).with_name("telemetry-bench"))
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture(scope="session")
 def cache(tmp_path_factory) -> Path:
     """One tool-store cache for the module's runs (the release's tables loaded once)."""
     return tmp_path_factory.mktemp("release-cache")

@@ -134,7 +134,7 @@ def test_score_episode_grades_the_commitment_decision(gold):
     assert score_episode(bare, played(bare), KEYWORDS).commitment_outcome is None
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture(scope="session")
 def release_traces(tmp_path_factory):
     """The oracle and an always-answer agent (the oracle's trace with every decision "answer") on a copy of the
     committed xai4heat release's test split."""

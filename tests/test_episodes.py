@@ -26,7 +26,7 @@ CFG = EpisodesConfig.model_validate(tomllib.loads((REPO / "configs" / "episodes.
 FAMILIES = FamiliesConfig.model_validate(tomllib.loads((REPO / "configs" / "families.toml").read_text()))
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture(scope="session")
 def episodes(real_artifacts):
     return {c: read_episodes(real_artifacts / c / "episodes") for c in CORPORA}
 

@@ -174,7 +174,7 @@ def test_a_mapping_without_declarations_keeps_its_identity():
     assert isinstance(CorpusMapping.model_validate(pv.model_dump(mode="json")).silence[0], NightSilence)
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture(scope="session")
 def pv_store(tmp_path_factory):
     """The pvdaq corpus (its mapping and raw files) built up to the episodes, and its tool store."""
     from pipeline.core.workspace import Workspace

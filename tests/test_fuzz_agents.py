@@ -107,7 +107,7 @@ OPS = st.one_of(
 )
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture(scope="session")
 def cache(tmp_path_factory) -> Path:
     return tmp_path_factory.mktemp("release-cache")
 

@@ -219,7 +219,7 @@ def actions(draw):
     return [draw(JSON) for _ in range(draw(st.integers(0, 3)))]
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture(scope="session")
 def env(tmp_path_factory):
     from pipeline.harness.gym import TelemetryEnv
 

@@ -24,7 +24,7 @@ HOSTILE = st.sampled_from(
 ) | st.text(max_size=20)
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture(scope="session")
 def log(tmp_path_factory):
     from inspect_ai import eval as inspect_eval
     from inspect_ai.model import ModelOutput, ModelUsage, get_model

@@ -98,7 +98,7 @@ def ends_well(result: Result) -> None:
         assert len(lines) == 1 and lines[0].startswith("error: "), result.output
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture(scope="session")
 def played(tmp_path_factory) -> tuple[Path, list[str], list[dict]]:
     """A copy of the shipped xai4heat release, where to load its store, and an oracle trace of two test episodes."""
     base = tmp_path_factory.mktemp("fuzz-traces")

@@ -33,7 +33,7 @@ def week_of(episode) -> int:
     return int(week_index(commitment_instant([c.model_dump() for c in episode.phases[-1].canonical_calls])))
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture(scope="session")
 def candidates(real_artifacts):
     return read_episodes(real_artifacts / "xai4heat" / "episodes")
 

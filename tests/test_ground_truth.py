@@ -95,7 +95,7 @@ def test_validator_rules_on_hand_made_trajectories(real_artifacts):
     assert check(no_final, VALIDATOR) == []
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture(scope="session")
 def world(real_artifacts, xai_store):
     return xai_store, load_episodes(real_artifacts / "xai4heat" / "audit" / "test.jsonl")
 

@@ -23,7 +23,7 @@ OPTIONAL = ("ray", "gymnasium", "inspect_ai", "playwright", "html5lib", "html5va
 INSTALL_SECONDS = 900
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture(scope="session")
 def base(tmp_path_factory) -> Path:
     """The bin folder of a fresh venv holding a wheel install of a copy of the checkout, without extras."""
     folder = tmp_path_factory.mktemp("install")

@@ -43,7 +43,7 @@ def _half_right(oracle, out, agent):
     return out
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture(scope="session")
 def traces(real_artifacts, tmp_path_factory):
     folder = tmp_path_factory.mktemp("board")
     played = {

@@ -17,7 +17,7 @@ from tests.fake_providers import STYLES, GoldServer
 from tests.helpers import REPO, run_cli
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture(scope="session")
 def test_split(real_artifacts):
     return load_episodes(real_artifacts / "xai4heat" / "audit" / "test.jsonl")
 

@@ -24,7 +24,7 @@ def cli(root: Path, *args: str):
     return run_in(Workspace.from_root(root), *args)
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture(scope="session")
 def shipped():
     return load_families(SHIPPED), weekly_commitments(SHIPPED)
 

@@ -48,7 +48,7 @@ class FakeServer(JsonServer):
         return status, json.dumps(reply).encode()
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture(scope="session")
 def setup(real_artifacts, xai_store):
     episode = next(
         e

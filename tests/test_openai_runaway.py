@@ -63,7 +63,7 @@ class EndlessServer(LoopbackServer):
         self.serve(Handler)
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture(scope="session")
 def pvdaq(tmp_path_factory):
     """The shipped pvdaq release played on its own (its store loaded into a temporary cache): one episode."""
     release = Release(RELEASE, tmp_path_factory.mktemp("cache"), lambda note: None)

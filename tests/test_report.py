@@ -558,7 +558,7 @@ def test_report_and_transcript_take_hostile_traces(real_artifacts, traces, tmp_p
 FAKE_MODEL = "fake-model-1"
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture(scope="session")
 def results_report(real_artifacts, traces, tmp_path_factory) -> Path:
     """xai4heat with the full oracle, noop x2, an agent that always answers (the oracle's trace with every commitment
     decision "answer") and a partial trace of a fake model: the oracle's first 3 episodes under an openai header whose

@@ -20,7 +20,7 @@ from tests.helpers import REPO, run_cli
 KEYWORDS = slot_keywords(EpisodesConfig.model_validate(tomllib.loads((REPO / "configs" / "episodes.toml").read_text())))
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture(scope="session")
 def episodes(real_artifacts):
     return load_episodes(real_artifacts / "xai4heat" / "episodes" / "test.jsonl")
 

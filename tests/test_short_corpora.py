@@ -64,7 +64,7 @@ def cli(root: Path, *args: str):
     return CliRunner().invoke(main, ["--root", str(root), *args])
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture(scope="session")
 def shipped():
     ws = Workspace.from_root(REPO)
     return load_families(ws), weekly_commitments(ws)

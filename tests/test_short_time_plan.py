@@ -23,7 +23,7 @@ SENSORS = ("co2", "humidity", "light", "temperature")  # four streams: too few f
 ISO = re.compile(r"^\d{4}-\d{2}-\d{2}T")
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture(scope="session")
 def shipped():
     return load_families(SHIPPED), weekly_commitments(SHIPPED)
 

@@ -31,7 +31,7 @@ def load(artifacts, corpus):
     ]
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture(scope="session")
 def tasks(real_artifacts):
     return {corpus: load(real_artifacts, corpus) for corpus in CORPORA}
 

@@ -29,7 +29,7 @@ def _tie_primary_and_secondary_return(lines: list[str]) -> list[str]:
     return out
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture(scope="session")
 def built(tmp_path_factory):
     lines = _tie_primary_and_secondary_return(LINES)
     lines.insert(3, lines[2])  # one repeated record: a duplicate timestamp in every stream of the file

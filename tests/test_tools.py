@@ -18,7 +18,7 @@ AMOUNT_UNITS = {"MegaW-HR": "MegaW"}  # configs/build.toml amount_units of these
 DAY = 86_400_000_000
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture(scope="session")
 def stores(real_artifacts):
     opened = {c: ToolStore(real_artifacts / c / "store" / "store.duckdb") for c in CORPORA}
     yield opened
@@ -26,7 +26,7 @@ def stores(real_artifacts):
         store.close()
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture(scope="session")
 def observations(real_artifacts):
     """stream id -> (sorted ts list, values list), from the ingest stage's Parquet (not the store)."""
     out = {}
@@ -37,7 +37,7 @@ def observations(real_artifacts):
     return out
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture(scope="session")
 def streams(real_artifacts):
     return {c: pl.read_parquet(real_artifacts / c / "ingest" / "streams.parquet") for c in CORPORA}
 

@@ -24,7 +24,7 @@ BODY = "\n".join(real_lines("xai4heat/xai4heat_scada_L4.csv", range(44000, 44400
 W = {"window_start": "2019-11-01T00:00:00Z", "window_end": "2019-11-02T00:00:00Z", "period": "day"}
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture(scope="session")
 def store(tmp_path_factory):
     ws = make_workspace(
         tmp_path_factory.mktemp("tools"), "xai4heat", xai_config(held_out_sites="[]"), {"xai4heat_scada_L4.csv": BODY}

@@ -22,7 +22,7 @@ pytestmark = pytest.mark.slow  # builds a corpus of its own (make test-fast skip
 BODY = "\n".join(real_lines("xai4heat/xai4heat_scada_L8.csv", range(20000, 20400))) + "\n"
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture(scope="session")
 def ws(tmp_path_factory):
     workspace = make_workspace(
         tmp_path_factory.mktemp("mcp"), "xai4heat", xai_config(held_out_sites="[]"), {"xai4heat_scada_L8.csv": BODY}

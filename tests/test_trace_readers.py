@@ -21,7 +21,7 @@ RELEASE = REPO / "artifacts" / "xai4heat" / "release"
 LIMIT = "8"  # test episodes played: enough for the oracle to ask the user once
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture(scope="session")
 def played(tmp_path_factory) -> tuple[Path, Path]:
     """A copy of the shipped xai4heat release in an artifacts folder, and an oracle trace of the first test episodes,
     as many as it takes to hold a question to the user."""
