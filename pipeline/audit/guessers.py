@@ -20,7 +20,7 @@ from zoneinfo import ZoneInfo
 from contracts.episodes import Episode, EpisodesConfig, Guessers
 from contracts.tasks import SPLITS
 from pipeline.audit.probe import surface
-from pipeline.episodes.lift import commitment_instant, week_index
+from pipeline.episodes.lift import commitment_instant, commitment_kind, week_index
 
 # From the finest surface to none: a surface seen fewer than min_support times backs off to the next.
 SURFACE_LEVELS = (
@@ -59,9 +59,8 @@ def commitment_clock(row: Episode, zone_of: Callable[[str], str]) -> tuple:
     """The clock of a row's commitment (its probe in its stream's local time)."""
     commit = row.phases[-1]
     calls = [c.model_dump() for c in commit.canonical_calls]
-    instant = any(c["tool"] == "lookup_observation" for c in calls)
     stream = commit.evidence_stream_ids[0] if commit.evidence_stream_ids else ""
-    return clock(commitment_instant(calls), zone_of(stream), instant)
+    return clock(commitment_instant(calls), zone_of(stream), commitment_kind(calls) == "instant")
 
 
 class Memory:

@@ -74,6 +74,13 @@ def commitment_instant(calls: list[dict]) -> int | None:
     return None
 
 
+def commitment_kind(calls: list[dict]) -> str:
+    """What a commitment asks about, from its canonical calls: a reading ("instant") or a whole week ("week"). Visible
+    without a lookup (a commitment names its instant or its week), so the episodes stage keeps it from telling the
+    outcome, and the clock guesser backs off to it."""
+    return "instant" if any(c["tool"] == "lookup_observation" for c in calls) else "week"
+
+
 def reply_template(cfg: EpisodesConfig, lift: FamilyLift) -> str | None:
     """The template of the user's reply naming the slot the family withholds (None when it withholds nothing): what
     the simulator says when asked, and what a complete opening ends with."""

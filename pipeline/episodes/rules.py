@@ -3,6 +3,8 @@ re-derives golds by them and the shortcut policies answer by them."""
 
 from __future__ import annotations
 
+from collections import Counter
+
 # What a nearest-reading phase asks for: the reading, its time, its offset and why it is not an exact match.
 NEAREST_FIELDS = ("value", "observed_timestamp", "offset_seconds", "fallback_reason")
 
@@ -64,6 +66,18 @@ def off_mix(counts: dict[str, int], shares: dict[str, float], tolerance: float) 
     """The outcomes further from their declared share than the tolerance allows (mix_slack), in declared order."""
     slack = mix_slack(sum(counts.values()), tolerance)
     return [o for o, excess in mix_excess(counts, shares).items() if abs(excess) > slack + 1e-9]
+
+
+def key_gain(by_key: dict[str, dict[str, int]]) -> int:
+    """How many more rows a guesser wins that commits the most common outcome of each row's key (what it can see, such
+    as the commitment's kind) than one that always commits the most common outcome of all: 0 when every key's most
+    common outcome is the overall one."""
+    overall: Counter = Counter()
+    for counts in by_key.values():
+        overall.update(counts)
+    if not overall:
+        return 0
+    return sum(max(counts.values(), default=0) for counts in by_key.values()) - max(overall.values())
 
 
 def over_share(counts: dict[str, int], max_share: float, min_rows: int) -> str | None:
