@@ -20,7 +20,8 @@ from pipeline.cli import main
 from pipeline.core.config import load_lexicon
 from pipeline.core.errors import IngestError
 from pipeline.core.workspace import Workspace
-from pipeline.ingest.draft import draft, propose
+from pipeline.ingest.draft import draft
+from pipeline.ingest.draft_points import propose
 from pipeline.ingest.metadata import _read_table
 from tests.helpers import REPO, copy_shared_configs, fill_drafted_mapping
 from tests.shapes import write_office

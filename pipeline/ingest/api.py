@@ -12,7 +12,7 @@ from pipeline.core.workspace import Workspace
 from pipeline.ingest.stage import read_report
 
 if TYPE_CHECKING:
-    from pipeline.ingest.draft import PlanFn
+    from pipeline.ingest.draft_plan import PlanFn
 
 
 def ingest_summary(ws: Workspace, corpus: str) -> dict:

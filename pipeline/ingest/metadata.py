@@ -15,7 +15,7 @@ from pipeline.ingest.brick import read_brick
 from pipeline.ingest.catalog import Catalog, Point, TableRow
 from pipeline.ingest.csvread import MAX_CELL_BYTES, read_strings
 
-UNCONFIRMED = "CHECK "  # the prefix of a point class `corpus draft` proposed (pipeline/ingest/draft.py)
+UNCONFIRMED = "CHECK "  # the prefix of a point class `corpus draft` proposed (pipeline/ingest/draft_points.py)
 
 
 @dataclass(frozen=True)

@@ -1,0 +1,93 @@
+"""The [time] section of a draft: a group's strftime formats chosen on every file's first and last rows
+(draft_times.choose), the zone its times imply, and the order its rows run in, judged on rows spread through
+each file."""
+
+from __future__ import annotations
+
+import csv
+import re
+from pathlib import Path
+
+from pipeline.ingest.draft_plan import sampled_lines
+from pipeline.ingest.draft_sniff import Sniffed, present_cells
+from pipeline.ingest.draft_times import EPOCH_SCALE, TimeChoice, choose, epochs, time_lines
+from pipeline.ingest.draft_times import toml_value as _toml
+
+
+def time_choice(group: list[Sniffed]) -> TimeChoice | None:
+    """The formats of a group's strftime times, chosen on the first and last rows of every file (each file's own
+    format set on its Sniffed); None for ISO 8601 and Unix times, which the sniffer reads alone."""
+    if group[0].time[1] == "iso8601" or group[0].time[1] in EPOCH_SCALE:  # type: ignore[index]
+        return None
+    cells = {s.rel: s.column(s.time[0]) + [r[s.time[0]] for r in s.tail if s.time[0] < len(r)] for s in group}  # type: ignore[index]
+    choice = choose(cells)
+    if choice is None:
+        return None
+    for s in group:
+        s.time = (s.time[0], choice.per_file.get(s.rel, choice.format), s.time[2])  # type: ignore[index]
+    return choice
+
+
+def time_section(group: list[Sniffed], choice: TimeChoice | None) -> list[str]:
+    """The [time] lines: strftime times as `choice` reads them, else as the sniffer read ISO or Unix times."""
+    first = group[0]
+    if choice is None:
+        return _sniffed_time_section(group)
+    return time_lines(first.names[first.time[0]], first.why["time"], choice, *_row_order(group))  # type: ignore[index]
+
+
+def _sniffed_time_section(group: list[Sniffed]) -> list[str]:
+    """The [time] lines: the column, its format, the zone of its values and the order of the rows."""
+    first, (order, decided) = group[0], _row_order(group)
+    time_index, time_fmt, _ = first.time  # type: ignore[misc]
+    aware = time_fmt == "iso8601" and any(re.search(r"(Z|[+-]\d{2}:?\d{2})$", c) for c in first.column(time_index))
+    zone_why = (
+        "Unix time counts UTC seconds"
+        if time_fmt.startswith("epoch")
+        else "times carry their UTC offset"
+        if aware
+        else "naive times, read as UTC: if they are local wall-clock time, write the site's IANA zone (e.g. "
+        "Europe/Berlin)"
+    )
+    return [
+        "",
+        "[time]",
+        f"column = {_toml(first.names[time_index])}  # {first.why['time']}",
+        f"format = {_toml(time_fmt)}",
+        f'timezone = "UTC"  # {zone_why}',
+        f"row_order = {_toml(order)}  # as the sampled rows of {decided} run",
+    ]
+
+
+def _row_order(group: list[Sniffed]) -> tuple[str, str]:
+    """The row order of a group's files and the file that says so: the first file's first rows', unless the rows
+    of a file spread through it run otherwise (a file ordered by meter, then time, restarts its times at each
+    meter: 'any')."""
+    first = group[0]
+    order = _order(first, first.column(first.time[0]))  # type: ignore[index]
+    if order == "any":
+        return order, first.rel
+    for s in group:
+        index = s.time[0]  # type: ignore[index]
+        rows = csv.reader(sampled_lines(s.source or Path(s.rel), s.header), delimiter=s.delimiter)
+        spread = present_cells([row[index] for row in rows if index < len(row)])
+        if len(set(spread)) > 1 and _order(s, spread) != order:
+            return "any", s.rel
+    return order, first.rel
+
+
+def _order(sniffed: Sniffed, column: list[str]) -> str:
+    """How the times of a column run: ascending, descending, or any."""
+    index, fmt, _ = sniffed.time  # type: ignore[misc]
+    cells = present_cells(column)
+    if fmt.startswith("epoch"):
+        keys = [float(c) for c in cells]
+    elif fmt == "iso8601":
+        keys = [c.replace("T", " ") for c in cells]  # comparable as text when all share a zone
+    else:
+        keys = [k for k in epochs(cells, fmt) if k is not None]  # type: ignore[misc]
+    if len(set(keys)) > 1 and all(a <= b for a, b in zip(keys, keys[1:], strict=False)):
+        return "ascending"  # repeated times (a long file's streams at one instant) keep the order
+    if len(set(keys)) > 1 and all(a >= b for a, b in zip(keys, keys[1:], strict=False)):
+        return "descending"
+    return "any"
