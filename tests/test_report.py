@@ -615,7 +615,9 @@ def test_results_table_names_each_identity_and_flags_partial_traces(results_repo
     assert noop["rank"] == "3" and noop["pass^k"] == "pass^2 0.0%" and noop["runs"] == str(2 * in_split)
     assert noop["balanced commitment"] == "0.0%"
     assert fake["rank"] == "partial" and fake["episodes played / in split"] == f"3 / {in_split}"
-    assert fake["accomplished"] == "100.0%" and fake["traces"] == "fake.jsonl"
+    digest = json.loads((real_artifacts / "xai4heat" / "release" / "release.json").read_text())["release_digest"]
+    # issue 53: the trace named with the release it was played on
+    assert fake["accomplished"] == "100.0%" and fake["traces"] == f"fake.jsonl release {digest[:12]}"
     tree = html5lib.HTMLParser(namespaceHTMLElements=True).parse(results_report.read_bytes())
     traces = {
         words(tr.find("h:td", NS)): [words(td) for td in tr.findall("h:td", NS)]
