@@ -56,12 +56,13 @@ system-deps:
 
 # The suite runs in a random order (pytest-randomly; the seed is printed first, replay it with
 # `make test PYTEST_ARGS=--randomly-seed=N`); PYTEST_ARGS="-p no:randomly" keeps file order.
-# It runs on one worker process per core (pytest-xdist, at most 4): tests go one by one to a free worker, those of a
-# module with costly fixtures (tests/conftest.py ON_ONE_WORKER) to one worker; the workers share one build of the
-# shipped corpora. TEST_WORKERS=0: one process.
+# It runs on one worker process per core (pytest-xdist, at most 4): each test module goes whole to a free worker
+# (--dist loadfile), so a module's costly session fixtures are made once; the workers share one build of the shipped
+# corpora. (--dist loadgroup groups nothing under pytest 9: xdist 3.8 marks a group in Item._nodeid, which pytest 9
+# no longer reads.) TEST_WORKERS=0: one process.
 PYTEST_ARGS ?=
 TEST_WORKERS ?= auto
-XDIST := $(if $(filter 0,$(TEST_WORKERS)),-p no:xdist,-n $(TEST_WORKERS) --maxprocesses 4 --dist loadgroup)
+XDIST := $(if $(filter 0,$(TEST_WORKERS)),-p no:xdist,-n $(TEST_WORKERS) --maxprocesses 4 --dist loadfile)
 
 # Bytecode (and pytest's rewritten test modules) is cached under .venv/pycache, even where the environment says
 # PYTHONDONTWRITEBYTECODE: every worker and every CLI process a test starts would compile the project again.

@@ -74,30 +74,15 @@ def xai_store(real_artifacts):
 
 
 BUILDS = {"real_artifacts"}  # fixtures that build whole corpora: a test that uses one (directly or not) is slow
-# Modules whose module or session fixtures take seconds (a build or agent runs of their own): under pytest-xdist
-# (make test: --dist loadgroup) each runs on one worker, so those fixtures are made once; other tests go one by one
-# to whichever worker is free.
-ON_ONE_WORKER = {
-    "test_build",
-    "test_tasks_edges",
-    "test_report",
-    "test_cli_examples",
-    "test_tools_errors",
-    "test_tools_mcp",
-    "test_install",
-    "test_gold_second_route",  # reads and measures each corpus's raw data once (a few seconds each)
-}
 
 
 def pytest_collection_modifyitems(config, items):
-    """`make test-fast` (-m "not slow") skips every test that needs a built corpus, besides those marked by hand."""
-    grouping = config.pluginmanager.hasplugin("xdist")
+    """`make test-fast` (-m "not slow") skips every test that needs a built corpus, besides those marked by hand.
+    (Under make test, pytest-xdist sends each module whole to one worker, --dist loadfile: a module's session fixtures
+    are made once.)"""
     for item in items:
         if BUILDS & set(getattr(item, "fixturenames", ())):
             item.add_marker(pytest.mark.slow)
-        module = item.path.stem
-        if grouping and module in ON_ONE_WORKER:
-            item.add_marker(pytest.mark.xdist_group(module))
 
 
 def pytest_sessionstart(session):

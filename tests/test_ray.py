@@ -19,7 +19,7 @@ from tests.helpers import REPO
 from tests.test_partitions import _synthetic_site
 
 # Starts a Ray instance and builds a corpus; the module's tests share one worker and one Ray instance.
-pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("ray")]
+pytestmark = pytest.mark.slow
 
 
 @pytest.fixture(scope="module")
