@@ -93,3 +93,19 @@ def test_thirty_days_of_four_streams_release_under_the_drafted_short_time_plan(t
         for row in found:
             assert all(low <= t <= high for t in _times(row)), (split, row["id"])
     assert oracle_on_test(root, name, tmp_path) == 1.0
+
+
+def test_a_jittered_probe_stays_in_its_block():
+    """A commitment probe is a slot moved 0-2 minutes (pipeline/episodes/lift.py JITTERS); at a block's first or last
+    instant it moves the other way, never into the buffer (seed 6 of the sweep above probed 23:58 before a dev block
+    starting at midnight)."""
+    from pipeline.episodes.lift import JITTERS, _jittered
+
+    low, high, minute = 1_000 * DAY, 1_004 * DAY, 60_000_000
+    for jitter in JITTERS:
+        for slot in (low, low + minute, high - minute, (low + high) // 2):
+            probe = _jittered(slot, jitter, low, high)
+            assert low <= probe < high and abs(probe - slot) == abs(jitter), (slot, jitter)
+    assert _jittered(low, -minute, low, high) == low + minute and _jittered(low + DAY, -minute, low, high) == (
+        low + DAY - minute
+    )

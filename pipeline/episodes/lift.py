@@ -65,6 +65,13 @@ def period_index(us: int | np.ndarray, period: int) -> int | np.ndarray:
     return (us - MONDAY) // period
 
 
+def _jittered(slot: int, jitter: int, low: int, high: int) -> int:
+    """A probe `jitter` off its slot, the other way when that would leave the block [low, high): a slot at a block's
+    first instant probed a minute early would ask about the buffer before it (the time plans' leak check,
+    tests/test_short_time_plan.py). The jitter's size stays as drawn, so the probe's minute still tells nothing."""
+    return slot + jitter if low <= slot + jitter < high else slot - jitter
+
+
 def commitment_instant(calls: list[dict]) -> int | None:
     """The instant a commitment asks about (its reading's time or its week's start), from its canonical calls."""
     for call in calls:
@@ -483,7 +490,7 @@ class Lifter:
             inside = inside[self._free(inside, outcome, split)]
             if len(inside) == 0:
                 return None
-            return int(inside[choose.index("commit_obs", len(inside))]) + jitter
+            return _jittered(int(inside[choose.index("commit_obs", len(inside))]), jitter, low, high)
         gaps = np.diff(ts)
         # missing slots: the reading before a gap plus whole steps, whose nearest reading is too far (re_clarify) or
         # more than the abstain gap ratio away (abstain)
@@ -498,7 +505,7 @@ class Lifter:
             slots += found[self._free(found, outcome, split) & self._expected(stream_id, found)].tolist()
         if not slots:
             return None
-        return slots[choose.index("commit_slot", len(slots))] + jitter
+        return _jittered(slots[choose.index("commit_slot", len(slots))], jitter, low, high)
 
     def _expected(self, stream_id: str, instants: np.ndarray) -> np.ndarray:
         """Which instants lie in the stream's expected hours: outside them a missing reading is absent by design, not
