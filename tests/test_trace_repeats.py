@@ -4,13 +4,22 @@ malformed log (records not a list, a record not an object, one without a type) i
 
 from __future__ import annotations
 
+import json
 from collections import defaultdict
 from types import SimpleNamespace
 
 import pytest
 
 from pipeline.core.errors import RunError
-from tests.test_trace_readers import cli, one_error_line, played, rows_of, written  # noqa: F401 (played: a fixture)
+from tests.test_trace_readers import (  # noqa: F401 (played: a fixture)
+    LIMIT,
+    cli,
+    on_release,
+    one_error_line,
+    played,
+    rows_of,
+    written,
+)
 
 pytest.importorskip("inspect_ai")
 
@@ -28,6 +37,20 @@ def test_a_trace_with_every_record_twice_is_refused(played, tmp_path):  # noqa: 
     one_error_line(_score(base, twice), f"{twice}: line 3: ", "repeats line 2; a record is scored once")
     appended = written(tmp_path / "appended.jsonl", [header, *records, *records])
     one_error_line(_score(base, appended), f"{appended}: line {len(records) + 2}: ", "repeats line 2")
+
+
+def test_resuming_a_trace_holding_a_record_twice_is_refused_before_anything_is_written(played, tmp_path):  # noqa: F811
+    """--resume reads a record held twice as score does: one line naming it, the trace left byte for byte as it was
+    (make fuzz found a resume that rewrote the trace, then refused it)."""
+    base, trace = played
+    header, *records = rows_of(trace)
+    twice = tmp_path / "twice.jsonl"
+    twice.write_text("".join(json.dumps(r) + "\n" for r in [header, *records, records[-1]]), encoding="utf-8")
+    before = twice.read_bytes()
+    resumed = cli(base, "run", *on_release(base), "--split", "test", "--agent", "oracle", "--limit", LIMIT, "--resume",
+                  "--out", twice)  # fmt: skip
+    one_error_line(resumed, f"{twice}: line {len(records) + 2}: ", f"repeats line {len(records) + 1}")
+    assert twice.read_bytes() == before
 
 
 def _log(trace, repeat_first: bool = False, change=None):

@@ -31,7 +31,14 @@ from pipeline.tools.access import ToolStore
 if TYPE_CHECKING:
     from pipeline.release.playable import Release
 from pipeline.harness.binding import REBUILD, played_digest, require
-from pipeline.harness.traces import episode_file, load_episodes, score_rank, score_traces, trace_record
+from pipeline.harness.traces import (
+    episode_file,
+    load_episodes,
+    record_key,
+    score_rank,
+    score_traces,
+    trace_record,
+)
 
 
 def make_agent(name: str, options: dict | None = None) -> Agent:
@@ -312,6 +319,7 @@ def _resumable(out: Path, header: TraceHeader, units: list[tuple[int, Episode]])
     playing = {(e.id, run) for run, e in units}
     grouped: dict[tuple[str, int], list[bytes]] = defaultdict(list)
     finished = set()
+    seen: dict[tuple, int] = {}
     for number, line in enumerate(lines[1:], start=2):
         record = _resumed_record(out, number, line)
         unit = (record.episode_id, record.run)
@@ -319,6 +327,12 @@ def _resumable(out: Path, header: TraceHeader, units: list[tuple[int, Episode]])
             raise RunError(
                 f"{out}: line {number}: episode {shown(record.episode_id)} run {record.run} is not one this run "
                 f"plays (its split and --repeat); {RESUME_FIX}"
+            )
+        first = seen.setdefault(record_key(record), number)
+        if first != number:  # refused before anything is written, as score refuses it (a record is scored once)
+            raise RunError(
+                f"{out}: line {number}: {record_key(record)[0]} {shown(record.episode_id)} run {record.run} repeats "
+                f"line {first}; a record is scored once: {RESUME_FIX}"
             )
         grouped[unit].append(line)
         if isinstance(record, EpisodeEnd) and not record.infra_error:
