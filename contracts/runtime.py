@@ -138,8 +138,9 @@ class EpisodeScore(Frozen):
 class ModelPrice(Frozen):
     """What a model's tokens cost, in US dollars per million."""
 
-    input: float = Field(ge=0, description="US dollars per million tokens in (prompt).")
-    output: float = Field(ge=0, description="US dollars per million tokens out (completion).")
+    # finite: TOML writes `inf` and `nan`, and an infinite price would make every cost infinite (make fuzz)
+    input: float = Field(ge=0, allow_inf_nan=False, description="US dollars per million tokens in (prompt).")
+    output: float = Field(ge=0, allow_inf_nan=False, description="US dollars per million tokens out (completion).")
 
 
 class PriceTable(Frozen):

@@ -308,3 +308,13 @@ def test_a_price_table_nested_thousands_deep_is_one_error_line(played, tmp_path,
     out = ["--out", tmp_path / "board.md"] if command == "leaderboard" else []
     result = cli(base, command, trace, "--release", release, "--prices", prices, *out)
     one_error_line(result, f"{prices}: arrays or inline tables nested deeper than 32 levels")
+
+
+@pytest.mark.parametrize("value", ["inf", "nan", "-1.0"])
+def test_a_price_that_is_not_a_finite_amount_is_one_error_line(played, tmp_path, value):
+    # TOML writes inf and nan; an infinite price made every cost infinite (make fuzz found `output = inf` accepted)
+    base, trace = played
+    prices = tmp_path / "prices.toml"
+    prices.write_text(f'[models."m"]\ninput = 1.5\noutput = {value}\n', encoding="utf-8")
+    result = cli(base, "score", trace, "--release", base / "artifacts" / "xai4heat" / "release", "--prices", prices)
+    one_error_line(result, f"{prices}: invalid configuration: models.m.output: ")
