@@ -34,7 +34,7 @@ from pipeline.harness.binding import REBUILD, played_digest, require
 from pipeline.harness.traces import (
     episode_file,
     load_episodes,
-    record_key,
+    refuse_repeat,
     score_rank,
     score_traces,
     trace_record,
@@ -328,12 +328,7 @@ def _resumable(out: Path, header: TraceHeader, units: list[tuple[int, Episode]])
                 f"{out}: line {number}: episode {shown(record.episode_id)} run {record.run} is not one this run "
                 f"plays (its split and --repeat); {RESUME_FIX}"
             )
-        first = seen.setdefault(record_key(record), number)
-        if first != number:  # refused before anything is written, as score refuses it (a record is scored once)
-            raise RunError(
-                f"{out}: line {number}: {record_key(record)[0]} {shown(record.episode_id)} run {record.run} repeats "
-                f"line {first}; a record is scored once: {RESUME_FIX}"
-            )
+        refuse_repeat(seen, out, number, record, RESUME_FIX)  # before anything is written, as score refuses it
         grouped[unit].append(line)
         if isinstance(record, EpisodeEnd) and not record.infra_error:
             finished.add(unit)

@@ -158,12 +158,7 @@ def read_trace(path: Path) -> tuple[TraceHeader, dict, set[int]]:
         if record.run >= header.repeat:
             raise RunError(f"{path}: line {number}: run: {record.run} is not below the header's repeat {header.repeat}")
         unit = (record.episode_id, record.run)
-        first = seen.setdefault(record_key(record), number)
-        if first != number:
-            raise RunError(
-                f"{path}: line {number}: {record_key(record)[0]} {shown(record.episode_id)} run {record.run} "
-                f"repeats line {first}; a record is scored once: {WRITTEN_BY_RUN}"
-            )
+        refuse_repeat(seen, path, number, record, WRITTEN_BY_RUN)
         turns.first_line.setdefault(unit, number)
         runs.add(record.run)
         if isinstance(record, TurnRecord):
@@ -173,6 +168,17 @@ def read_trace(path: Path) -> tuple[TraceHeader, dict, set[int]]:
             if record.infra_error:
                 turns.infra.add(unit)
     return header, turns, runs
+
+
+def refuse_repeat(seen: dict[tuple, int], path: Path, number: int, record: TurnRecord | EpisodeEnd, fix: str) -> None:
+    """Note the trace line `number` as its record's (record_key) in `seen`; one error line when an earlier line held
+    that record: a record is scored once (read_trace, and --resume before it writes anything)."""
+    first = seen.setdefault(record_key(record), number)
+    if first != number:
+        raise RunError(
+            f"{path}: line {number}: {record_key(record)[0]} {shown(record.episode_id)} run {record.run} "
+            f"repeats line {first}; a record is scored once: {fix}"
+        )
 
 
 def record_key(record: TurnRecord | EpisodeEnd) -> tuple:
