@@ -147,6 +147,37 @@ def test_corpora_built_at_once_give_what_one_after_the_other_gives(ws, tmp_path)
     assert [(o.corpus, o.stage) for o in concurrent] == order
 
 
+def test_later_stages_of_corpora_in_spawned_processes_give_what_one_process_gives(ws, tmp_path, monkeypatch):
+    """Two corpora with work after the store build their later stages in spawned processes (one each, on two
+    workers): every stage's outcome is heard as it ends, they come back in corpus, then stage order, and every output
+    is what this process wrote for ws."""
+    from pipeline.core.resources import Resources
+    from pipeline.harness import at_once
+    from pipeline.harness import build as build_module
+
+    monkeypatch.setattr(build_module, "SPAWN_OBSERVATIONS", 0)  # the tiny corpora too
+    spawned = []
+    real = at_once.in_processes
+
+    def counted(job, items, names, runtime, on_done):
+        spawned.append(list(names))
+        return real(job, items, names, runtime, on_done)
+
+    monkeypatch.setattr(at_once, "in_processes", counted)
+    other = Workspace.from_root(ws.root, tmp_path / "other")
+    heard = []
+    outcomes = build(other, force=True, resources=Resources(workers=2), on_done=heard.append)
+    assert [sorted(names) for names in spawned] == [["hhw", "xai4heat"]]
+    stages = ("ingest", "store", "tasks", "episodes", "audit", "release")
+    assert [(o.corpus, o.stage) for o in outcomes] == [(c, s) for c in ("hhw", "xai4heat") for s in stages]
+    assert sorted((o.corpus, o.stage) for o in heard) == sorted((o.corpus, o.stage) for o in outcomes)
+    for corpus in ("hhw", "xai4heat"):
+        for stage in stages:
+            assert compare_folders(ws.stage_dir(corpus, stage), other.stage_dir(corpus, stage)) == [], (corpus, stage)
+    assert set(statuses(build(other, resources=Resources(workers=2))).values()) == {"cached"}
+    assert len(spawned) == 1  # a corpus with nothing to build spawns no process
+
+
 def test_a_failing_corpus_stops_the_build_with_its_own_error(ws, monkeypatch):
     """Corpora build at once: the failure of one is raised (one line), the other ends the stage it is in."""
     from pipeline.core.errors import StageError

@@ -41,3 +41,35 @@ def test_bars_of_threads_share_one_display_while_any_is_open(monkeypatch):
     for thread in threads:
         thread.join(timeout=30)
     assert progress._display is None and len(seen) == 2  # the display ended with the last bar
+
+
+def test_bars_of_a_spawned_build_worker_are_drawn_by_its_build(monkeypatch):
+    """A worker's bars and tracked loops go to its build as events; the build draws them on its own display, where
+    each bar shows the worker's steps and goes when the worker closes it (or when the worker ended without)."""
+    import queue
+
+    sent: queue.Queue = queue.Queue()
+    monkeypatch.setattr(progress, "_sink", None)
+    progress.relay_to(sent)
+    with progress.bar("hhw audit", 3) as bar:
+        bar.advance()
+        bar.advance(2)
+    assert list(progress.track(["a", "b"], "hhw tasks")) == ["a", "b"]
+    with progress.bar("xai4heat audit", 5) as bar:  # a worker killed before it closed its bar
+        bar.advance()
+    progress.relay_to(None)
+    events = [sent.get_nowait() for _ in range(sent.qsize())][:-1]  # the last bar's close is lost with its worker
+    kinds = [event[0] for event in events]
+    assert kinds == ["open", "advance", "advance", "close", "open", "advance", "advance", "close", "open", "advance"]
+    monkeypatch.setattr(progress, "watched", lambda: True)
+    drawn = progress.Relayed()
+    seen = []
+    for event in events:
+        drawn.handle(event)
+        display = progress._display
+        seen.append([(t.description, t.total, t.completed) for t in display.tasks] if display else None)
+    assert seen[2] == [("hhw audit", 3, 3)] and seen[3] is None
+    assert seen[6] == [("hhw tasks", 2, 2)]
+    assert seen[-1] == [("xai4heat audit", 5, 1)]
+    drawn.close()
+    assert progress._display is None

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import time
 from collections import Counter
 from pathlib import Path
 
@@ -112,13 +113,14 @@ def build(
         for line in [f"note: {n}" for n in notes] if verbose else [short_notes(notes, outcome)] if notes else []:
             click.echo(f"{outcome.corpus:<12} {outcome.stage:<10} {line}", err=True)
 
+    start = time.perf_counter()
     outcomes = None if force else _unchanged(ws, corpora, until, raw, show)
     if outcomes is None:
         runtime = {"threads": threads, "partitions": partitions, "workers": workers, "memory_budget": memory_budget}
         runtime.update(executor=executor, ray_address=ray_address, parts=parts)
         outcomes = _build(ws, corpora, until, raw, force, show, runtime)
     if not as_json:
-        click.echo("\n".join(summary(outcomes)))
+        click.echo("\n".join(summary(outcomes, time.perf_counter() - start)))
     if as_json:
         cli.echo_json(
             [
@@ -207,8 +209,9 @@ def guesser_scores(audit: dict) -> str | None:
     return f"guessers vs majority {first['majority']} + {first['margin']}: {scores}"
 
 
-def summary(outcomes: list) -> list[str]:
-    """The build's last lines: what each corpus released (rows per split, its gates), then the next commands."""
+def summary(outcomes: list, wall: float) -> list[str]:
+    """The build's last lines: what each corpus released (rows per split, its gates), then the next commands. `wall`
+    is the build's time; the stages' own times add up to more when corpora built at once."""
     by_corpus: dict[str, dict] = {}
     for o in outcomes:
         by_corpus.setdefault(o.corpus, {})[o.stage] = o
@@ -216,7 +219,10 @@ def summary(outcomes: list) -> list[str]:
         return ["nothing built: no corpus selected"]
     seconds = sum(o.seconds for o in outcomes)
     built = sum(o.status == "built" for o in outcomes)
-    lines = [f"done: {len(by_corpus)} corpora, {built} stages built, {len(outcomes) - built} cached, {seconds:.1f}s"]
+    done = f"done: {len(by_corpus)} corpora, {built} stages built, {len(outcomes) - built} cached, {wall:.1f}s"
+    if seconds > 1.05 * wall:
+        done += f" (the stages' own times add up to {seconds:.1f}s: corpora built at once)"
+    lines = [done]
     released = []
     for corpus, stages in by_corpus.items():
         release = stages.get("release")

@@ -125,14 +125,14 @@ def run_ordered(fn: Callable[[T], R], tasks: Sequence[T], resources: Resources, 
     context = multiprocessing.get_context("spawn")  # no fork: no inherited locks or DuckDB handles
     busy = min(resources.worker_count, len(tasks))
     with ProcessPoolExecutor(
-        max_workers=busy, mp_context=context, initializer=_start_worker, initargs=(polars_threads(busy),)
+        max_workers=busy, mp_context=context, initializer=start_worker, initargs=(polars_threads(busy),)
     ) as pool:
         futures = [pool.submit(fn, task) for task in tasks]
         for future in track(futures, description):
             yield future.result()
 
 
-def _start_worker(polars_threads: str) -> None:
+def start_worker(polars_threads: str) -> None:
     """A spawned worker's settings, before its tasks import anything heavy."""
     os.environ["POLARS_MAX_THREADS"] = polars_threads
     os.environ[WORKER_THREADS] = polars_threads

@@ -243,21 +243,32 @@ def _swap_in(tmp: Path, final: Path) -> None:
         shutil.rmtree(old, ignore_errors=True)
 
 
+def _reusable(identity: StageIdentity, final: Path) -> tuple[StageManifest | None, str | None]:
+    """The stage's manifest when its cache key matches and its outputs are intact (every one of its recorded size and
+    xxh3); else None, and why the stage is built again when only its outputs or manifest were in the way."""
+    existing = read_manifest(final)
+    if existing is None:
+        return None, f"rebuilt: its {MANIFEST} cannot be read" if (final / MANIFEST).is_file() else None
+    if existing.cache_key != identity.cache_key:
+        return None, None
+    why = damaged_output(final, existing)
+    return (existing, None) if why is None else (None, f"rebuilt: {why}")
+
+
+def cached_manifest(identity: StageIdentity, final: Path) -> StageManifest | None:
+    """The manifest of a stage a build would report cached, None for one it would build."""
+    return _reusable(identity, final)[0]
+
+
 def run_stage(
     identity: StageIdentity, final: Path, run: Callable[[Path], StageResult], force: bool = False
 ) -> StageOutcome:
     """Skip the stage when its manifest's cache key matches and its outputs are intact (every one of its recorded
     size and xxh3); else build atomically, with a note saying why when only the outputs were in the way."""
     start = time.perf_counter()
-    existing = read_manifest(final)
-    note = None
-    if not force and existing is None and (final / MANIFEST).is_file():
-        note = f"rebuilt: its {MANIFEST} cannot be read"
-    elif not force and existing is not None and existing.cache_key == identity.cache_key:
-        why = damaged_output(final, existing)
-        if why is None:
-            return StageOutcome(identity.corpus, identity.stage, "cached", time.perf_counter() - start, existing)
-        note = f"rebuilt: {why}"
+    existing, note = (None, None) if force else _reusable(identity, final)
+    if existing is not None:
+        return StageOutcome(identity.corpus, identity.stage, "cached", time.perf_counter() - start, existing)
     final.parent.mkdir(parents=True, exist_ok=True)
     tmp = Path(tempfile.mkdtemp(prefix=f".{final.name}.tmp-", dir=final.parent))
     try:

@@ -25,6 +25,14 @@ def interactive() -> bool:
 
 def track(items: Iterable[T], description: str, total: int | None = None) -> Iterator[T]:
     """Iterate with a rich progress bar when a person is watching; plain iteration otherwise."""
+    if _sink is not None:  # a spawned build worker: its build draws the bar
+        if total is None and hasattr(items, "__len__"):
+            total = len(items)
+        with bar(description, total) as shown:
+            for item in items:
+                yield item
+                shown.advance()
+        return
     if not interactive():
         yield from items
         return
@@ -48,7 +56,19 @@ class _Bar:
         self.progress.advance(self.task_id, steps)
 
 
+class _Sent:
+    """A bar of a spawned build worker: its steps go to the build, which draws them (`Relayed`)."""
+
+    def __init__(self, key: tuple[int, int]) -> None:
+        self.key = key
+
+    def advance(self, steps: int = 1) -> None:
+        _sink.put(("advance", self.key, steps))
+
+
 _lock = threading.Lock()
+_sink = None  # in a spawned build worker whose build is watched: where its bars go (a multiprocessing queue)
+_sent = 0
 _display = None  # the one live display of the process's bars while any is open (rich.progress.Progress)
 _open = 0
 
@@ -63,10 +83,20 @@ def bar(description: str, total: int | None) -> Iterator[_Bar | _Quiet]:
     """A progress bar for one long piece of work (`bar.advance()` per step) on a terminal, shared with the bars other
     threads have open at the same time (the build's corpora: one line each), gone when the work ends; nothing at all
     in CI logs and pipes, where the stage's own summary line is the record."""
+    global _display, _open, _sent
+    if _sink is not None:
+        with _lock:
+            _sent += 1
+            key = (os.getpid(), _sent)
+        _sink.put(("open", key, description, total))
+        try:
+            yield _Sent(key)
+        finally:
+            _sink.put(("close", key))
+        return
     if not watched():
         yield _Quiet()
         return
-    global _display, _open
     from rich.console import Console
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
@@ -87,3 +117,35 @@ def bar(description: str, total: int | None) -> Iterator[_Bar | _Quiet]:
             if _open == 0:
                 display.stop()
                 _display = None
+
+
+def relay_to(sink) -> None:
+    """In a spawned build worker: send every bar to the build that started it (which draws them with its own)."""
+    global _sink
+    _sink = sink
+
+
+class Relayed:
+    """The build's side of `relay_to`: draws the bars its spawned workers send, beside its own."""
+
+    def __init__(self) -> None:
+        self.open: dict[tuple[int, int], contextlib.ExitStack] = {}
+        self.bars: dict[tuple[int, int], _Bar | _Quiet] = {}
+
+    def handle(self, event: tuple) -> None:
+        kind, key = event[0], event[1]
+        if kind == "open":
+            stack = contextlib.ExitStack()
+            self.bars[key] = stack.enter_context(bar(event[2], event[3]))
+            self.open[key] = stack
+        elif kind == "advance" and key in self.bars:
+            self.bars[key].advance(event[2])
+        elif kind == "close" and key in self.open:
+            self.bars.pop(key)
+            self.open.pop(key).close()
+
+    def close(self) -> None:
+        """Bars of workers that ended without closing them (a killed worker) go too."""
+        for key in list(self.open):
+            self.bars.pop(key)
+            self.open.pop(key).close()

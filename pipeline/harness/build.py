@@ -7,9 +7,7 @@ import dataclasses
 import functools
 import json
 import os
-import threading
 from collections.abc import Callable
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -36,6 +34,7 @@ from pipeline.core.manifest import (
     StageIdentity,
     StageOutcome,
     StageResult,
+    cached_manifest,
     code_version,
     config_digest,
     contract_hash,
@@ -48,6 +47,7 @@ from pipeline.core.manifest import (
 )
 from pipeline.core.resources import Resources
 from pipeline.core.workspace import Workspace
+from pipeline.harness import at_once
 from pipeline.harness.written import check_written
 
 
@@ -300,7 +300,7 @@ class Stage:
     run: Callable[[Context, Path], StageResult]
     uses_tools: bool = False  # stages that call the tools (tasks onwards) carry the registry version
     # Its work runs in native code (Arrow, polars, DuckDB) that releases the GIL: corpora run it at once, on threads.
-    # The later stages are Python and run one corpus after the other (threads would only contend for the GIL).
+    # The later stages are Python: corpora run them at once in spawned processes (threads would contend for the GIL).
     native: bool = False
 
 
@@ -391,9 +391,10 @@ def build(
 ) -> list[StageOutcome]:
     """Run every stage (up to `until`) for every selected corpus; unchanged stages are reported cached.
 
-    The native stages (ingest, store) of several corpora run at once, up to one corpus per worker, each on its share
-    of the workers and of the memory budget; the later stages follow corpus by corpus. `on_done` hears of each stage
-    as it ends; the outcomes come back in corpus, then stage order. A corpus whose raw data lives outside the project
+    Several corpora build at once, up to one per worker, each on its share of the workers and of the memory budget:
+    the native stages (ingest, store) on threads, then the later stages of large corpora in spawned processes
+    (pipeline/harness/at_once.py). `on_done` hears of each stage as it ends; the outcomes come back in corpus, then
+    stage order. A corpus whose raw data lives outside the project
     (raw_env) and was not given is skipped with a note."""
     if until is not None and until not in stage_names():
         raise ConfigError(f"unknown stage {until!r}: stages are {', '.join(stage_names())}")
@@ -425,10 +426,14 @@ def build(
             from pipeline.core.ray_executor import session
 
             session(runtime)  # on the main thread, before the corpora's threads (Ray's signal handlers need it)
-        for ctx, done in zip(contexts, _at_once(contexts, native, runtime, force, on_done), strict=True):
-            outcomes[ctx.corpus] += done
-        for ctx in contexts:
-            outcomes[ctx.corpus] += _run_stages(ctx, later, force, on_done)
+        if native:
+            for ctx, done in zip(
+                contexts, at_once.on_threads(_job(native, force), contexts, runtime, on_done), strict=True
+            ):
+                outcomes[ctx.corpus] += done
+        if later:
+            for ctx, done in zip(contexts, _later(contexts, later, runtime, force, on_done), strict=True):
+                outcomes[ctx.corpus] += done
     return [outcome for ctx in contexts for outcome in outcomes[ctx.corpus]]
 
 
@@ -437,9 +442,9 @@ def _run_stages(
     stages: tuple[Stage, ...],
     force: bool,
     on_done: Callable[[StageOutcome], None] | None,
-    stop: threading.Event | None = None,
+    stop=None,
 ) -> list[StageOutcome]:
-    """Some of one corpus's stages, in order; stops before a stage once `stop` is set."""
+    """Some of one corpus's stages, in order; stops before a stage once `stop` (an Event) is set."""
     outcomes = []
     for stage in stages:
         if stop is not None and stop.is_set():
@@ -453,47 +458,53 @@ def _run_stages(
     return outcomes
 
 
-def _at_once(
+def _job(stages: tuple[Stage, ...], force: bool) -> functools.partial:
+    """One corpus's `stages`, as a job of pipeline.harness.at_once (picklable: the stages go by name)."""
+    return functools.partial(_corpus_stages, tuple(stage.name for stage in stages), force)
+
+
+def _corpus_stages(names: tuple[str, ...], force: bool, ctx: Context, mine: Resources, report, stop):
+    stages = tuple(stage for stage in STAGES if stage.name in names)
+    return _run_stages(dataclasses.replace(ctx, resources=mine), stages, force, report, stop)
+
+
+# A corpus whose store holds fewer observations builds its later stages in this process: spawning a process and
+# importing the stages there (about 1.5 s of CPU) would cost more than it saves (docs/scale.md).
+SPAWN_OBSERVATIONS = 200_000
+
+
+def _later(
     contexts: list[Context],
     stages: tuple[Stage, ...],
     runtime: Resources,
     force: bool,
     on_done: Callable[[StageOutcome], None] | None,
 ) -> list[list[StageOutcome]]:
-    """The given stages of every corpus, up to one corpus per worker at once, each corpus on its share of the workers
-    and of the memory budget; the first failure in corpus order is raised once the running stages have ended."""
-    at_once = max(1, min(len(contexts), runtime.worker_count))
-    if at_once == 1 or not stages:
+    """The Python stages of every corpus: in spawned processes, one corpus each and up to one per worker, when two
+    or more large corpora have work to do on the local executor; in this process otherwise (and for the rest)."""
+    large = [
+        ctx
+        for ctx in contexts
+        if runtime.executor == "local" and _observations(ctx) >= SPAWN_OBSERVATIONS and not _settled(ctx, stages, force)
+    ]
+    if runtime.worker_count < 2 or len(large) < 2:
         return [_run_stages(ctx, stages, force, on_done) for ctx in contexts]
-    # DuckDB's threads too: two connections of two threads on two cores spent a third more CPU on the same insert.
-    share = dataclasses.replace(
-        runtime,
-        workers=max(1, runtime.worker_count // at_once),
-        memory_budget=runtime.memory_budget // at_once,
-        threads=max(1, (runtime.threads or runtime.worker_count) // at_once),
+    large.sort(key=lambda ctx: -_streams(ctx))  # the most streams (tasks) first, so that none ends last on its own
+    spawned = at_once.in_processes(_job(stages, force), large, [ctx.corpus for ctx in large], runtime, on_done)
+    done = {ctx.corpus: outcomes for ctx, outcomes in zip(large, spawned, strict=True)}
+    return [done.get(ctx.corpus) or _run_stages(ctx, stages, force, on_done) for ctx in contexts]
+
+
+def _observations(ctx: Context) -> int:
+    return require_manifest(ctx.stage_dir("store"), "store").row_counts.get("observations", 0)
+
+
+def _streams(ctx: Context) -> int:
+    return require_manifest(ctx.stage_dir("store"), "store").row_counts.get("streams", 0)
+
+
+def _settled(ctx: Context, stages: tuple[Stage, ...], force: bool) -> bool:
+    """Every one of the stages is cached (so the corpus has nothing to build)."""
+    return not force and all(
+        cached_manifest(identity_of(stage, ctx), ctx.stage_dir(stage.name)) is not None for stage in stages
     )
-    reported = threading.Lock()
-
-    def report(outcome: StageOutcome) -> None:
-        with reported:
-            on_done(outcome)
-
-    stop = threading.Event()  # a failed corpus stops the others after their running stage
-
-    def one(ctx: Context) -> list[StageOutcome]:
-        try:
-            return _run_stages(
-                dataclasses.replace(ctx, resources=share), stages, force, report if on_done else None, stop
-            )
-        except BaseException:
-            stop.set()
-            raise
-
-    with ThreadPoolExecutor(max_workers=at_once, thread_name_prefix="corpus") as pool:
-        futures = [pool.submit(one, ctx) for ctx in contexts]
-        try:
-            return [future.result() for future in futures]
-        except BaseException:
-            stop.set()
-            pool.shutdown(wait=True, cancel_futures=True)
-            raise
