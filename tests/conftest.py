@@ -1,4 +1,6 @@
 import os
+import shutil
+from pathlib import Path
 
 import pytest
 
@@ -23,7 +25,8 @@ def xai_slice():
 
 @pytest.fixture(scope="session")
 def real_artifacts(tmp_path_factory, request):
-    """Both shipped corpora built once (ingest to release) into a temporary artifacts folder, which tests only read.
+    """Every shipped corpus built once (ingest to release) into a temporary artifacts folder, which tests only read,
+    starting from the project's own build when `make build` made one (`_seed`: its stages are then cached).
 
     Under pytest-xdist the workers share one folder in the run's common base temp folder, and each builds the corpora
     one build per corpus, starting from a different one: the build's own corpus lock makes a worker that reaches a
@@ -39,18 +42,41 @@ def real_artifacts(tmp_path_factory, request):
 
     worker = getattr(request.config, "workerinput", None)
     if worker is None:  # one process (no pytest-xdist workers)
-        folder, builds = tmp_path_factory.mktemp("real-artifacts"), [[]]
+        folder = tmp_path_factory.mktemp("real-artifacts")
     else:
         folder = tmp_path_factory.getbasetemp().parent / "real-artifacts"  # above each worker's own base temp folder
         folder.mkdir(exist_ok=True)
-        ws = Workspace.from_root(REPO, folder)
+    ws = Workspace.from_root(REPO, folder)
+    if worker is None:
+        builds = [[]]
+    else:
         names = [name for name in corpus_names(ws) if raw_folder(ws, load_mapping(ws.corpus_config(name)))]
         turn = int(worker["workerid"].removeprefix("gw")) % max(1, len(names))
         builds = [["--corpus", name] for name in names[turn:] + names[:turn]]  # one build (and lock) per corpus
     for corpora in builds:
+        for name in corpora[1:] or corpus_names(ws):
+            _seed(REPO / "artifacts" / name, folder / name)
         result = CliRunner().invoke(main, ["--root", str(REPO), "--artifacts", str(folder), "build", *corpora])
         assert result.exit_code == 0, result.output
     return folder
+
+
+def _seed(built: Path, target: Path) -> None:
+    """Start a corpus from the project's own build of it when `make build` has made one (a fresh clone's `make build`
+    then `make test`): the suite's build finds those stages cached, since identities hold no paths and a stage is
+    cached only when its identity and every output's size and xxh3 match; a stale or damaged stage is built again.
+    Without one, the corpus is built from its raw files. The copy moves in whole or not at all (a worker that finds
+    the corpus there already leaves it)."""
+    from pipeline.core.manifest import MANIFEST
+
+    if target.exists() or not (built / "store" / MANIFEST).is_file():
+        return
+    staging = target.with_name(f".seed-{target.name}-{os.getpid()}")
+    shutil.copytree(built, staging, symlinks=True, ignore=shutil.ignore_patterns(".build.lock", ".*.tmp-*", ".*.old-*"))
+    try:
+        staging.rename(target)
+    except OSError:  # another worker's copy or build got there first
+        shutil.rmtree(staging, ignore_errors=True)
 
 
 @pytest.fixture

@@ -36,7 +36,9 @@ def base(tmp_path_factory) -> Path:
             shutil.copyfile(REPO / name, source / name)
     subprocess.run([sys.executable, "-m", "venv", str(folder / "venv")], check=True)
     bin_folder = folder / "venv" / "bin"
-    pip = [str(bin_folder / "python"), "-m", "pip", "install", "--quiet", "--disable-pip-version-check"]
+    # --no-compile: the modules the tests import compile as they load; pip compiling every installed module took
+    # half of the install's time (49.6 s against 27.6 s here)
+    pip = [str(bin_folder / "python"), "-m", "pip", "install", "--quiet", "--disable-pip-version-check", "--no-compile"]
     subprocess.run([*pip, "-c", str(source / "constraints.txt"), str(source)], check=True, timeout=INSTALL_SECONDS)
     return bin_folder
 
