@@ -364,3 +364,29 @@ def test_an_unchanged_build_is_told_from_the_recorded_state_without_the_stages(w
     rows, imported = fresh_process()
     assert "pipeline.harness.build" in imported
     assert ("xai4heat", "ingest", "built") in [(r["corpus"], r["stage"], r["status"]) for r in rows]
+
+
+def test_a_build_told_from_the_recorded_state_says_what_the_full_check_says(ws):
+    """The stage lines, their notes and the summary (rows, gates, guessers, digest) of a build told from the recorded
+    state are those of the full identity check (the state keeps what the report reads of each manifest)."""
+    import re
+    import subprocess
+    import sys
+
+    probe = (
+        "import sys\nfrom pipeline.cli import main\n"
+        f"main(['--root', {str(ws.root)!r}, 'build', '--verbose'], standalone_mode=False)\n"
+        "print('imported', 'pipeline.harness.build' in sys.modules, file=sys.stderr)\n"
+    )
+
+    def said() -> tuple[list[str], str]:
+        done = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, cwd=REPO, check=True)
+        lines = [re.sub(r"\d+\.\d+s", "Ts", line) for line in (done.stdout + done.stderr).splitlines()]
+        return [line for line in lines if not line.startswith("imported")], lines[-1]
+
+    full, full_imported = said()  # the full check (this interpreter and path record the state for the next)
+    told, told_imported = said()
+    assert (full_imported, told_imported) == ("imported True", "imported False")
+    assert sorted(told) == sorted(full)  # the full check's stage lines come as corpora building at once end them
+    assert any("released" in line for line in told) and any("guessers vs majority" in line for line in told)
+    assert any("note: " in line for line in told)

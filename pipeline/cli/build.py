@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import json
 import time
 from collections import Counter
@@ -182,6 +183,7 @@ def short_notes(notes: list[str], outcome) -> str:
     return f"info: {len(notes)} note{'s' * (len(notes) > 1)} ({'; '.join(heads)}): {where}"
 
 
+@functools.cache
 def command_name() -> str:
     """How to call this program again from here: `telemetry-bench` when that is on PATH, else the path it ran by
     (`.venv/bin/telemetry-bench` after `make build`)."""
