@@ -116,3 +116,45 @@ def test_the_server_turns_the_extra_buffer_types_off():
 
     params = without_extra_buffers(lambda: SimpleNamespace(use_extra_bufts=True, n_gpu_layers=0))()
     assert params.use_extra_bufts is False and params.n_gpu_layers == 0
+
+
+TOOL_TURN = [
+    {"role": "user", "content": "q"},
+    {"role": "assistant", "content": None, "tool_calls": [{"function": {"name": "lookup", "arguments": "{}"}}]},
+    {"role": "tool", "tool_call_id": "c1", "content": "RESULT 42"},
+]
+
+
+def _rendered(template: str) -> str:
+    import jinja2
+    from jinja2.sandbox import ImmutableSandboxedEnvironment
+
+    from pipeline.bench.llama_server import with_tool_results
+
+    environment = with_tool_results(ImmutableSandboxedEnvironment)(undefined=jinja2.StrictUndefined)
+    return environment.from_string(template).render(messages=TOOL_TURN, add_generation_prompt=True)
+
+
+def test_the_server_template_renders_tool_results():
+    """chatml-function-calling's loop (its shape, in miniature) rendered nothing of a tool message; mended, the tool's
+    result and its end of turn are in the prompt. Another template is left as it is."""
+    template = (
+        "{# functions.<function_name>: #}{% for message in messages %}<|im_start|>{{ message.role }}\n"
+        "{% if message.role == 'user' %}{{ message.content }}<|im_end|>\n{% endif %}"
+        "{% if message.role == 'assistant' %}{% for c in message.tool_calls %}functions.{{ c.function.name }}:\n"
+        "{{ c.function.arguments }}{% endfor %}<|im_end|>\n{% endif %}"
+        "{% endfor %}{% if add_generation_prompt %}<|im_start|>assistant\n{% endif %}"
+    )
+    assert "RESULT 42" not in _rendered(template.replace("{# functions.<function_name>: #}", ""))  # not told apart
+    assert "<|im_start|>tool\nRESULT 42<|im_end|>\n<|im_start|>assistant\n" in _rendered(template)
+
+
+def test_the_server_template_of_the_pinned_llama_cpp_renders_tool_results():
+    """The same on llama-cpp-python's own template (the extra local-model; skipped without it)."""
+    import inspect
+
+    chat_format = pytest.importorskip("llama_cpp.llama_chat_format")
+    source = inspect.getsource(chat_format.chatml_function_calling)
+    found: dict = {}
+    exec(source[source.index("function_calling_template = (") : source.index("template_renderer =")].strip(), found)
+    assert "<|im_start|>tool\nRESULT 42<|im_end|>\n" in _rendered(found["function_calling_template"])

@@ -15,6 +15,9 @@ Every argument after --reply-cap N goes to `python -m llama_cpp.server` as it is
 3. llama.cpp built for this CPU (GGML_NATIVE) picks its AMX kernels for the weights where the CPU says it has AMX,
    and they crash (SIGSEGV in ggml_backend_amx_mul_mat) where the kernel gives the process no AMX state, as here:
    the extra buffer types (weight repacking for AMX) are turned off; the plain CPU kernels run.
+4. Its chatml-function-calling template renders system, user and assistant messages and nothing of a `tool` message
+   but "<|im_start|>tool": the model never reads a tool's result (nor its end of turn). The template gets the
+   branch it lacks, a tool message's content and its end, in ChatML as the other roles are.
 """
 
 from __future__ import annotations
@@ -30,6 +33,24 @@ def _unescaped_jinja(jinja2: types.ModuleType) -> types.ModuleType:
     shim.__dict__.update({k: v for k, v in vars(jinja2).items() if not k.startswith("__")})
     shim.select_autoescape = lambda *args, **kwargs: lambda template_name=None: False
     return shim
+
+
+# the end of chatml-function-calling's message loop, and the same with a branch for tool results before it
+LOOP_END = "{% endif %}{% endfor %}{% if add_generation_prompt %}"
+TOOL_BRANCH = "{% if message.role == 'tool' %}{{ message.content }}<|im_end|>\n{% endif %}"
+
+
+def with_tool_results(environment: type) -> type:
+    """The sandboxed Jinja environment llama_chat_format renders with, whose chatml-function-calling template (told
+    by its "functions.<function_name>:" instructions) renders tool messages."""
+
+    class Mended(environment):
+        def from_string(self, source: Any, *args: Any, **kwargs: Any) -> Any:
+            if isinstance(source, str) and "functions.<function_name>:" in source and LOOP_END in source:
+                source = source.replace(LOOP_END, LOOP_END.replace("{% endfor %}", TOOL_BRANCH + "{% endfor %}"), 1)
+            return super().from_string(source, *args, **kwargs)
+
+    return Mended
 
 
 def capped(create_completion: Any, cap: int) -> Any:
@@ -65,6 +86,7 @@ def main(argv: list[str]) -> None:
     from llama_cpp.server.__main__ import main as serve
 
     llama_chat_format.jinja2 = _unescaped_jinja(jinja2)
+    llama_chat_format.ImmutableSandboxedEnvironment = with_tool_results(llama_chat_format.ImmutableSandboxedEnvironment)
     bindings.llama_model_default_params = without_extra_buffers(bindings.llama_model_default_params)
     llama_cpp.Llama.create_completion = capped(llama_cpp.Llama.create_completion, int(argv[1]))
     sys.argv = ["llama_cpp.server", *argv[2:]]

@@ -259,6 +259,9 @@ class OpenAIAgent:
         self._account(usage, time.perf_counter() - started)
         calls = self._named_calls(message)
         said = message.model_dump(exclude_none=True, include={"role", "content", "tool_calls"})
+        # content stays, null beside tool calls, as the API writes it: a chat template that reads it (llama-cpp-python's
+        # chatml-function-calling, under jinja2's StrictUndefined) fails the next request on a message without it
+        said.setdefault("content", None)
         problem = not_unicode(said)
         if problem is not None:  # the model's own output error, checked where it enters; said back escaped
             said = printable(said)
