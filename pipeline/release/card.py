@@ -3,8 +3,7 @@
 from __future__ import annotations
 
 import re
-
-from huggingface_hub import DatasetCard, DatasetCardData
+from typing import TYPE_CHECKING
 
 from contracts.corpus import CorpusMapping
 from contracts.episodes import Episode
@@ -13,6 +12,9 @@ from contracts.tasks import SPLITS
 from pipeline.audit.gates import figures
 from pipeline.core.errors import ConfigError, shown
 from pipeline.store.expected import completed, says
+
+if TYPE_CHECKING:
+    from huggingface_hub import DatasetCardData
 
 SIZE_CATEGORIES = (
     (1_000, "n<1K"),
@@ -79,6 +81,8 @@ def card_data(mapping: CorpusMapping, manifest: dict, license: dict[str, str]) -
         }
         for i, (name, pattern) in enumerate(CONFIGS.items())
     ]
+    from huggingface_hub import DatasetCardData  # here: a build checks a license long before it writes a card
+
     return DatasetCardData(
         pretty_name=f"telemetry-bench {mapping.name}",
         language=["en"],
@@ -228,5 +232,7 @@ def dataset_card(mapping: CorpusMapping, manifest: dict, license: dict[str, str]
         "corpus quantiles, not engineering limits. Windows are UTC calendar windows.",
         "",
     ]
+    from huggingface_hub import DatasetCard
+
     card = DatasetCard(f"---\n{card_data(mapping, manifest, license).to_yaml()}\n---\n\n" + "\n".join(lines))
     return str(card)
