@@ -259,9 +259,11 @@ class OpenAIAgent:
         self._account(usage, time.perf_counter() - started)
         calls = self._named_calls(message)
         said = message.model_dump(exclude_none=True, include={"role", "content", "tool_calls"})
-        # content stays, null beside tool calls, as the API writes it: a chat template that reads it (llama-cpp-python's
-        # chatml-function-calling, under jinja2's StrictUndefined) fails the next request on a message without it
-        said.setdefault("content", None)
+        # content goes back as a string, empty beside tool calls (the API takes "" or null there): llama-cpp-python's
+        # server refuses null (its request model wants a string) and its chatml-function-calling template (jinja2
+        # StrictUndefined) fails on a message without the key; either fails the next request with a 500
+        if said.get("content") is None:
+            said["content"] = ""
         problem = not_unicode(said)
         if problem is not None:  # the model's own output error, checked where it enters; said back escaped
             said = printable(said)
