@@ -52,10 +52,10 @@ class ToolError(Frozen):
 class ResolvePointInput(Frozen):
     """Find the stream of a point from its site, class, equipment and location."""
 
-    site: str = Field(description="Site id or label, e.g. 'L8', 'building127' or 'Building 127'.")
+    # No example names a shipped corpus's site, class or stream: models copied them onto other corpora (issue 54)
+    site: str = Field(description="Site id or label, as the user or list_points names it.")
     point_class: str = Field(
-        description="Point class, e.g. 'Leaving_Hot_Water_Temperature_Sensor' or 'leaving hot water temperature "
-        "sensor'."
+        description="Point class: a Brick class name, or the words the user used for the quantity."
     )
     equipment: str | None = Field(
         None, description="Equipment (id, its last words such as 'primary loop', or its type)."
@@ -69,7 +69,7 @@ class ListPointsInput(Frozen):
     site: str = Field(description="Site id or label.")
     point_class: str | None = Field(None, description="Only points of this class.")
     equipment_type: str | None = Field(
-        None, description="Only points on equipment of this type, e.g. 'Hot_Water_Loop'."
+        None, description="Only points on equipment of this type (a Brick equipment class or its words)."
     )
     location_type: str | None = Field(None, description="Only points at this location (id or last words).")
 
@@ -87,7 +87,7 @@ class WindowInput(Frozen):
 class AggregateWindowInput(WindowInput):
     """Statistics of one stream over a window."""
 
-    stream_id: str = Field(description="Stream id, e.g. 'L8__t_sup_sec'.")
+    stream_id: str = Field(description="Stream id, as resolve_point or list_points returns it.")
     metric: Metric = Field(
         "mean",
         description="Which statistic `value` reports; the others are returned too. sum: what the readings add up to "
