@@ -255,9 +255,15 @@ def _reusable(identity: StageIdentity, final: Path) -> tuple[StageManifest | Non
     return (existing, None) if why is None else (None, f"rebuilt: {why}")
 
 
-def cached_manifest(identity: StageIdentity, final: Path) -> StageManifest | None:
-    """The manifest of a stage a build would report cached, None for one it would build."""
-    return _reusable(identity, final)[0]
+def _cached(identity: StageIdentity, existing: StageManifest, start: float) -> StageOutcome:
+    return StageOutcome(identity.corpus, identity.stage, "cached", time.perf_counter() - start, existing)
+
+
+def cached_outcome(identity: StageIdentity, final: Path) -> StageOutcome | None:
+    """The outcome of a stage a build would report cached, None for one it would build."""
+    start = time.perf_counter()
+    existing = _reusable(identity, final)[0]
+    return None if existing is None else _cached(identity, existing, start)
 
 
 def run_stage(
@@ -268,7 +274,7 @@ def run_stage(
     start = time.perf_counter()
     existing, note = (None, None) if force else _reusable(identity, final)
     if existing is not None:
-        return StageOutcome(identity.corpus, identity.stage, "cached", time.perf_counter() - start, existing)
+        return _cached(identity, existing, start)
     final.parent.mkdir(parents=True, exist_ok=True)
     tmp = Path(tempfile.mkdtemp(prefix=f".{final.name}.tmp-", dir=final.parent))
     try:

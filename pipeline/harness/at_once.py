@@ -96,7 +96,7 @@ def _in_worker(job: Job, item: T, mine: Resources) -> R:
 def in_processes(
     job: Job, items: Sequence[T], names: Sequence[str], runtime: Resources, on_done: Report | None
 ) -> list[R]:
-    """job over items, one item per spawned process, up to one process per worker at once, the items in the order
+    """job over items, each in a spawned worker process, up to one worker per CPU worker at once, the items in the order
     given (put the longest first); results in item order. `job` is a module-level function (it is pickled by name)
     and every item picklable; `names` name the items in the error a worker's death raises."""
     at_once = max(1, min(len(items), runtime.worker_count))

@@ -34,7 +34,7 @@ from pipeline.core.manifest import (
     StageIdentity,
     StageOutcome,
     StageResult,
-    cached_manifest,
+    cached_outcome,
     code_version,
     config_digest,
     contract_hash,
@@ -427,9 +427,8 @@ def build(
 
             session(runtime)  # on the main thread, before the corpora's threads (Ray's signal handlers need it)
         if native:
-            for ctx, done in zip(
-                contexts, at_once.on_threads(_job(native, force), contexts, runtime, on_done), strict=True
-            ):
+            jobs = [(ctx, native, force) for ctx in contexts]
+            for ctx, done in zip(contexts, at_once.on_threads(_corpus_stages, jobs, runtime, on_done), strict=True):
                 outcomes[ctx.corpus] += done
         if later:
             for ctx, done in zip(contexts, _later(contexts, later, runtime, force, on_done), strict=True):
@@ -458,13 +457,10 @@ def _run_stages(
     return outcomes
 
 
-def _job(stages: tuple[Stage, ...], force: bool) -> functools.partial:
-    """One corpus's `stages`, as a job of pipeline.harness.at_once (picklable: the stages go by name)."""
-    return functools.partial(_corpus_stages, tuple(stage.name for stage in stages), force)
-
-
-def _corpus_stages(names: tuple[str, ...], force: bool, ctx: Context, mine: Resources, report, stop):
-    stages = tuple(stage for stage in STAGES if stage.name in names)
+def _corpus_stages(job: tuple[Context, tuple[Stage, ...], bool], mine: Resources, report, stop):
+    """One corpus's stages on its share of the machine, as a job of pipeline.harness.at_once (module-level, and its
+    stages picklable: their functions are module-level too, so a spawned worker finds them by name)."""
+    ctx, stages, force = job
     return _run_stages(dataclasses.replace(ctx, resources=mine), stages, force, report, stop)
 
 
@@ -480,31 +476,43 @@ def _later(
     force: bool,
     on_done: Callable[[StageOutcome], None] | None,
 ) -> list[list[StageOutcome]]:
-    """The Python stages of every corpus: in spawned processes, one corpus each and up to one per worker, when two
-    or more large corpora have work to do on the local executor; in this process otherwise (and for the rest)."""
-    large = [
-        ctx
-        for ctx in contexts
-        if runtime.executor == "local" and _observations(ctx) >= SPAWN_OBSERVATIONS and not _settled(ctx, stages, force)
-    ]
-    if runtime.worker_count < 2 or len(large) < 2:
+    """The Python stages of every corpus: of large corpora, the stages after their cached ones in spawned processes,
+    one corpus each and up to one per worker, when two or more have work on the local executor; the rest in this
+    process."""
+    if runtime.executor != "local" or runtime.worker_count < 2:
         return [_run_stages(ctx, stages, force, on_done) for ctx in contexts]
-    large.sort(key=lambda ctx: -_streams(ctx))  # the most streams (tasks) first, so that none ends last on its own
-    spawned = at_once.in_processes(_job(stages, force), large, [ctx.corpus for ctx in large], runtime, on_done)
-    done = {ctx.corpus: outcomes for ctx, outcomes in zip(large, spawned, strict=True)}
-    return [done.get(ctx.corpus) or _run_stages(ctx, stages, force, on_done) for ctx in contexts]
+    done: dict[str, list[StageOutcome]] = {}
+    work = []  # (streams, ctx, the stages left to build) of the large corpora
+    for ctx in contexts:
+        counts = require_manifest(ctx.stage_dir("store"), "store").row_counts
+        if counts.get("observations", 0) >= SPAWN_OBSERVATIONS:
+            done[ctx.corpus], left = _cached_first(ctx, stages, force, on_done)
+            if left:
+                work.append((counts.get("streams", 0), ctx, left))
+    if len(work) >= 2:
+        work.sort(key=lambda item: -item[0])  # the most streams (tasks) first, so that none ends last on its own
+        jobs = [(ctx, left, force) for _, ctx, left in work]
+        names = [ctx.corpus for _, ctx, _ in work]
+        spawned = at_once.in_processes(_corpus_stages, jobs, names, runtime, on_done)
+        for (_, ctx, _), built in zip(work, spawned, strict=True):
+            done[ctx.corpus] += built
+    else:
+        for _, ctx, left in work:
+            done[ctx.corpus] += _run_stages(ctx, left, force, on_done)
+    return [done[ctx.corpus] if ctx.corpus in done else _run_stages(ctx, stages, force, on_done) for ctx in contexts]
 
 
-def _observations(ctx: Context) -> int:
-    return require_manifest(ctx.stage_dir("store"), "store").row_counts.get("observations", 0)
-
-
-def _streams(ctx: Context) -> int:
-    return require_manifest(ctx.stage_dir("store"), "store").row_counts.get("streams", 0)
-
-
-def _settled(ctx: Context, stages: tuple[Stage, ...], force: bool) -> bool:
-    """Every one of the stages is cached (so the corpus has nothing to build)."""
-    return not force and all(
-        cached_manifest(identity_of(stage, ctx), ctx.stage_dir(stage.name)) is not None for stage in stages
-    )
+def _cached_first(
+    ctx: Context, stages: tuple[Stage, ...], force: bool, on_done: Callable[[StageOutcome], None] | None
+) -> tuple[list[StageOutcome], tuple[Stage, ...]]:
+    """The outcomes of the stages a build finds cached before the first it must build (reported), and the stages
+    from that one on."""
+    outcomes: list[StageOutcome] = []
+    for index, stage in enumerate(stages):
+        found = None if force else cached_outcome(identity_of(stage, ctx), ctx.stage_dir(stage.name))
+        if found is None:
+            return outcomes, stages[index:]
+        outcomes.append(found)
+        if on_done:
+            on_done(found)
+    return outcomes, ()
