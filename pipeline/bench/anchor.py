@@ -93,14 +93,31 @@ def duckdb_process(files_by_corpus: dict[str, list[Path]], winners: dict[str, st
     return time.perf_counter() - start
 
 
-def our_process(root: Path, artifacts: Path, corpora: list[str]) -> float:
+def process_environment(pycache: Path) -> dict[str, str]:
+    """The environment of our timed processes: quiet, and with Python's bytecode cache on, as a user's Python has it
+    (DuckDB's modules were compiled when pip installed them; ours would otherwise be compiled again by every process
+    where the environment says PYTHONDONTWRITEBYTECODE). A cache folder already chosen (PYTHONPYCACHEPREFIX, as
+    `make bench` sets) is kept, else `pycache` is used."""
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
+    env.setdefault("PYTHONPYCACHEPREFIX", str(pycache))
+    return {**env, "TELEMETRY_BENCH_QUIET": "1"}
+
+
+def our_process(root: Path, artifacts: Path, corpora: list[str], env: dict[str, str]) -> float:
     """Wall seconds of one `telemetry-bench build --until store --force` process over the corpora."""
     command = [sys.executable, "-m", "pipeline.cli", "--root", str(root), "--artifacts", str(artifacts), "build"]
     command += [*[a for c in corpora for a in ("--corpus", c)], "--until", "store", "--force", "--json"]
-    env = dict(os.environ, TELEMETRY_BENCH_QUIET="1")
     start = time.perf_counter()
     subprocess.run(command, check=True, capture_output=True, env=env)
     return time.perf_counter() - start
+
+
+def our_processes(root: Path, tmp: Path, corpora: list[str], repeat: int) -> list[float]:
+    """Wall seconds of `repeat` of our processes, each into a fresh folder under `tmp`, after an untimed one (the
+    bytecode written, as DuckDB's was at its install, and the files in the page cache)."""
+    env = process_environment(tmp / "pycache")
+    our_process(root, tmp / "process-warmup", corpora, env)
+    return [our_process(root, tmp / f"process{i}", corpora, env) for i in range(repeat)]
 
 
 def load_average() -> str:

@@ -19,7 +19,7 @@ import click
 import duckdb
 
 from contracts.corpus import BtsPickle
-from pipeline.bench.anchor import PLANS, best_plans, duckdb_process, load_average, our_process
+from pipeline.bench.anchor import PLANS, best_plans, duckdb_process, load_average, our_processes
 from pipeline.bench.cached import cached_figures
 from pipeline.core.config import load_mapping, select_corpora
 from pipeline.core.workspace import Workspace
@@ -181,7 +181,7 @@ def _figures(
     plans = best_plans(files, repeat)
     winners = {corpus: found["winner"] for corpus, found in plans.items()}
     pairs = [(_ingest_store(ws, names, tmp / f"run{i}"), duckdb_process(files, winners)) for i in range(repeat)]
-    processes = [our_process(ws.root, tmp / f"process{i}", names) for i in range(repeat)]
+    processes = our_processes(ws.root, tmp, names, repeat)
     ingest = statistics.median(ours["ingest"] for ours, _ in pairs)
     store = statistics.median(ours["store"] for ours, _ in pairs)
     total = statistics.median(ours["wall"] for ours, _ in pairs)

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import atexit
+import gc
+
 import click
 
 from pipeline import __version__
@@ -26,6 +29,11 @@ def main(root: str | None, artifacts: str | None, debug: bool) -> None:
       telemetry-bench inspect ingest --corpus xai4heat --json
     """
 
+
+# On leaving, the interpreter's last collection walks every object the imports made (0.3-0.4 s of each process's exit
+# on a 2-core machine, measured on `build --until store`). Registered first, this runs after every other exit handler,
+# when the command has written and closed all it writes: what is left is given back with the process.
+atexit.register(gc.freeze)
 
 for _command in (
     *build.COMMANDS,
