@@ -31,7 +31,7 @@ from pipeline.ingest.cleaning import (
     resolve_duplicates,
     split_cells,
 )
-from pipeline.ingest.layouts import READERS, ReadFile
+from pipeline.ingest.layouts import READERS, ReadFile, read_files_per_stream
 from pipeline.ingest.metadata import Resolver
 from pipeline.ingest.paths import natural_key
 from pipeline.ingest.tables import TABLES
@@ -188,9 +188,12 @@ def _write_batch(out: str, held: dict[str, pa.Table]) -> None:
 
 def _read_values(raw: Path, mapping: CorpusMapping, resolver: Resolver, scope: Scope) -> list[tuple[int, ReadFile]]:
     """Every value file read by the layout's reader, as (file number, read) in file order."""
+    files = value_files(raw, mapping)
+    if mapping.values.kind == "file_per_stream":  # many small files: their times parsed together
+        return [(n, r) for n, r in enumerate(read_files_per_stream(files, mapping, resolver, scope)) if r is not None]
     reader = READERS[mapping.values.kind]
     reads: list[tuple[int, ReadFile]] = []
-    for number, (path, rel) in enumerate(value_files(raw, mapping)):
+    for number, (path, rel) in enumerate(files):
         read = reader(path, rel, mapping, resolver, scope)
         reads += [(number, r) for r in (read if isinstance(read, list) else [read]) if r is not None]
     return reads

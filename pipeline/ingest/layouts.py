@@ -15,7 +15,7 @@ from pathlib import Path
 import numpy as np
 import polars as pl
 
-from contracts.corpus import BtsPickle, CorpusMapping, FilePerStream, LongCsv, WideCsv
+from contracts.corpus import BtsPickle, CorpusMapping, FilePerStream, LongCsv, TimeSpec, WideCsv
 from pipeline.core import patterns
 from pipeline.core.errors import IngestError, UnsafePickle
 from pipeline.core.executor import Scope
@@ -100,15 +100,19 @@ def _require(raw: RawTable, columns: list[str], what: str) -> None:
         )
 
 
-def _timed_frame(raw: RawTable, mapping: CorpusMapping, keep: list[str], rel: str) -> pl.DataFrame:
-    """Records as strings (only `keep` columns, named `in:<name>`) plus `row`, `ts`, `ts_reason`; checks the row
-    order. The time format is the file's own when a time.file_formats entry matches its path."""
+def _text_frame(raw: RawTable, mapping: CorpusMapping, keep: list[str]) -> pl.DataFrame:
+    """Records as strings: the time column and `keep`, named `in:<name>`, plus `row`."""
     names = [mapping.time.column, *(c for c in keep if c != mapping.time.column)]
     named = raw.table.select(names).rename_columns([_input(c) for c in names])  # in arrow: polars loses a "" name
-    frame = pl.from_arrow(named).with_columns(row=pl.Series(raw.rows))
+    return pl.from_arrow(named).with_columns(row=pl.Series(raw.rows))
+
+
+def _checked_times(
+    frame: pl.DataFrame, raw: RawTable, mapping: CorpusMapping, keep: list[str], spec: TimeSpec, where: str
+) -> pl.DataFrame:
+    """A frame whose times are parsed (`ts`, `ts_reason`), its row order checked; the time column dropped unless
+    kept."""
     time = _input(mapping.time.column)
-    spec, where = spec_for_file(mapping.time, rel)
-    frame = parse_times(frame, time, spec)
     if frame.height and frame["ts"].null_count() == frame.height:
         first = frame[time][0]
         raise IngestError(
@@ -127,6 +131,14 @@ def _timed_frame(raw: RawTable, mapping: CorpusMapping, keep: list[str], rel: st
                 f'({bad.height} such rows); fix the file or declare time.row_order = "any"'
             )
     return frame.drop(time) if mapping.time.column not in keep else frame
+
+
+def _timed_frame(raw: RawTable, mapping: CorpusMapping, keep: list[str], rel: str) -> pl.DataFrame:
+    """Records as strings (only `keep` columns, named `in:<name>`) plus `row`, `ts`, `ts_reason`; checks the row
+    order. The time format is the file's own when a time.file_formats entry matches its path."""
+    spec, where = spec_for_file(mapping.time, rel)
+    frame = parse_times(_text_frame(raw, mapping, keep), _input(mapping.time.column), spec)
+    return _checked_times(frame, raw, mapping, keep, spec, where)
 
 
 def _codes(
@@ -271,9 +283,11 @@ def read_long(path: Path, rel: str, mapping: CorpusMapping, resolver: Resolver, 
     return ReadFile(rel, frame, slices, raw.set_aside, [layout.value_column], raw.records, shared=True)
 
 
-def read_file_per_stream(
+def _open_file_per_stream(
     path: Path, rel: str, mapping: CorpusMapping, resolver: Resolver, scope: Scope
-) -> ReadFile | None:
+) -> tuple[RawTable, str, int | None] | None:
+    """One file of the file_per_stream layout, its stream registered: (raw records, value column, stream code), or
+    None when another batch owns its stream."""
     layout: FilePerStream = mapping.values
     groups = file_groups(rel, layout.file_pattern)
     key = fill(layout.key, groups, "values.key", rel) if layout.key is not None else groups["key"]
@@ -285,7 +299,10 @@ def read_file_per_stream(
     raw = read_raw(path, layout)
     value_column = _value_column(raw, layout.value_column)
     _require(raw, [mapping.time.column, value_column], "time.column / values.value_column")
-    frame = _timed_frame(raw, mapping, [value_column], rel)
+    return raw, value_column, code
+
+
+def _per_stream_read(rel: str, frame: pl.DataFrame, raw: RawTable, value_column: str, code: int | None) -> ReadFile:
     sl = Slice(
         column=_input(value_column),
         label=value_column,
@@ -293,6 +310,74 @@ def read_file_per_stream(
         unmapped=code is None,
     )
     return ReadFile(rel, frame, [sl], raw.set_aside, [value_column], raw.records)
+
+
+def read_file_per_stream(
+    path: Path, rel: str, mapping: CorpusMapping, resolver: Resolver, scope: Scope
+) -> ReadFile | None:
+    opened = _open_file_per_stream(path, rel, mapping, resolver, scope)
+    if opened is None:
+        return None
+    raw, value_column, code = opened
+    return _per_stream_read(rel, _timed_frame(raw, mapping, [value_column], rel), raw, value_column, code)
+
+
+PARSE_ROWS = 1 << 20  # rows of the files whose times are parsed as one column (their raw text is held until then)
+
+
+def read_files_per_stream(
+    files: list[tuple[Path, str]], mapping: CorpusMapping, resolver: Resolver, scope: Scope
+) -> list[ReadFile | None]:
+    """`read_file_per_stream` of every file, in order, the same reads, with the times of consecutive files that share
+    a time spec parsed as one column (up to PARSE_ROWS rows): a corpus of many small files parsed file by file spends
+    most of its time in polars' work per call (ucam, 108 files of a year of hours: 0.49-0.61 s against 0.15-0.23 s as
+    one column). Each file's checks run on its own rows, in file order, and a file that cannot be read first lets the
+    files before it be checked, so the first error is the one a file-by-file read gives."""
+    reads: list[ReadFile | None] = [None] * len(files)
+    pending: list[tuple[int, RawTable, str, int | None, pl.DataFrame]] = []
+    time = _input(mapping.time.column)
+
+    def flush() -> None:
+        if not pending:
+            return
+        spec, where = spec_for_file(mapping.time, files[pending[0][0]][1])
+        # One name for the value column, whatever each file calls it.
+        parts = [frame.rename({_input(value_column): VALUE_TEXT}) for _, _, value_column, _, frame in pending]
+        parsed = parse_times(pl.concat(parts), time, spec)
+        offset = 0
+        for index, raw, value_column, code, frame in pending:
+            mine = parsed.slice(offset, frame.height).rename({VALUE_TEXT: _input(value_column)})
+            offset += frame.height
+            checked = _checked_times(mine, raw, mapping, [value_column], spec, where)
+            reads[index] = _per_stream_read(files[index][1], checked, raw, value_column, code)
+        pending.clear()
+
+    for index, (path, rel) in enumerate(files):
+        try:
+            opened = _open_file_per_stream(path, rel, mapping, resolver, scope)
+        except IngestError:
+            flush()  # the files before it may hold an earlier error
+            raise
+        if opened is None:
+            continue
+        raw, value_column, code = opened
+        if value_column == mapping.time.column:  # one column for both: read on its own
+            flush()
+            reads[index] = _per_stream_read(
+                rel, _timed_frame(raw, mapping, [value_column], rel), raw, value_column, code
+            )
+            continue
+        if pending and (
+            spec_for_file(mapping.time, rel)[0] != spec_for_file(mapping.time, files[pending[0][0]][1])[0]
+            or sum(p[4].height for p in pending) >= PARSE_ROWS
+        ):
+            flush()
+        pending.append((index, raw, value_column, code, _text_frame(raw, mapping, [value_column])))
+    flush()
+    return reads
+
+
+VALUE_TEXT = "value_text:"  # the value column of files parsed together (no input name starts with it: INPUT does)
 
 
 def _value_column(raw: RawTable, named: str) -> str:
