@@ -163,15 +163,18 @@ def test_files_per_stream_read_together_are_the_reads_file_by_file(tmp_path, mon
                 )
                 assert a.frame["ts_reason"].drop_nulls().to_list() == ["bad_timestamp"]
 
-    # The second file's times all fail and the fourth has no value column: the second's error comes first.
+    # The second file's times all fail and the fourth has no value column: the second's error comes first, naming
+    # the file_formats entry of its own (one that gives the first file's format, so the two are parsed together).
     broken = dict(bodies)
     second, fourth = sorted(broken)[1], sorted(broken)[3]
     broken[second] = "datetime,v_x\n" + "".join(f"never,{n}\n" for n in range(3))
     broken[fourth] = "datetime,other\n2024-01-01 00:00:00,1\n"
-    ws = _per_stream_project(tmp_path / "broken", broken, formats)
+    same = formats.replace(" }]", f" }}, {{ files = '{second}', format = '%Y-%m-%d %H:%M:%S' }}]")
+    ws = _per_stream_project(tmp_path / "broken", broken, same)
     for together in (True, False):
         try:
             _reads(ws, scopes(1, 1)[0], together)
         except IngestError as exc:
             said = str(exc)
         assert said.startswith(f"{ws.root / 'data' / 'raw' / 'xai4heat' / second}: row 2: no value of time column")
+        assert said.endswith(f"fix the format of time.file_formats entry 2 ({second!r})"), said

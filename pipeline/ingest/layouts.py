@@ -334,23 +334,27 @@ def read_files_per_stream(
     one column). Each file's checks run on its own rows, in file order, and a file that cannot be read first lets the
     files before it be checked, so the first error is the one a file-by-file read gives."""
     reads: list[ReadFile | None] = [None] * len(files)
-    pending: list[tuple[int, RawTable, str, int | None, pl.DataFrame]] = []
+    # (file number, raw records, value column, stream code, text frame, where the file's format is set)
+    pending: list[tuple[int, RawTable, str, int | None, pl.DataFrame, str]] = []
+    pending_spec: TimeSpec | None = None
+    pending_rows = 0
     time = _input(mapping.time.column)
 
     def flush() -> None:
+        nonlocal pending_spec, pending_rows
         if not pending:
             return
-        spec, where = spec_for_file(mapping.time, files[pending[0][0]][1])
         # One name for the value column, whatever each file calls it.
-        parts = [frame.rename({_input(value_column): VALUE_TEXT}) for _, _, value_column, _, frame in pending]
-        parsed = parse_times(pl.concat(parts), time, spec)
+        parts = [frame.rename({_input(value_column): VALUE_TEXT}) for _, _, value_column, _, frame, _ in pending]
+        parsed = parse_times(pl.concat(parts), time, pending_spec)
         offset = 0
-        for index, raw, value_column, code, frame in pending:
+        for index, raw, value_column, code, frame, where in pending:
             mine = parsed.slice(offset, frame.height).rename({VALUE_TEXT: _input(value_column)})
             offset += frame.height
-            checked = _checked_times(mine, raw, mapping, [value_column], spec, where)
+            checked = _checked_times(mine, raw, mapping, [value_column], pending_spec, where)
             reads[index] = _per_stream_read(files[index][1], checked, raw, value_column, code)
         pending.clear()
+        pending_spec, pending_rows = None, 0
 
     for index, (path, rel) in enumerate(files):
         try:
@@ -367,12 +371,12 @@ def read_files_per_stream(
                 rel, _timed_frame(raw, mapping, [value_column], rel), raw, value_column, code
             )
             continue
-        if pending and (
-            spec_for_file(mapping.time, rel)[0] != spec_for_file(mapping.time, files[pending[0][0]][1])[0]
-            or sum(p[4].height for p in pending) >= PARSE_ROWS
-        ):
+        spec, where = spec_for_file(mapping.time, rel)
+        if pending and (spec != pending_spec or pending_rows >= PARSE_ROWS):
             flush()
-        pending.append((index, raw, value_column, code, _text_frame(raw, mapping, [value_column])))
+        frame = _text_frame(raw, mapping, [value_column])
+        pending.append((index, raw, value_column, code, frame, where))
+        pending_spec, pending_rows = spec, pending_rows + frame.height
     flush()
     return reads
 
