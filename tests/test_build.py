@@ -366,6 +366,25 @@ def test_an_unchanged_build_is_told_from_the_recorded_state_without_the_stages(w
     assert ("xai4heat", "ingest", "built") in [(r["corpus"], r["stage"], r["status"]) for r in rows]
 
 
+def test_a_build_to_the_store_never_imports_pandas(ws):
+    """pyarrow imports pandas (0.3 s, under the GIL) the first time it converts a Python or numpy value: ingest and
+    store build their arrays from buffers instead (pipeline/core/arrow.py), so a whole build to the store, in a fresh
+    process as a user's is, never loads it."""
+    import subprocess
+    import sys
+
+    probe = (
+        "import sys\nfrom pipeline.cli import main\n"
+        f"main(['--root', {str(ws.root)!r}, 'build', '--until', 'store', '--force', '--json'], standalone_mode=False)\n"
+        "print(sorted(m for m in sys.modules if m.split('.')[0] == 'pandas'), file=sys.stderr)\n"
+    )
+    done = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, cwd=REPO, check=True)
+    assert {(r["corpus"], r["stage"], r["status"]) for r in json.loads(done.stdout)} == {
+        (c, s, "built") for c in ("hhw", "xai4heat") for s in ("ingest", "store")
+    }
+    assert done.stderr.splitlines()[-1] == "[]"
+
+
 def test_a_build_told_from_the_recorded_state_says_what_the_full_check_says(ws):
     """The stage lines, their notes and the summary (rows, gates, guessers, digest) of a build told from the recorded
     state are those of the full identity check (the state keeps what the report reads of each manifest)."""

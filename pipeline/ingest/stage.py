@@ -13,6 +13,7 @@ from contracts.corpus import CorpusMapping
 from contracts.ingest import FileAccount, IngestReport, MissingColumn
 from pipeline.core import checksums
 from pipeline.core.allocator import tune_allocator
+from pipeline.core.arrow import numbers, strings, to_numpy
 from pipeline.core.canonical import digest, write_json
 from pipeline.core.errors import IngestError, StageError
 from pipeline.core.executor import buckets_for, run_all, runs_here, scopes
@@ -125,7 +126,7 @@ def _merge_observations(results: list[BatchResult], stream_ids: list[str], path:
     Batches own disjoint streams, each batch's rows are sorted by stream id, so walking all streams in
     id order reads every batch file front to back: one open reader and one pending piece per batch."""
     rank = {sid: i for i, sid in enumerate(stream_ids)}
-    dictionary = pa.array(stream_ids, type=pa.string())
+    dictionary = strings(stream_ids)
     runs = sorted((sid, b, n) for b, result in enumerate(results) for sid, n in result.stream_counts)
     cursors = [_Cursor(result.batches(OBSERVATIONS)) for result in results]
     # The store reads this file once, by row ranges, never filtered by value: statistics of the stream ids (a quarter
@@ -140,13 +141,10 @@ def _merge_observations(results: list[BatchResult], stream_ids: list[str], path:
     try:
         for sid, b, n in runs:
             piece = cursors[b].take(n)
-            codes = pa.DictionaryArray.from_arrays(pa.array(np.full(n, rank[sid], dtype=np.int32)), dictionary)
+            codes = pa.DictionaryArray.from_arrays(numbers(np.full(n, rank[sid], dtype=np.int32)), dictionary)
             writer.write(pa.table({"stream_id": codes, "ts": piece["ts"], "value": piece["value"]}))
             if n:
-                ts, values = (
-                    np.ascontiguousarray(piece[c].combine_chunks().to_numpy(zero_copy_only=False))
-                    for c in ("ts", "value")
-                )
+                ts, values = (np.ascontiguousarray(to_numpy(piece[c])) for c in ("ts", "value"))
                 contents[sid] = digest(ts.tobytes() + values.tobytes())
         return writer.close(), contents
     except BaseException:

@@ -16,6 +16,7 @@ import pyarrow.parquet as pq
 from contracts.build import StoreConfig
 from contracts.tools import QUALITY_BANDS, VALUE_DP
 from pipeline.core.allocator import tune_allocator
+from pipeline.core.arrow import numbers, strings, to_numpy
 from pipeline.core.errors import StageError
 from pipeline.core.executor import Background, run_ordered, runs_here
 from pipeline.core.manifest import StageResult
@@ -139,7 +140,7 @@ def stream_runs(path: Path) -> list[tuple[str, int]]:
     runs: list[tuple[str, int]] = []
     for index in range(file.metadata.num_row_groups):
         column = file.read_row_group(index, columns=["stream_id"]).column(0).combine_chunks()
-        codes = column.indices.to_numpy(zero_copy_only=False)
+        codes = to_numpy(column.indices)
         names = column.dictionary.to_pylist()
         starts = np.flatnonzero(np.diff(codes, prepend=-1))
         for code, n in zip(codes[starts].tolist(), np.diff(np.append(starts, len(codes))).tolist(), strict=True):
@@ -298,7 +299,7 @@ def derive_tables(
     # Units are consecutive runs of streams in id order: appending them in order keeps every key order.
     # The Parquet export (with its digest) is written here while a second thread appends the same pieces
     # to DuckDB (both release the GIL) and the workers compute later units.
-    ids = pa.array([sid for unit in units for sid, _ in unit.streams], type=pa.string())
+    ids = strings([sid for unit in units for sid, _ in unit.streams])
     # The stream of each observation is an ENUM of the stream ids: a code per row instead of a string (a third of the
     # insert's time); it reads, compares and digests as the id.
     con.execute("CREATE TYPE stream_key AS ENUM (SELECT unnest(?::VARCHAR[]))", [ids.to_pylist()])
@@ -325,7 +326,7 @@ def derive_tables(
             code += len(unit.streams)
             offset = 0
             for batch in done.observation_batches():
-                stream = pa.DictionaryArray.from_arrays(pa.array(codes[offset : offset + batch.num_rows]), ids)
+                stream = pa.DictionaryArray.from_arrays(numbers(codes[offset : offset + batch.num_rows]), ids)
                 offset += batch.num_rows
                 piece = pa.table(
                     {"stream_id": stream, "ts": batch["ts"], "value": batch["value"], "step_us": batch["step_us"]}

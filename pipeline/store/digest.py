@@ -9,6 +9,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import xxhash
 
+from pipeline.core.arrow import to_numpy, zero
 from pipeline.core.canonical import HASH_SCHEME_VERSION
 
 
@@ -30,7 +31,7 @@ def _dictionary_runs(array: pa.DictionaryArray) -> list[bytes | memoryview | _Ru
     decoded strings give, from the codes: no string per row is built. None when it does not apply."""
     if array.null_count or array.dictionary.null_count or not pa.types.is_string(array.dictionary.type):
         return None
-    codes = array.indices.to_numpy(zero_copy_only=False)
+    codes = to_numpy(array.indices)
     starts = np.concatenate([[0], np.flatnonzero(codes[1:] != codes[:-1]) + 1]) if len(codes) else codes[:0]
     if len(starts) * 64 > len(codes) or sys.byteorder != "little":
         return None
@@ -53,26 +54,26 @@ def _column_bytes(column: pa.ChunkedArray) -> list[bytes | memoryview | _Runs]:
         and sys.byteorder == "little"
     ):
         # Fast path, same bytes: every value valid, and the values buffer is already the little-endian numbers.
-        numbers = np.frombuffer(array.buffers()[1], dtype=array.type.to_pandas_dtype())[
-            array.offset : array.offset + len(array)
-        ]
-        return [np.ones(len(array), dtype=np.uint8).tobytes(), memoryview(np.ascontiguousarray(numbers)).cast("B")]
-    valid = np.asarray(pc.is_valid(array).to_numpy(zero_copy_only=False), dtype=np.uint8).tobytes()
+        numbers = np.ascontiguousarray(to_numpy(array))
+        return [np.ones(len(array), dtype=np.uint8).tobytes(), memoryview(numbers).cast("B")]
+    valid = to_numpy(pc.is_valid(array)).astype(np.uint8).tobytes()
     if pa.types.is_string(array.type) or pa.types.is_large_string(array.type) or pa.types.is_string_view(array.type):
-        array = pc.fill_null(array, "").cast(pa.large_string())
+        array = pc.fill_null(array, zero(array.type)).cast(pa.large_string())
         offsets = np.frombuffer(array.buffers()[1], dtype=np.int64)[array.offset : array.offset + len(array) + 1]
         data = array.buffers()[2]
         body = memoryview(b"") if data is None else memoryview(data)[offsets[0] : offsets[-1]]
         return [valid, (offsets - offsets[0]).astype("<i8").tobytes(), body]
     if pa.types.is_boolean(array.type):
-        return [valid, np.asarray(pc.fill_null(array, False).to_numpy(zero_copy_only=False), dtype=np.uint8).tobytes()]
+        return [valid, to_numpy(pc.fill_null(array, zero(array.type))).astype(np.uint8).tobytes()]
     if pa.types.is_dictionary(array.type):  # decoded by a take from the dictionary (faster than a cast)
         values = array.dictionary
         if pa.types.is_string(values.type):
             values = values.cast(pa.large_string())
         return _column_bytes(pa.chunked_array([pc.take(values, array.indices)]))
-    filled = pc.fill_null(array, pa.scalar(0, type=array.type))
-    numbers = filled.to_numpy(zero_copy_only=False)
+    if pa.types.is_integer(array.type) or pa.types.is_floating(array.type):
+        numbers = to_numpy(pc.fill_null(array, zero(array.type)))
+    else:  # other types (dates, times, decimals): their numpy form
+        numbers = pc.fill_null(array, pa.scalar(0, type=array.type)).to_numpy(zero_copy_only=False)
     return [valid, np.ascontiguousarray(numbers).astype(numbers.dtype.newbyteorder("<")).tobytes()]
 
 
