@@ -24,12 +24,15 @@ $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
 
 # pip install at the pinned versions, with progress only when stdout is a terminal; $(1) is what to install.
-# pip compiles what it installs, here into the bytecode cache the commands below read (PYCACHE), and the project's own
-# packages (installed editable, so not compiled by pip) are compiled after it: the first build of a fresh clone
-# otherwise compiled every module it imports, in each of its processes at once.
+# Then the bytecode cache the commands below read (PYCACHE) is filled with the project's packages and what the stages
+# import at load (pipeline/harness/build.py `import_stages`): the first build of a fresh clone otherwise compiled every
+# module it imports, in each of its processes at once (build wall 49.3 s -> 44.9 s). pip's own compile of everything
+# it installs goes to __pycache__ as usual: into the cache it took 12.7 s more (its build backend's processes compile
+# setuptools there each time).
 PIP_INSTALL = if [ -t 1 ]; then quiet=; else quiet=--quiet; fi; \
-	$(PYCACHE) $(BIN)/python -m pip install $$quiet --disable-pip-version-check -c constraints.txt -e '$(1)' && \
-	$(PYCACHE) $(BIN)/python -m compileall -q contracts pipeline telemetry_bench
+	$(BIN)/python -m pip install $$quiet --disable-pip-version-check -c constraints.txt -e '$(1)' && \
+	$(PYCACHE) $(BIN)/python -m compileall -q contracts pipeline telemetry_bench && \
+	$(PYCACHE) $(BIN)/python -c 'from pipeline.harness.build import import_stages; import_stages()'
 
 $(STAMP): pyproject.toml constraints.txt | $(BIN)/python
 	$(call PIP_INSTALL,.)

@@ -339,6 +339,16 @@ def stage_names() -> list[str]:
     return [stage.name for stage in STAGES]
 
 
+def import_stages() -> None:
+    """Import every stage's entry modules, and so what they import at load: `make` runs it once after an install so
+    that the bytecode of what a build loads is written before the build's processes all compile it at once."""
+    import importlib
+
+    for stage in STAGES:
+        for module in stage.entries:
+            importlib.import_module(module)
+
+
 def identity_of(stage: Stage, ctx: Context) -> StageIdentity:
     config, inputs = stage.identity(ctx)
     if stage.uses_tools:
