@@ -40,6 +40,11 @@ def test_zero_fills_a_null_as_pyarrow_would(arrow_type):
     assert pc.fill_null(values, zero(arrow_type)).equals(pc.fill_null(values, pa.scalar(plain, type=arrow_type)))
 
 
+def test_numbers_of_the_other_byte_order_are_the_same_numbers():
+    values = np.array([1, -2, 3], dtype=">i8")
+    assert numbers(values).to_pylist() == [1, -2, 3] == numbers(values.astype("<i8")).to_pylist()
+
+
 def test_booleans_and_refusals():
     assert to_numpy(pc.is_valid(pa.array([1, None]))).tolist() == [True, False]
     for other in (pa.array([1, None]), pa.array([1.5, None]), pa.array([True, None]), pa.array(["a"])):

@@ -15,9 +15,9 @@ import pyarrow as pa
 
 def numbers(values: np.ndarray) -> pa.Array:
     """A 1-D numpy array of a fixed-width number type as an Arrow array of that type, no nulls, sharing its memory."""
-    values = np.ascontiguousarray(values)
     if values.ndim != 1 or values.dtype.kind not in "iuf":
         raise TypeError(f"numbers() takes a 1-D integer or float array, not {values.dtype} of {values.ndim} dimensions")
+    values = np.ascontiguousarray(values, dtype=values.dtype.newbyteorder("="))  # Arrow's buffers are native
     return pa.Array.from_buffers(pa.from_numpy_dtype(values.dtype), len(values), [None, pa.py_buffer(values)])
 
 
