@@ -6,7 +6,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 import pytest
-from hypothesis import given
+from hypothesis import given, settings
 from hypothesis import strategies as st
 from hypothesis.extra import numpy as hnp
 
@@ -15,6 +15,7 @@ from pipeline.core.arrow import numbers, strings, to_numpy, zero
 DTYPES = [np.int8, np.int32, np.int64, np.uint16, np.float32, np.float64]
 
 
+@settings(max_examples=100, deadline=None)  # no deadline: a loaded machine is no failure
 @given(st.sampled_from(DTYPES).flatmap(lambda d: hnp.arrays(d, st.integers(0, 40))), st.integers(1, 3))
 def test_numbers_and_back_equal_pyarrow(values, step):
     strided = values[::step]  # not contiguous: copied first
@@ -28,6 +29,7 @@ def test_numbers_and_back_equal_pyarrow(values, step):
     assert to_numpy(pa.chunked_array([built, built])).tobytes() == np.concatenate([strided, strided]).tobytes()
 
 
+@settings(max_examples=100, deadline=None)
 @given(st.lists(st.text(), max_size=20))
 def test_strings_equal_pyarrow(values):
     assert strings(values).equals(pa.array(values, type=pa.string()))
@@ -43,6 +45,11 @@ def test_zero_fills_a_null_as_pyarrow_would(arrow_type):
 def test_numbers_of_the_other_byte_order_are_the_same_numbers():
     values = np.array([1, -2, 3], dtype=">i8")
     assert numbers(values).to_pylist() == [1, -2, 3] == numbers(values.astype("<i8")).to_pylist()
+
+
+def test_an_empty_array_without_a_values_buffer_reads_as_pyarrow_reads_it():
+    empty = pa.Array.from_buffers(pa.int64(), 0, [None, None])
+    assert to_numpy(empty).dtype == empty.to_numpy(zero_copy_only=False).dtype and len(to_numpy(empty)) == 0
 
 
 def test_booleans_and_refusals():

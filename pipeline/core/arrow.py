@@ -32,9 +32,10 @@ def to_numpy(array: pa.Array | pa.ChunkedArray) -> np.ndarray:
     if isinstance(array, pa.ChunkedArray):
         array = array.combine_chunks() if array.num_chunks != 1 else array.chunk(0)
     if array.null_count == 0 and (pa.types.is_integer(array.type) or pa.types.is_floating(array.type)):
-        return np.frombuffer(array.buffers()[1], dtype=array.type.to_pandas_dtype())[
-            array.offset : array.offset + len(array)
-        ]
+        dtype, data = array.type.to_pandas_dtype(), array.buffers()[1]
+        if data is None:  # an empty array may have no values buffer at all
+            return np.empty(0, dtype=dtype)
+        return np.frombuffer(data, dtype=dtype)[array.offset : array.offset + len(array)]
     if array.null_count == 0 and pa.types.is_boolean(array.type):
         return pl.from_arrow(array).to_numpy()
     return array.to_numpy(zero_copy_only=False)
