@@ -26,8 +26,9 @@ $(BIN)/python:
 # pip install at the pinned versions, with progress only when stdout is a terminal; $(1) is what to install.
 # Then the bytecode cache the commands below read (PYCACHE) is filled with the project's packages and what the stages
 # import at load (pipeline/harness/build.py `import_stages`, 4.5 s): the first build of a fresh clone otherwise
-# compiled every module it imports, in each of its processes at once (build wall 49.3 s -> 41.7 s). pip's own compile
-# of what it installs stays in __pycache__: into the cache it took 12.7 s more (its build backend compiles there too).
+# compiled every module it imports, in each of its processes at once (build wall 49.3 s -> 41.7 and 46.4 s).
+# pip's own compile of what it installs stays in __pycache__: into the cache it took 12.7 s more (its build backend
+# compiles there too).
 PIP_INSTALL = if [ -t 1 ]; then quiet=; else quiet=--quiet; fi; \
 	$(BIN)/python -m pip install $$quiet --disable-pip-version-check -c constraints.txt -e '$(1)' && \
 	$(PYCACHE) $(BIN)/python -m compileall -q contracts pipeline telemetry_bench && \
