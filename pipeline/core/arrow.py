@@ -42,11 +42,11 @@ def to_numpy(array: pa.Array | pa.ChunkedArray) -> np.ndarray:
 
 
 def zero(arrow_type: pa.DataType) -> pa.Scalar:
-    """The scalar that fills a null of an integer, float, boolean or string type: 0, false or ""."""
+    """The scalar that fills a null: 0, false or "" built from buffers; any other type's zero by pyarrow itself."""
     if pa.types.is_integer(arrow_type) or pa.types.is_floating(arrow_type):
         return numbers(np.zeros(1, dtype=arrow_type.to_pandas_dtype()))[0]
     if pa.types.is_boolean(arrow_type):
         return pl.Series([False]).to_arrow()[0]
     if pa.types.is_string(arrow_type) or pa.types.is_large_string(arrow_type) or pa.types.is_string_view(arrow_type):
         return strings([""]).cast(arrow_type)[0]
-    raise TypeError(f"zero() takes integers, floats, booleans or strings, not {arrow_type}")
+    return pa.scalar(0, type=arrow_type)  # dates, times, decimals

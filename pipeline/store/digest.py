@@ -70,10 +70,7 @@ def _column_bytes(column: pa.ChunkedArray) -> list[bytes | memoryview | _Runs]:
         if pa.types.is_string(values.type):
             values = values.cast(pa.large_string())
         return _column_bytes(pa.chunked_array([pc.take(values, array.indices)]))
-    if pa.types.is_integer(array.type) or pa.types.is_floating(array.type):
-        numbers = to_numpy(pc.fill_null(array, zero(array.type)))
-    else:  # other types (dates, times, decimals): their numpy form
-        numbers = pc.fill_null(array, pa.scalar(0, type=array.type)).to_numpy(zero_copy_only=False)
+    numbers = to_numpy(pc.fill_null(array, zero(array.type)))
     return [valid, np.ascontiguousarray(numbers).astype(numbers.dtype.newbyteorder("<")).tobytes()]
 
 
