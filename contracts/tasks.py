@@ -52,6 +52,30 @@ class Predicate(Frozen):
     sql: str
 
 
+class Nearest(Frozen):
+    """The table `nearest` a candidate query may read (pipeline/tasks/nearest.py): for each instant, the row nearest
+    to it in time, found by one streamed pass over rows in the store's order and a binary search per instant."""
+
+    rows: str = Field(
+        description="SQL giving stream_id, ts (epoch us), the match columns and any others, each stream's rows "
+        "together and in time order (observations or observation_pairs() read unsorted)."
+    )
+    instants: str = Field(
+        description="SQL giving the match columns, target (the instant) and its bounds lo <= ts < hi (epoch us), and "
+        "any others; `nearest` has these columns and the nearest row's other columns, for each instant with a row."
+    )
+    match: list[str] = Field(
+        default=["stream_id"],
+        description="Columns a row and an instant must share (stream_id first), e.g. a kind of row.",
+    )
+
+    @model_validator(mode="after")
+    def _stream_first(self) -> Nearest:
+        if not self.match or self.match[0] != "stream_id" or len(set(self.match)) != len(self.match):
+            raise ValueError(f"nearest.match must start with stream_id and name each column once, not {self.match}")
+        return self
+
+
 Period = Literal["day", "week", "month", "relative", "instant", "none"]
 Category = Literal["Knowledge Query", "Data Query", "Inference Query", "Decision Support"]
 TargetShape = Literal["single", "pair", "members"]
@@ -179,6 +203,9 @@ class Family(Frozen):
     )
     scope: Literal["site", "corpus", "site_or_corpus"] = Field("site", description="Where candidates come from.")
     candidates: str = Field(description="SQL over the store returning the candidate pool (one row per candidate).")
+    nearest: Nearest | None = Field(
+        None, description="The table `nearest` the candidate query reads: each instant's nearest row (optional)."
+    )
     predicates: list[Predicate] = Field(
         description="Eligibility, applied in order; the manifest counts survivors of each."
     )

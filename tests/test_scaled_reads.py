@@ -183,8 +183,9 @@ def _reference_pool(con: duckdb.DuckDBPyConnection, name: str) -> str:
 @settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(a=STREAM, b=STREAM, offset=st.integers(0, 14 * 86_400))
 def test_timestamp_families_pick_what_the_row_by_row_query_picks(tmp_path_factory, name, a, b, offset):
-    """The shipped per-stream-week formulation (targets once per stream-week, joined back; whole-number step
-    comparisons) picks the same readings and pairs as the row-by-row query, across weeks, repeats and gaps."""
+    """The shipped formulation (an instant per stream-week, its nearest row found by pipeline/tasks/nearest.py;
+    whole-number step comparisons) picks the same readings and pairs as the row-by-row query, across weeks, repeats
+    and gaps."""
     from pipeline.core.config import load_families
     from pipeline.core.workspace import Workspace
 
@@ -198,9 +199,8 @@ def test_timestamp_families_pick_what_the_row_by_row_query_picks(tmp_path_factor
     path = _store(tmp_path_factory.mktemp("store") / "store.duckdb", streams)
     con = duckdb.connect(str(path), read_only=True)
     try:
-        for macro in candidates.MACROS:
-            con.execute(macro)
         values = {"grid_us": "[180000000, 900000000, 3600000000]::BIGINT[]", "held_out": "[]::VARCHAR[]"}
+        candidates.prepare(con, name, family, values)  # the macros and the family's `nearest` table
         shipped = con.execute(candidates.fill(family.candidates, values)).fetchall()
         columns = (
             ["stream_id", "timestamp", "week"]

@@ -22,6 +22,7 @@ from pipeline.core.canonical import canonical_json, digest
 from pipeline.core.errors import StageError
 from pipeline.store.compute import DAY, MONDAY
 from pipeline.store.reader import OBSERVATIONS_OUT_OF_ORDER
+from pipeline.tasks import nearest
 
 PLACEHOLDER = re.compile(r"\{([a-z_]+)\}")
 ROW = "__candidate_row"  # the eligible table's row number (never a column of a candidate)
@@ -137,6 +138,22 @@ class Pool:
     def close(self) -> None:
         self.con.execute("DROP TABLE IF EXISTS eligible")
         self.con.execute("DROP TABLE IF EXISTS pool")
+        self.con.execute(f"DROP TABLE IF EXISTS {nearest.TABLE}")
+
+
+def prepare(con: duckdb.DuckDBPyConnection, name: str, family: Family, values: dict[str, str]) -> None:
+    """What a family's candidate query reads besides the store: the helper macros, and its `nearest` table."""
+    for macro in MACROS:
+        con.execute(macro)
+    if family.nearest is not None:
+        rule = family.nearest
+        nearest.build(con, name, fill(rule.rows, values), fill(rule.instants, values), rule.match)
+
+
+def sql_texts(family: Family) -> list[str]:
+    """Every SQL text a family's pool runs (the candidate query, and its `nearest` rows and instants)."""
+    extra = [family.nearest.rows, family.nearest.instants] if family.nearest is not None else []
+    return [family.candidates, *extra]
 
 
 def evaluate(
@@ -159,8 +176,7 @@ def evaluate(
     where = upto[-1] if upto else "TRUE"
     streams = _quoted(family.streams_column)
     try:
-        for macro in MACROS:
-            con.execute(macro)
+        prepare(con, name, family, values)
         con.execute(f"CREATE OR REPLACE TEMP TABLE pool AS {fill(family.candidates, values)}")
         columns = [d[0] for d in con.execute("SELECT * FROM pool LIMIT 0").description]
         if ROW in columns:

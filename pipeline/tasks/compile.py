@@ -149,7 +149,7 @@ def select_family(store: ToolStore, con, unit: FamilyUnit) -> tuple[list[Task], 
     """Evaluate the family's pool (a temporary table of `con`), order and place its rows, and select under the caps,
     building each task's gold through `store`'s tools."""
     held_out = sorted(unit.splits.held_out)
-    if candidates.PAIRS.search(unit.family.candidates):
+    if any(candidates.PAIRS.search(sql) for sql in candidates.sql_texts(unit.family)):
         candidates.check_store_order(con, unit.store_path)
     pool = candidates.evaluate(con, unit.name, unit.family, store.thresholds, held_out, unit.cfg.grid_minutes)
     try:
@@ -315,7 +315,8 @@ def _start_order(name: str, family: Family) -> tuple:
     whatever the order): families whose candidate query reads `observations` (the largest table, by far), then those
     whose calls repeat for every member of a group (`for_each`: each member's data is read), then the rest; by name."""
     calls = [c for cs in (family.canonical, *family.alternatives) for c in cs.calls]
-    return (not READS_OBSERVATIONS.search(family.candidates), not any(c.for_each for c in calls), name)
+    reads = any(READS_OBSERVATIONS.search(sql) for sql in candidates.sql_texts(family))
+    return (not reads, not any(c.for_each for c in calls), name)
 
 
 def compile_tasks(

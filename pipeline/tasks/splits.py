@@ -103,26 +103,29 @@ class SplitPlan:
             if held_out and frame.height and textual
             else pl.Series([False] * frame.height, dtype=pl.Boolean)
         )
-        by_hash = pl.Series(
-            "placed",
-            [
-                "test" if touched else self._by_hash(int(digest(f"{seed}|split|{name}|{ident}")[:12], 16) / 16**12)
-                for ident, touched in zip(idents, touches.to_list(), strict=True)
-            ],
-            dtype=pl.String,
-        )
+
+        def by_hash() -> pl.Series:  # a row's split by hash (touching a held-out site: test), when the plan needs it
+            return pl.Series(
+                "placed",
+                [
+                    "test" if touched else self._by_hash(int(digest(f"{seed}|split|{name}|{ident}")[:12], 16) / 16**12)
+                    for ident, touched in zip(idents, touches.to_list(), strict=True)
+                ],
+                dtype=pl.String,
+            )
+
         if self.site_splits is not None:
-            return _place_by(sites, self.site_splits, by_hash, "site_not_in_store", "sites_in_two_splits")
+            return _place_by(sites, self.site_splits, by_hash(), "site_not_in_store", "sites_in_two_splits")
         if self.grouping is not None:
             return _place_by(
                 frame.get_column(family.streams_column),
                 self.grouping.stream_splits,
-                by_hash,
+                by_hash(),
                 "stream_not_in_store",
                 "streams_in_two_splits",
             )
         if not family.time_columns:
-            return by_hash
+            return by_hash()
         times = [pl.col(c).cast(pl.Int64) for c in family.time_columns]
         nulls = frame.select(pl.any_horizontal(t.is_null() for t in times).sum()).item()
         if nulls:
