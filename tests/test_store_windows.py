@@ -336,3 +336,18 @@ def test_quality_parts_equal_a_group_by(streams):
     )
     obs = compute.with_steps(frame, 2)
     assert_frame_equal(compute.quality_parts(obs), _quality_parts_by_group_by(obs))
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    steps=st.lists(
+        st.one_of(st.none(), st.integers(1, 2**52), st.sampled_from([60_000_000, 900_000_000, 3_600_000_000])),
+        max_size=12,
+    )
+)
+def test_median_step_is_polars_median_and_round(steps):
+    """A window's step (compute.median_step, numpy) is what polars' median and round(0) give, halves included."""
+    values = np.array([np.nan if s is None else float(s) for s in steps], dtype=np.float64)
+    median = pl.Series(values, nan_to_null=True).median()
+    expected = int(pl.Series([median]).round(0).cast(pl.Int64)[0]) if median is not None else None
+    assert compute.median_step(values) == expected

@@ -110,6 +110,14 @@ def window_moments(
     }
 
 
+def median_step(steps: np.ndarray) -> int | None:
+    """The median of whole-number steps (float, NaN where a row has none) rounded half to even, as polars' median and
+    round give it (the two middle values' mean is exact below 2**52): the step of one window, without building a
+    polars Series per window. None when no row has a step."""
+    known = steps[~np.isnan(steps)]
+    return int(np.round(np.median(known))) if len(known) else None
+
+
 def segment_medians(values: pl.Series, seg: np.ndarray) -> pl.Series:
     """The median of each run of rows starting at `seg` (integers), rounded to an integer as polars rounds it; null
     for a run without values. A run of one repeated value (a local step, mostly) is its value, without a sort."""
@@ -427,8 +435,7 @@ def window_stats(
     }
     inner = int(np.max(np.minimum(gaps, inside - start)))
     longest = max(inner, end - int(inside[-1]))
-    step = pl.Series(steps[first:last], nan_to_null=True).median()
-    step_us = int(pl.Series([step]).round(0).cast(pl.Int64)[0]) if step is not None else None
+    step_us = median_step(steps[first:last])
     length = float(end - start)
     coverage = min(1.0, moments["count"] / (length / float(step_us))) if step_us and step_us > 0 else 0.0
     return {
