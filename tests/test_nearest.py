@@ -53,7 +53,7 @@ def _reference(match: list[str]) -> str:
 
 
 @pytest.mark.parametrize("match", [["stream_id"], ["stream_id", "kind"]])
-@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(rows=ROWS, instants=INSTANTS, batch=st.integers(1, 7))
 def test_each_instant_gets_the_row_an_arg_min_gives(monkeypatch, match, rows, instants, batch):
     """Across batch boundaries (a stream's rows in several batches), rows at one time, instants outside their bounds
