@@ -123,3 +123,53 @@ def test_an_edited_output_or_code_file_or_a_running_build_goes_to_the_full_check
     artifacts, key = _state(tmp_path / "again", code)
     (artifacts / "c1" / "s1" / "out.txt").write_text("OUT", encoding="utf-8")
     assert unchanged(artifacts, key, ["c1"], None) is None
+
+
+def test_a_stage_folder_reads_the_digests_of_files_that_stat_as_recorded(tmp_path, code, monkeypatch):
+    """A stage that checks a cached stage it reads (pipeline.core.manifest.damaged_output) hashes no file that stats
+    as the state recorded it; a file written again (its ctime moves, whatever its mtime says) or racily recorded is
+    hashed, so an edit in place is still found."""
+    from contracts.manifest import StageManifest
+    from pipeline.core.manifest import damaged_output
+
+    artifacts, _ = _state(tmp_path, code)
+    stage = artifacts / "c1" / "s1"
+    digest = build_state.digest_file(stage / "out.txt")
+    _record(artifacts, stage, racy=False)
+    assert build_state.unchanged_digests(stage) == {
+        "out.txt": digest,
+        "manifest.json": build_state.digest_file(stage / "manifest.json"),
+    }
+    assert build_state.unchanged_digests(tmp_path / "elsewhere" / "c1" / "s1") == {}  # no state there
+    manifest = StageManifest.model_construct(outputs={"out.txt": _output(stage / "out.txt")}, details={})
+    read = []
+    monkeypatch.setattr("pipeline.core.manifest.digest_file", lambda path: read.append(path) or digest)
+    assert damaged_output(stage, manifest) is None and read == []
+    monkeypatch.undo()
+    stat = os.stat(stage / "out.txt")
+    (stage / "out.txt").write_text("OUT", encoding="utf-8")  # same size, other bytes, the old times put back
+    os.utime(stage / "out.txt", ns=(stat.st_atime_ns, stat.st_mtime_ns))
+    assert "out.txt" not in build_state.unchanged_digests(stage)
+    assert (
+        damaged_output(stage, manifest) == "out.txt differs from its size and xxh3 in manifest.json (damaged or edited)"
+    )
+    # recorded racily clean (within RACY_NS of its writing), a file is hashed whatever its stat says
+    (stage / "out.txt").write_text("out", encoding="utf-8")
+    _record(artifacts, stage, racy=False)
+    assert "out.txt" in build_state.unchanged_digests(stage)
+    _record(artifacts, stage, racy=True)
+    assert "out.txt" not in build_state.unchanged_digests(stage)
+
+
+def _record(artifacts: Path, stage: Path, racy: bool) -> None:
+    """The state's record of the stage's outputs as they are now, taken long after they were written (or not)."""
+    state = build_state.read_state(artifacts)
+    now_ns = 0 if racy else max(os.stat(p).st_ctime_ns for p in stage.iterdir()) + 10 * build_state.RACY_NS
+    state["corpora"]["c1"]["outputs"]["s1"] = build_state.stage_outputs(stage, now_ns)
+    (artifacts / build_state.STATE).write_text(__import__("json").dumps(state), encoding="utf-8")
+
+
+def _output(path: Path):
+    from contracts.manifest import OutputFile
+
+    return OutputFile(xxh3=build_state.digest_file(path), bytes=path.stat().st_size)

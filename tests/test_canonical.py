@@ -6,7 +6,7 @@ import math
 
 import pytest
 
-from pipeline.core.canonical import HASH_SCHEME_VERSION, canonical_json, digest, digest_value, write_json
+from pipeline.core.canonical import HASH_SCHEME_VERSION, canonical_json, digest, digest_value, write_json, write_jsonl
 
 
 def test_canonical_json_is_sorted_compact_and_utf8():
@@ -18,6 +18,11 @@ def test_non_finite_floats_are_refused(tmp_path):
         canonical_json({"x": math.nan})
     with pytest.raises(ValueError, match=r"\$.x\[0\]"):
         write_json(tmp_path / "x.json", {"x": [math.inf]})
+    with pytest.raises(ValueError, match=r"non-finite float at \$.x\[1\].y: "):
+        write_json(tmp_path / "x.json", {"x": [1.0, {"y": -math.inf}]}, pretty=False)
+    with pytest.raises(ValueError, match=r"non-finite float at \$.b: "):  # the row's place, in the row refused
+        write_jsonl(tmp_path / "x.jsonl", [{"a": 1.0}, {"b": math.nan}])
+    assert not list(tmp_path.iterdir())  # nothing written
 
 
 def test_pinned_digests():

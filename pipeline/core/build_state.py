@@ -308,6 +308,31 @@ def shown(manifest: dict) -> dict:
     return {"row_counts": manifest["row_counts"], "details": kept}
 
 
+def unchanged_digests(folder: Path) -> dict[str, str]:
+    """The xxh3 that the state of a stage folder's artifacts (artifacts/<corpus>/<stage>) recorded for each of its
+    files that still stats as recorded then (size, mtime_ns, ctime_ns, inode) and was not racy, by name: the cached
+    build's rule, for a stage that checks the cached stages it reads (an edit in place changes a file's ctime, which
+    no one sets). Empty when there is no readable state."""
+    state = read_state(folder.parent.parent)
+    found: dict[str, str] = {}
+    if state is None:
+        return found
+    prefix = str(folder / "x")[:-1]
+    try:
+        for section in state["corpora"].values():
+            for outputs in section["outputs"].values():
+                for path, entry in outputs["files"].items():
+                    if not path.startswith(prefix) or entry[5] or not isinstance(entry[4], str):
+                        continue
+                    name = path[len(prefix) :]
+                    with contextlib.suppress(OSError):
+                        if _stat_key(os.stat(path)) == entry[:4]:
+                            found[name] = entry[4]
+    except (KeyError, TypeError, AttributeError, IndexError):
+        return {}
+    return found
+
+
 def same_stats(entries: dict) -> bool:
     """The files and folders still stat as they did when recorded (nothing was written to them while the build ran)."""
     try:

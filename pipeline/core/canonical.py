@@ -7,7 +7,7 @@ import math
 import os
 import re
 import tempfile
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any, BinaryIO
 
@@ -251,13 +251,20 @@ def atomic_write_bytes(path: Path, data: bytes) -> None:
         raise
 
 
+def _written(value: Any, dump: Callable[[Any], str]) -> str:
+    """dump(value); where it refuses a value (a NaN or an infinity: the writers allow none), the ValueError names the
+    first non-finite float's place (walked only then: the walk costs more than the dump)."""
+    try:
+        return dump(value)
+    except ValueError:
+        _check_floats(value)
+        raise
+
+
 def write_json(path: Path, value: Any, *, pretty: bool = True) -> None:
-    _check_floats(value)
-    text = pretty_json(value) if pretty else canonical_json(value) + "\n"
+    text = _written(value, pretty_json) if pretty else _written(value, canonical_json) + "\n"
     atomic_write_bytes(path, text.encode("utf-8"))
 
 
 def write_jsonl(path: Path, rows: list[Any]) -> None:
-    for row in rows:
-        _check_floats(row)
-    atomic_write_bytes(path, b"".join(canonical_bytes(row) + b"\n" for row in rows))
+    atomic_write_bytes(path, b"".join(_written(row, canonical_json).encode("utf-8") + b"\n" for row in rows))

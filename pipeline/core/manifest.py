@@ -18,7 +18,7 @@ from pydantic import BaseModel, ValidationError
 
 from contracts.manifest import OutputFile, StageManifest
 from contracts.tasks import SPLITS
-from pipeline.core.build_state import LOCAL_DIGESTS, LOCK, MANIFEST
+from pipeline.core.build_state import LOCAL_DIGESTS, LOCK, MANIFEST, unchanged_digests
 from pipeline.core.canonical import (
     HASH_SCHEME_VERSION,
     digest_file,
@@ -118,12 +118,14 @@ WAL_SUFFIX = ".wal"
 def damaged_output(folder: Path, manifest: StageManifest, only: Iterable[str] | None = None) -> str | None:
     """Why a stage's outputs cannot be reused (or, with `only`, those of them a reader uses): the first output that
     is missing, not of its recorded size and xxh3 (the unhashed ones against LOCAL_DIGESTS), or a database with a
-    write-ahead log beside it; None when every one is intact."""
+    write-ahead log beside it; None when every one is intact. A file that stats as the build state recorded it is
+    taken to hold the digest recorded there (pipeline.core.build_state.unchanged_digests); any other is hashed."""
     unhashed = manifest.details.get("unhashed_outputs", [])
     local = _local_digests(folder) if unhashed else {}
     recorded = [(name, out, MANIFEST) for name, out in manifest.outputs.items()]
     recorded += [(name, local.get(name), LOCAL_DIGESTS) for name in unhashed]
     chosen = None if only is None else set(only)
+    known = unchanged_digests(folder)  # what stats as the last build left it needs no hashing (build_state)
     for name, out, where in recorded:
         if chosen is not None and name not in chosen:
             continue
@@ -132,7 +134,7 @@ def damaged_output(folder: Path, manifest: StageManifest, only: Iterable[str] | 
             return f"{name} is missing"
         if out is None:
             return f"{name} has no recorded size and xxh3 in {where}"
-        if path.stat().st_size != out.bytes or digest_file(path) != out.xxh3:
+        if path.stat().st_size != out.bytes or (known.get(name) != out.xxh3 and digest_file(path) != out.xxh3):
             return f"{name} differs from its size and xxh3 in {where} (damaged or edited)"
         if name in unhashed and os.path.lexists(f"{path}{WAL_SUFFIX}"):
             return f"{name} has a write-ahead log beside it ({name}{WAL_SUFFIX}): opened for writing after the build"
