@@ -5,6 +5,8 @@ from __future__ import annotations
 import math
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from pipeline.core.canonical import HASH_SCHEME_VERSION, canonical_json, digest, digest_value, write_json, write_jsonl
 
@@ -45,3 +47,27 @@ def test_untrusted_json_is_bounded_in_depth():
     with pytest.raises(json.JSONDecodeError):  # every reader that refuses bad JSON refuses this too
         loads_untrusted("[" * 5000 + "]" * 5000)
     assert json_depth(loads_untrusted("[" * 500 + "]" * 500, max_depth=10**6)) == 500
+
+
+def _depth_by_recursion(value) -> int:
+    """The definition: a scalar is 0, a container one more than its deepest member."""
+    if isinstance(value, dict):
+        return 1 + max(map(_depth_by_recursion, value.values()), default=0)
+    if isinstance(value, (list, tuple)):
+        return 1 + max(map(_depth_by_recursion, value), default=0)
+    return 0
+
+
+JSON_VALUES = st.recursive(
+    st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False) | st.text(max_size=3),
+    lambda inner: st.lists(inner, max_size=4) | st.dictionaries(st.text(max_size=2), inner, max_size=4),
+    max_leaves=40,
+)
+
+
+@settings(max_examples=300, deadline=None)
+@given(JSON_VALUES)
+def test_json_depth_is_the_recursive_definition(value):
+    from pipeline.core.canonical import json_depth
+
+    assert json_depth(value) == _depth_by_recursion(value)
