@@ -52,6 +52,11 @@ def _racy(stat: os.stat_result, now_ns: int) -> bool:
     return max(stat.st_mtime_ns, stat.st_ctime_ns) >= now_ns - RACY_NS
 
 
+def _as_recorded(stat: os.stat_result, entry: list) -> bool:
+    """The file stats as its entry recorded it, and the entry was not racily clean: its recorded digest holds."""
+    return _stat_key(stat) == entry[:4] and not entry[5]
+
+
 def file_entry(path: Path, known: str | None = None, now_ns: int | None = None) -> list:
     """[size, mtime_ns, ctime_ns, inode, xxh3, racy] of a file; `known` is its digest when a manifest recorded it."""
     stat = os.stat(path)
@@ -100,8 +105,8 @@ def _check_file(path: str, recorded: list, now_ns: int) -> list | None:
         stat = os.stat(path)
     except OSError as exc:
         raise Changed(f"{path}: {exc.strerror}") from None
-    size, xxh, racy = recorded[0], recorded[4], recorded[5]
-    if _stat_key(stat) == recorded[:4] and not racy:
+    size, xxh = recorded[0], recorded[4]
+    if _as_recorded(stat, recorded):
         return None
     if stat.st_size != size or digest_file(Path(path)) != xxh:
         raise Changed(f"{path}: changed")
@@ -322,12 +327,11 @@ def unchanged_digests(folder: Path) -> dict[str, str]:
         for section in state["corpora"].values():
             for outputs in section["outputs"].values():
                 for path, entry in outputs["files"].items():
-                    if not path.startswith(prefix) or entry[5] or not isinstance(entry[4], str):
+                    if not path.startswith(prefix) or not isinstance(entry[4], str):
                         continue
-                    name = path[len(prefix) :]
                     with contextlib.suppress(OSError):
-                        if _stat_key(os.stat(path)) == entry[:4]:
-                            found[name] = entry[4]
+                        if _as_recorded(os.stat(path), entry):
+                            found[path[len(prefix) :]] = entry[4]
     except (KeyError, TypeError, AttributeError, IndexError):
         return {}
     return found
