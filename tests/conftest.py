@@ -4,6 +4,11 @@ from pathlib import Path
 
 import pytest
 
+from pipeline.core.allocator import collect_less
+
+# The test workers collect cyclic garbage as the commands do (a test calls them in its own process).
+collect_less()
+
 # Tests never draw progress bars.
 os.environ.setdefault("TELEMETRY_BENCH_QUIET", "1")
 # Nor do they follow a developer's build settings: parts at a URL, an executor, a worker's thread share.

@@ -143,6 +143,39 @@ def test_the_candidates_read_month_first_dates_and_say_where_both_readings_fit()
     assert readings(["05/07/2022 5:00 PM"]) == ["%m/%d/%Y %I:%M %p", "%d/%m/%Y %I:%M %p"]  # PM is no zone
 
 
+_CELLS = st.lists(
+    st.one_of(
+        st.sampled_from(["5/13/2022 0:05", "13/5/2022 17:05", "02-Mar-22 5:00:01 PM CST", "05/07/2022 5:00 PM", ""]),
+        st.sampled_from(["2021-09-07 00:00 +08:00", "20220513170501", "20220513 1705", "13.05.2022 17:05", "Time"]),
+        st.sampled_from(["2022/05/13 17:05:01", "12-May-2022 17:05:01", " 2022-05-13 17:05 ", "n/a", "PM", "-"]),
+        st.text(alphabet="0123456789/-: .APMTZ+", max_size=22),
+    ),
+    min_size=1,
+    max_size=6,
+)
+
+
+@settings(max_examples=300, deadline=None)
+@given(cells=_CELLS)
+def test_the_candidates_are_what_each_format_alone_reads(cells):
+    """`readings` tries every candidate in one query, and none where a value holds no digit: the same formats, in the
+    same order, as parsing the values with each candidate in turn (every candidate reads an hour, so digits)."""
+    from pipeline.ingest.timeparse import AWARE_FORMAT, CANDIDATES, _zone_abbreviation, readings
+
+    assert all("%H" in f or "%I" in f for f in CANDIDATES)
+    text = pl.Series([c.strip() for c in cells if c.strip()], dtype=pl.String)
+    expected = []
+    if len(text):
+        abbreviation, body = _zone_abbreviation(text)
+        suffix = " %Z" if abbreviation.is_not_null().any() else ""
+        text = body if suffix else text
+        for fmt in CANDIDATES:
+            dtype = pl.Datetime("us", "UTC") if AWARE_FORMAT.search(fmt) else pl.Datetime("us")
+            if text.str.strptime(dtype, fmt, strict=False).null_count() == 0:
+                expected.append(fmt + suffix)
+    assert readings(cells) == expected
+
+
 @pytest.mark.parametrize(
     "spec",
     [

@@ -9,6 +9,7 @@ import click
 
 from pipeline import __version__
 from pipeline.cli import build, groundtruth, ingest, inspect, report, runtime, tools
+from pipeline.core.allocator import collect_less
 
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})
@@ -34,6 +35,7 @@ def main(root: str | None, artifacts: str | None, debug: bool) -> None:
 # on a 2-core machine, measured on `build --until store`). Registered first, this runs after every other exit handler,
 # when the command has written and closed all it writes: what is left is given back with the process.
 atexit.register(gc.freeze)
+collect_less()  # a command's collector thresholds (pipeline/core/allocator.py)
 
 for _command in (
     *build.COMMANDS,

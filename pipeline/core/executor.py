@@ -22,7 +22,7 @@ from typing import TypeVar
 
 import xxhash
 
-from pipeline.core.allocator import WORKER_THREADS, tune_allocator, worker_environment
+from pipeline.core.allocator import WORKER_THREADS, collect_less, tune_allocator, worker_environment
 from pipeline.core.progress import track
 from pipeline.core.resources import Resources, polars_threads
 
@@ -138,3 +138,4 @@ def start_worker(polars_threads: str) -> None:
     os.environ[WORKER_THREADS] = polars_threads
     os.environ.update(worker_environment())
     tune_allocator()
+    collect_less()

@@ -22,7 +22,7 @@ import threading
 from collections.abc import Callable, Iterator, Sequence
 from typing import TypeVar
 
-from pipeline.core.allocator import WORKER_THREADS, tune_allocator, worker_environment
+from pipeline.core.allocator import WORKER_THREADS, collect_less, tune_allocator, worker_environment
 from pipeline.core.errors import ConfigError, StageError
 from pipeline.core.extras import optional
 from pipeline.core.progress import track
@@ -86,6 +86,7 @@ def _call(fn: Callable[[T], R], task: T) -> R:
         else:
             os._exit(137)
     tune_allocator()
+    collect_less()
     return fn(task)
 
 

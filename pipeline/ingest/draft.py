@@ -21,7 +21,7 @@ from pipeline.ingest.draft_plan import PlanFn, split_kind, split_shares
 from pipeline.ingest.draft_points import metadata_section, path_devices
 from pipeline.ingest.draft_readings import (
     files_of_keys,
-    spread_readings,
+    spread_pass,
     states_lines,
     unit_names,
     value_column_lines,
@@ -90,7 +90,9 @@ def _draft(
 
     keys, sites, site_column, site_label = streams_and_sites(raw, group, layout, naming, bool(graphs))
     streams = len(keys) * sites if layout.kind == "wide_csv" else max(len(keys), sites)
-    plan_lines, settings = plan_of(raw, group, edges, pattern, sites, streams, plan)
+    spread = spread_pass(group, layout, naming, readings=not graphs)
+    readings = spread.readings
+    plan_lines, settings = plan_of(group, edges, pattern, sites, streams, plan, spread.weeks)
 
     lines = [
         f"# Draft mapping written by `telemetry-bench corpus draft` from {len(files)} files; every guess says why.",
@@ -107,12 +109,11 @@ def _draft(
         'license_url = "TODO: where the license text is (https://...), or empty"',
         'citation = "TODO: how to credit the raw data (authors, title, DOI)"',
         *split_kind(settings),
-        *time_section(group, choice),
+        *time_section(group, choice, spread.orders),
         *values_section(group, layout, glob, pattern, naming.why, len(rels), left_out),
         *value_column_lines(group, layout),
         *site_lines(first, layout, name, bool(graphs), roles, site_column),
     ]
-    readings = {} if graphs else spread_readings(group, layout, naming)
     metadata, points = metadata_section(
         graphs,
         name,

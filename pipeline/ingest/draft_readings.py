@@ -6,15 +6,17 @@ from __future__ import annotations
 
 import csv
 import re
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from contracts.lexicon import PointLexicon
 from pipeline.ingest.draft_counters import dropout_zeros
 from pipeline.ingest.draft_layout import Layout, Naming, role_value
-from pipeline.ingest.draft_plan import sampled_lines
+from pipeline.ingest.draft_plan import monday, sampled_lines
 from pipeline.ingest.draft_points import propose
-from pipeline.ingest.draft_sniff import Sniffed, to_number
-from pipeline.ingest.draft_times import timed_rows
+from pipeline.ingest.draft_sniff import Sniffed, present_cells, to_number
+from pipeline.ingest.draft_time_section import order_of
+from pipeline.ingest.draft_times import epochs_us
 from pipeline.ingest.draft_times import toml_value as _toml
 from pipeline.ingest.draft_values import is_states, states_line, value_column
 from pipeline.ingest.metadata import UNCONFIRMED
@@ -59,24 +61,53 @@ def states_lines(group: list[Sniffed], states: dict[str, float]) -> list[str]:
 Readings = dict[str, dict[tuple[str, str], list[tuple[int, float]]]]
 
 
-def spread_readings(group: list[Sniffed], layout: Layout, naming: Naming) -> Readings:
-    """Each stream key's (time, value) readings per meter (its file and site column value), from rows spread
-    through each file (draft_plan.sampled_lines); none for long tables."""
-    readings: Readings = {}
-    if layout.kind == "long_csv":
-        return readings
-    site = layout.site_column
+@dataclass
+class Spread:
+    """What the rows spread through each file of a group (draft_plan.sampled_lines) say, each file's rows parsed
+    once: per file the Mondays (epoch us) of the weeks it holds readings in and the order its times run in (None
+    where they hold fewer than two distinct times); each stream key's (time, value) readings per meter (its file and
+    site column value)."""
+
+    weeks: dict[str, set[int]] = field(default_factory=dict)
+    orders: dict[str, str | None] = field(default_factory=dict)
+    readings: Readings = field(default_factory=dict)
+
+
+def spread_pass(group: list[Sniffed], layout: Layout, naming: Naming, readings: bool) -> Spread:
+    """One pass over the rows spread through each file of the group: its weeks, its order and (`readings`, never
+    for long tables) its readings."""
+    spread = Spread()
+    readings = readings and layout.kind != "long_csv"
     for s in group:
-        index, fmt, _ = s.time  # type: ignore[misc]
-        columns = s.value_columns()
-        rows = csv.reader(sampled_lines(s.source or Path(s.rel), s.header), delimiter=s.delimiter)
-        for at, row in timed_rows(rows, index, fmt):
-            meter = (s.rel, row[site] if site is not None and site < len(row) else "")
-            for i in columns:
-                if i < len(row) and (value := to_number(row[i], s.decimal)) is not None:
-                    key = role_value(naming, s.rel, "key") if layout.kind == "file_per_stream" else s.names[i]
-                    readings.setdefault(key, {}).setdefault(meter, []).append((at, value))
-    return readings
+        if s.time is None:
+            continue
+        index, fmt, _ = s.time
+        lines = sampled_lines(s.source or Path(s.rel), s.header)
+        rows = [row for row in csv.reader(lines, delimiter=s.delimiter) if index < len(row)]
+        cells = [row[index] for row in rows]
+        times = epochs_us(cells, fmt)
+        spread.weeks[s.rel] = {monday(at) for at in times if at is not None}
+        present = present_cells(cells)
+        spread.orders[s.rel] = order_of(s, present, times) if len(set(present)) > 1 else None
+        if readings:
+            timed = [(at, row) for at, row in zip(times, rows, strict=True) if at is not None]
+            _add_readings(spread.readings, s, timed, layout, naming)
+    return spread
+
+
+def _add_readings(
+    found: Readings, s: Sniffed, timed: list[tuple[int, list[str]]], layout: Layout, naming: Naming
+) -> None:
+    """A file's readings of each value column, under its stream key (one per file, or the column's name)."""
+    site, decimal = layout.site_column, s.decimal
+    key = role_value(naming, s.rel, "key") if layout.kind == "file_per_stream" else None
+    columns = [(i, s.names[i] if key is None else key) for i in s.value_columns()]
+    for at, row in timed:
+        meter = (s.rel, row[site] if site is not None and site < len(row) else "")
+        width = len(row)
+        for i, name in columns:
+            if i < width and (value := to_number(row[i], decimal)) is not None:
+                found.setdefault(name, {}).setdefault(meter, []).append((at, value))
 
 
 def zero_lines(readings: Readings, lexicon: PointLexicon | None) -> list[str]:

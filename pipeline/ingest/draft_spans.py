@@ -3,12 +3,11 @@ stream's span (its shards joined), the weeks holding data, and the plan the rule
 
 from __future__ import annotations
 
-import csv
 import re
 from collections import Counter
-from pathlib import Path, PurePosixPath
+from pathlib import PurePosixPath
 
-from pipeline.ingest.draft_plan import PlanFn, Settings, SpanRead, monday, sampled_lines
+from pipeline.ingest.draft_plan import PlanFn, Settings, SpanRead
 from pipeline.ingest.draft_sniff import Sniffed
 from pipeline.ingest.draft_times import timed_rows
 
@@ -26,22 +25,23 @@ def file_edges(sniffed: Sniffed) -> tuple[int, int] | None:
 
 
 def plan_of(
-    raw: Path,
     group: list[Sniffed],
     edges: dict[str, tuple[int, int] | None],
     pattern: str,
     sites: int,
     streams: int,
     plan: PlanFn | None,
+    file_weeks: dict[str, set[int]],
 ) -> tuple[list[str], Settings]:
-    """What a build would do with the corpus (the lines), and the split settings the mapping must hold for it."""
+    """What a build would do with the corpus (the lines), and the split settings the mapping must hold for it;
+    `file_weeks`: the Mondays each file holds readings in (draft_readings.spread_pass)."""
     if plan is None:
         return [], {}
     known = [e for e in edges.values() if e]
     if not known:
         return [f"span: unknown (no time read in the first and last rows of {group[0].rel})"], {}
     first, last = min(a for a, _ in known), max(b for _, b in known)
-    weeks = _weeks_with_data(raw, group, pattern)
+    weeks = _weeks_with_data(group, pattern, file_weeks)
     spans = _stream_spans(edges, pattern)
     return plan(SpanRead(first, last, sites, spans, max(streams, len(spans)), weeks))
 
@@ -66,15 +66,12 @@ def _stream_key(regex: re.Pattern, pattern: str, rel: str) -> tuple:
     return tuple(sorted((k, v) for k, v in groups.items() if k not in ("year", "part")))
 
 
-def _weeks_with_data(raw: Path, group: list[Sniffed], pattern: str) -> dict[int, int]:
+def _weeks_with_data(group: list[Sniffed], pattern: str, file_weeks: dict[str, set[int]]) -> dict[int, int]:
     """Per Monday, how many streams (files alike but for a shard group, as in _stream_spans) have a reading that
-    week, from the time cells of evenly spread rows of each file (draft_plan.sampled_lines)."""
+    week, from the weeks of each file's evenly spread rows (draft_readings.spread_pass)."""
     regex, seen = re.compile(pattern), set()
     for s in group:
-        if s.time is None:
-            continue
-        index, fmt, _ = s.time
-        key = _stream_key(regex, pattern, s.rel)
-        rows = csv.reader(sampled_lines(s.source or raw / s.rel, s.header), delimiter=s.delimiter)
-        seen.update((key, monday(at)) for at, _ in timed_rows(rows, index, fmt))
+        if s.rel in file_weeks:
+            key = _stream_key(regex, pattern, s.rel)
+            seen.update((key, week) for week in file_weeks[s.rel])
     return dict(sorted(Counter(week for _, week in seen).items()))

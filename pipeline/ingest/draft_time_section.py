@@ -4,11 +4,8 @@ each file."""
 
 from __future__ import annotations
 
-import csv
 import re
-from pathlib import Path
 
-from pipeline.ingest.draft_plan import sampled_lines
 from pipeline.ingest.draft_sniff import Sniffed, present_cells
 from pipeline.ingest.draft_times import EPOCH_SCALE, TimeChoice, choose, epochs, time_lines
 from pipeline.ingest.draft_times import toml_value as _toml
@@ -28,17 +25,18 @@ def time_choice(group: list[Sniffed]) -> TimeChoice | None:
     return choice
 
 
-def time_section(group: list[Sniffed], choice: TimeChoice | None) -> list[str]:
-    """The [time] lines: strftime times as `choice` reads them, else as the sniffer read ISO or Unix times."""
+def time_section(group: list[Sniffed], choice: TimeChoice | None, orders: dict[str, str | None]) -> list[str]:
+    """The [time] lines: strftime times as `choice` reads them, else as the sniffer read ISO or Unix times; `orders`:
+    how the times spread through each file run (draft_readings.spread_pass)."""
     first = group[0]
     if choice is None:
-        return _sniffed_time_section(group)
-    return time_lines(first.names[first.time[0]], first.why["time"], choice, *_row_order(group))  # type: ignore[index]
+        return _sniffed_time_section(group, orders)
+    return time_lines(first.names[first.time[0]], first.why["time"], choice, *_row_order(group, orders))  # type: ignore[index]
 
 
-def _sniffed_time_section(group: list[Sniffed]) -> list[str]:
+def _sniffed_time_section(group: list[Sniffed], orders: dict[str, str | None]) -> list[str]:
     """The [time] lines: the column, its format, the zone of its values and the order of the rows."""
-    first, (order, decided) = group[0], _row_order(group)
+    first, (order, decided) = group[0], _row_order(group, orders)
     time_index, time_fmt, _ = first.time  # type: ignore[misc]
     aware = time_fmt == "iso8601" and any(re.search(r"(Z|[+-]\d{2}:?\d{2})$", c) for c in first.column(time_index))
     zone_why = (
@@ -59,33 +57,31 @@ def _sniffed_time_section(group: list[Sniffed]) -> list[str]:
     ]
 
 
-def _row_order(group: list[Sniffed]) -> tuple[str, str]:
+def _row_order(group: list[Sniffed], orders: dict[str, str | None]) -> tuple[str, str]:
     """The row order of a group's files and the file that says so: the first file's first rows', unless the rows
-    of a file spread through it run otherwise (a file ordered by meter, then time, restarts its times at each
-    meter: 'any')."""
+    of a file spread through it run otherwise (`orders`; a file ordered by meter, then time, restarts its times at
+    each meter: 'any')."""
     first = group[0]
-    order = _order(first, first.column(first.time[0]))  # type: ignore[index]
+    order = order_of(first, present_cells(first.column(first.time[0])))  # type: ignore[index]
     if order == "any":
         return order, first.rel
     for s in group:
-        index = s.time[0]  # type: ignore[index]
-        rows = csv.reader(sampled_lines(s.source or Path(s.rel), s.header), delimiter=s.delimiter)
-        spread = present_cells([row[index] for row in rows if index < len(row)])
-        if len(set(spread)) > 1 and _order(s, spread) != order:
+        spread = orders.get(s.rel)
+        if spread is not None and spread != order:
             return "any", s.rel
     return order, first.rel
 
 
-def _order(sniffed: Sniffed, column: list[str]) -> str:
-    """How the times of a column run: ascending, descending, or any."""
+def order_of(sniffed: Sniffed, cells: list[str], times: list[int | None] | None = None) -> str:
+    """How the present time cells of a column run: ascending, descending, or any; `times`, when given, are the cells'
+    own epochs (draft_times.epochs_us) of a strftime format, not parsed again."""
     index, fmt, _ = sniffed.time  # type: ignore[misc]
-    cells = present_cells(column)
     if fmt.startswith("epoch"):
         keys = [float(c) for c in cells]
     elif fmt == "iso8601":
         keys = [c.replace("T", " ") for c in cells]  # comparable as text when all share a zone
     else:
-        keys = [k for k in epochs(cells, fmt) if k is not None]  # type: ignore[misc]
+        keys = [k for k in (epochs(cells, fmt) if times is None else times) if k is not None]  # type: ignore[misc]
     if len(set(keys)) > 1 and all(a <= b for a, b in zip(keys, keys[1:], strict=False)):
         return "ascending"  # repeated times (a long file's streams at one instant) keep the order
     if len(set(keys)) > 1 and all(a >= b for a, b in zip(keys, keys[1:], strict=False)):

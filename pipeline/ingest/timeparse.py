@@ -68,6 +68,8 @@ def _zone_abbreviation(text: pl.Series) -> tuple[pl.Series, pl.Series]:
 
 
 AWARE_FORMAT = re.compile(r"%[:#]?z")
+_CANDIDATE_TYPES = tuple(pl.Datetime("us", "UTC") if AWARE_FORMAT.search(f) else pl.Datetime("us") for f in CANDIDATES)
+_DIGIT = re.compile(r"\d")
 MISSING = "missing_timestamp"
 BAD = "bad_timestamp"
 NONEXISTENT = "nonexistent_local_time"
@@ -128,19 +130,23 @@ def _first_match(text: pl.Series, formats: tuple[str, ...], dtype: pl.Datetime) 
 def readings(cells: list[str]) -> list[str]:
     """The candidate formats under which every present cell parses, in the order CANDIDATES prefers them; values
     ending in a zone abbreviation give formats ending in " %Z"."""
-    text = pl.Series([c.strip() for c in cells if c.strip()], dtype=pl.String)
-    if text.is_empty():
+    present = [c.strip() for c in cells if c.strip()]
+    if not present or not all(_DIGIT.search(c) for c in present):  # every candidate reads numbers (an hour at least)
         return []
+    text = pl.Series(present, dtype=pl.String)
     suffix = ""
     abbreviation, body = _zone_abbreviation(text)
     if abbreviation.is_not_null().any():
         text, suffix = body, " %Z"
-    found = []
-    for fmt in CANDIDATES:
-        dtype = pl.Datetime("us", "UTC") if AWARE_FORMAT.search(fmt) else pl.Datetime("us")
-        if text.str.strptime(dtype, fmt, strict=False).null_count() == 0:
-            found.append(fmt + suffix)
-    return found
+    unread = (  # every candidate in one query: a query per format cost more than its parse
+        pl.DataFrame({"t": text})
+        .select(
+            pl.col("t").str.strptime(_CANDIDATE_TYPES[i], fmt, strict=False).null_count().alias(str(i))
+            for i, fmt in enumerate(CANDIDATES)
+        )
+        .row(0)
+    )
+    return [fmt + suffix for fmt, n in zip(CANDIDATES, unread, strict=True) if n == 0]
 
 
 @functools.cache
