@@ -326,7 +326,7 @@ STAGES: tuple[Stage, ...] = (
     Stage("audit", ("pipeline.audit.stage",), (AuditConfig, Episode), _audit_identity, _audit_run, uses_tools=True),
     Stage(
         "release",
-        ("pipeline.release.stage", "pipeline.tools.registry"),
+        ("pipeline.release.stage", "pipeline.release.croissant", "pipeline.tools.registry"),
         (CorpusMapping, Episode),
         _release_identity,
         _release_run,

@@ -26,7 +26,6 @@ from pipeline.core.checksums import sha256_file
 from pipeline.core.errors import StageError
 from pipeline.core.manifest import StageResult, data_identity
 from pipeline.release.card import dataset_card
-from pipeline.release.croissant import croissant
 from pipeline.release.ground_truth import trajectory
 from pipeline.store.reader import KEYS, OPTIONAL
 
@@ -222,6 +221,10 @@ def build_release(
         **({"synthetic": synthetic} if synthetic else {}),  # absent for real data: their releases keep their bytes
     }
     manifest["release_version"] = release_version(files)
+    # here: mlcroissant (with the pandas and networkx it loads) takes 0.4 s to import, and only a build writes
+    # croissant.json, not the commands that read this module's names (run, serve, verify)
+    from pipeline.release.croissant import croissant
+
     (out / "croissant.json").write_text(
         pretty_json(croissant(mapping, manifest, sorted({k for e in episodes for k in e.difficulty}))), encoding="utf-8"
     )
