@@ -29,13 +29,13 @@ def main(root: str | None, artifacts: str | None, debug: bool) -> None:
       telemetry-bench ingest --corpus xai4heat
       telemetry-bench inspect ingest --corpus xai4heat --json
     """
+    collect_less()  # a command's collector thresholds (pipeline/core/allocator.py): set when a command runs
 
 
 # On leaving, the interpreter's last collection walks every object the imports made (0.3-0.4 s of each process's exit
 # on a 2-core machine, measured on `build --until store`). Registered first, this runs after every other exit handler,
 # when the command has written and closed all it writes: what is left is given back with the process.
 atexit.register(gc.freeze)
-collect_less()  # a command's collector thresholds (pipeline/core/allocator.py)
 
 for _command in (
     *build.COMMANDS,
