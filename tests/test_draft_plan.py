@@ -290,3 +290,16 @@ def test_the_library_draft_without_a_plan_writes_no_plan_block(tmp_path):
     result = draft(raw, "office", None)
     assert result.plan == [] and "What a build would do" not in result.mapping
     assert "TODO" in result.points and "CHECK" not in result.points  # no lexicon given: nothing proposed
+
+
+def test_a_damaged_unix_time_past_the_sniffed_rows_is_no_time_not_a_traceback(tmp_path):
+    """Unix times are sniffed on a file's first rows; a damaged cell further down, among the rows the draft spreads
+    through the file for the row order and the weeks, is read as no time (ingest rejects it), never a traceback."""
+    root = _root(tmp_path)
+    rows = [[1_600_000_000 + 300 * i, 20 + i % 7] for i in range(3000)]
+    rows[2500][0] = "garbage"
+    _write(root / "data" / "raw" / "meters" / "meter_a.csv", ["time", "value"], rows)
+    done = _draft(root, "meters")
+    assert done.exit_code == 0, done.output
+    text, mapping = _mapping(root, "meters")
+    assert mapping["time"]["format"] == "epoch_s" and mapping["time"]["row_order"] == "ascending", text

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import re
 
-from pipeline.ingest.draft_sniff import Sniffed, present_cells
+from pipeline.ingest.draft_sniff import Sniffed, present_cells, to_number
 from pipeline.ingest.draft_times import EPOCH_SCALE, TimeChoice, choose, epochs, time_lines
 from pipeline.ingest.draft_times import toml_value as _toml
 
@@ -77,7 +77,7 @@ def order_of(sniffed: Sniffed, cells: list[str], times: list[int | None] | None 
     own epochs (draft_times.epochs_us) of a strftime format, not parsed again."""
     index, fmt, _ = sniffed.time  # type: ignore[misc]
     if fmt.startswith("epoch"):
-        keys = [float(c) for c in cells]
+        keys = [k for k in map(to_number, cells) if k is not None]  # a damaged cell is no time (never a traceback)
     elif fmt == "iso8601":
         keys = [c.replace("T", " ") for c in cells]  # comparable as text when all share a zone
     else:
