@@ -16,7 +16,7 @@ from pipeline.ingest.draft_plan import monday, sampled_lines
 from pipeline.ingest.draft_points import propose
 from pipeline.ingest.draft_sniff import Sniffed, present_cells, to_number
 from pipeline.ingest.draft_time_section import order_of
-from pipeline.ingest.draft_times import epochs_us
+from pipeline.ingest.draft_times import read_times
 from pipeline.ingest.draft_times import toml_value as _toml
 from pipeline.ingest.draft_values import is_states, states_line, value_column
 from pipeline.ingest.metadata import UNCONFIRMED
@@ -83,9 +83,7 @@ def spread_pass(group: list[Sniffed], layout: Layout, naming: Naming, readings: 
             continue
         index, fmt, _ = s.time
         lines = sampled_lines(s.source or Path(s.rel), s.header)
-        rows = [row for row in csv.reader(lines, delimiter=s.delimiter) if index < len(row)]
-        cells = [row[index] for row in rows]
-        times = epochs_us(cells, fmt)
+        rows, cells, times = read_times(csv.reader(lines, delimiter=s.delimiter), index, fmt)
         spread.weeks[s.rel] = {monday(at) for at in times if at is not None}
         present = present_cells(cells)
         spread.orders[s.rel] = order_of(s, present, times) if len(set(present)) > 1 else None

@@ -1,7 +1,7 @@
 """`corpus draft`'s reading of time columns: every candidate format tried on the rows it read of every file (head and
 tail, so that a month's later days, 5/13/2022, tell month-first from day-first), the one that reads them all chosen,
 a CHECK where two read them all, per-file formats where files differ, and the zone behind CST/CDT; and the
-time cells of sampled rows read as microseconds since 1970 (epochs_us, timed_rows)."""
+time cells of sampled rows read as microseconds since 1970 (epochs_us, read_times, timed_rows)."""
 
 from __future__ import annotations
 
@@ -160,8 +160,15 @@ def epochs_us(cells: list[str], fmt: str) -> list[int | None]:
     return out
 
 
+def read_times(rows, index: int, fmt: str) -> tuple[list[list[str]], list[str], list[int | None]]:
+    """The rows that reach the time column (`index`), their time cells, and each cell's time in `fmt` (None where it
+    does not read)."""
+    rows = [row for row in rows if index < len(row)]
+    cells = [row[index] for row in rows]
+    return rows, cells, epochs_us(cells, fmt)
+
+
 def timed_rows(rows, index: int, fmt: str) -> list[tuple[int, list[str]]]:
     """The rows whose time cell (column `index`) reads in `fmt`, with that time, in their order."""
-    rows = [row for row in rows if index < len(row)]
-    times = epochs_us([row[index] for row in rows], fmt)
+    rows, _, times = read_times(rows, index, fmt)
     return [(at, row) for at, row in zip(times, rows, strict=True) if at is not None]
