@@ -71,3 +71,20 @@ def test_json_depth_is_the_recursive_definition(value):
     from pipeline.core.canonical import json_depth
 
     assert json_depth(value) == _depth_by_recursion(value)
+
+
+@settings(max_examples=60, deadline=None)
+@given(data=st.binary(max_size=3000), chunk=st.integers(min_value=1, max_value=5000))
+def test_a_file_hashed_block_by_block_is_hashed_as_its_whole_bytes(tmp_path_factory, data, chunk):
+    """digest_file and sha256_file read a file into one reused buffer (file_blocks): whatever the chunk and the size
+    (empty, smaller than the chunk, a multiple of it or not), the digest is the one of the whole bytes."""
+    import hashlib
+
+    from pipeline.core.canonical import digest_file, file_blocks
+    from pipeline.core.checksums import sha256_file
+
+    path = tmp_path_factory.mktemp("blocks") / "file.bin"
+    path.write_bytes(data)
+    assert digest_file(path, chunk) == digest(data)
+    assert sha256_file(path, chunk) == hashlib.sha256(data).hexdigest()
+    assert b"".join(bytes(block) for block in file_blocks(path, chunk)) == data

