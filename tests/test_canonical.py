@@ -88,3 +88,21 @@ def test_a_file_hashed_block_by_block_is_hashed_as_its_whole_bytes(tmp_path_fact
     assert digest_file(path, chunk) == digest(data)
     assert sha256_file(path, chunk) == hashlib.sha256(data).hexdigest()
     assert b"".join(bytes(block) for block in file_blocks(path, chunk)) == data
+
+
+def test_a_pipe_is_hashed_as_the_bytes_written_into_it(tmp_path):
+    """A file that is no regular file (its size says nothing of its bytes) is read in whole chunks, to its end."""
+    import os
+    import threading
+
+    from pipeline.core.canonical import digest_file
+
+    data = bytes(range(256)) * 1000
+    fifo = tmp_path / "pipe"
+    os.mkfifo(fifo)
+    writer = threading.Thread(target=fifo.write_bytes, args=(data,))
+    writer.start()
+    try:
+        assert digest_file(fifo, 1 << 12) == digest(data)
+    finally:
+        writer.join()

@@ -6,6 +6,7 @@ import json
 import math
 import os
 import re
+import stat
 import tempfile
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -228,11 +229,18 @@ def digest_value(value: Any) -> str:
     return digest(canonical_bytes(value))
 
 
+# The least buffer file_blocks reads a file through: a file growing while it is read is not read a few bytes at a time.
+SMALL_BLOCK = 1 << 16
+
+
 def file_blocks(path: Path, chunk: int = 1 << 22) -> Iterator[memoryview]:
-    """A file's bytes, a block of at most `chunk` at a time, each read into the same buffer (sized to the file when it
-    is smaller): reading a file costs its own size, not a new chunk per read. A block is valid until the next one."""
+    """A file's bytes, a block of at most `chunk` at a time, each read into the same buffer (sized to a smaller regular
+    file, at least SMALL_BLOCK): reading a file costs about its own size, not a new chunk per read. A block is valid
+    until the next one is read."""
     with open(path, "rb", buffering=0) as handle:
-        buffer = memoryview(bytearray(max(1, min(chunk, os.fstat(handle.fileno()).st_size + 1))))
+        info = os.fstat(handle.fileno())
+        size = max(info.st_size + 1, SMALL_BLOCK) if stat.S_ISREG(info.st_mode) else chunk
+        buffer = memoryview(bytearray(max(1, min(chunk, size))))
         while read := handle.readinto(buffer):
             yield buffer[:read]
 
