@@ -29,6 +29,7 @@ from pipeline.core.canonical import (
     canonical_bytes,
     digest,
     digest_value,
+    file_blocks,
     iter_rows,
     loads_untrusted,
     pretty_json,
@@ -168,11 +169,10 @@ class _Scan:
     @classmethod
     def of(cls, path: Path) -> _Scan:
         sha256, xxh3, size, newlines, last = hashlib.sha256(), xxhash.xxh3_128(), 0, 0, b""
-        with path.open("rb") as handle:
-            while block := handle.read(CHUNK):
-                sha256.update(block)
-                xxh3.update(block)
-                size, newlines, last = size + len(block), newlines + block.count(b"\n"), block[-1:]
+        for block in file_blocks(path, CHUNK):
+            sha256.update(block)
+            xxh3.update(block)
+            size, newlines, last = size + len(block), newlines + block.tobytes().count(b"\n"), bytes(block[-1:])
         return cls(sha256.hexdigest(), xxh3.hexdigest(), size, newlines + (last != b"\n"))
 
     @classmethod
