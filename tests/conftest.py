@@ -85,12 +85,11 @@ def _seed(built: Path, target: Path) -> None:
 
 
 @pytest.fixture
-def release(real_artifacts, tmp_path):
-    """A copy of the built xai4heat release, the test's own to change."""
-    import shutil
-
+def release(real_artifacts, tmp_path, request):
+    """A copy of a built release, the test's own to change: xai4heat's, or the test module's RELEASE_CORPUS (such as
+    tests.helpers.SMALLEST)."""
     folder = tmp_path / "release"
-    shutil.copytree(real_artifacts / "xai4heat" / "release", folder)
+    shutil.copytree(real_artifacts / getattr(request.module, "RELEASE_CORPUS", "xai4heat") / "release", folder)
     return folder
 
 

@@ -25,7 +25,17 @@ from pipeline.core.errors import ReleaseError
 from pipeline.release.playable import Release
 from pipeline.store.reader import KEYS
 from pipeline.tools import registry
-from tests.helpers import every_tool_call, fuzz_settings, rehash_release, rewrite_table, store_table, tool_results
+from tests.helpers import (
+    SMALLEST,
+    every_tool_call,
+    fuzz_settings,
+    rehash_release,
+    rewrite_table,
+    store_table,
+    tool_results,
+)
+
+RELEASE_CORPUS = SMALLEST  # each example verifies, plays or loads a whole release: the smallest release
 
 MANIFESTS = ("release.json", "manifest.json")  # the digests themselves: changed, never rewritten after
 

@@ -12,7 +12,9 @@ import pyarrow.parquet as pq
 from click.testing import CliRunner, Result
 
 from pipeline.cli import main
-from tests.helpers import one_error_line, poisoned_copy, rehash_release, tool_results
+from tests.helpers import SMALLEST, one_error_line, poisoned_copy, rehash_release, tool_results
+
+RELEASE_CORPUS = SMALLEST  # each case plays or serves a release, loading its store: the smallest release
 
 
 def cli(*args: str) -> Result:
@@ -86,7 +88,7 @@ def test_two_releases_of_one_version_never_share_a_cache_entry(release, tmp_path
     genuine = tool_results(tmp_path / "alone.jsonl")
     assert tool_results(tmp_path / "hostile.jsonl") != genuine  # the poison shows in the results
     assert tool_results(tmp_path / "after.jsonl") == genuine
-    assert len(list(shared.glob("xai4heat-*/store-*.duckdb"))) == 2  # one entry per content
+    assert len(list(shared.glob(f"{SMALLEST}-*/store-*.duckdb"))) == 2  # one entry per content
 
 
 def test_a_damaged_or_swapped_cache_entry_is_loaded_again(release, tmp_path):
@@ -95,9 +97,9 @@ def test_a_damaged_or_swapped_cache_entry_is_loaded_again(release, tmp_path):
     assert play(release, cache, tmp_path / "first.jsonl").exit_code == 0
     genuine = tool_results(tmp_path / "first.jsonl")
     assert play(hostile, tmp_path / "other", tmp_path / "hostile.jsonl").exit_code == 0
-    (forged,) = (tmp_path / "other").glob("xai4heat-*/store-*.duckdb")
+    (forged,) = (tmp_path / "other").glob(f"{SMALLEST}-*/store-*.duckdb")
     for replacement in (b"garbage" * 1000, forged.read_bytes()):  # a damaged file; another release's store
-        (entry,) = cache.glob("xai4heat-*/store-*.duckdb")
+        (entry,) = cache.glob(f"{SMALLEST}-*/store-*.duckdb")
         entry.chmod(0o644)
         entry.write_bytes(replacement)
         result = play(release, cache, tmp_path / "again.jsonl")

@@ -20,6 +20,7 @@ from pipeline.tools import registry
 from tests.helpers import (
     REPO,
     SHIPPED,
+    SMALLEST,
     every_tool_call,
     one_error_line,
     rewrite_table,
@@ -29,6 +30,11 @@ from tests.helpers import (
 )
 
 FIX = "download the release again"
+RELEASE_CORPUS = SMALLEST  # each case loads the store, most twice (verify, then a tool): the smallest release
+
+
+def first_site(release: Path) -> str:
+    return store_table(release, "sites").column("site_id")[0].as_py()
 
 
 def cli(*args: object) -> Result:
@@ -93,7 +99,7 @@ def test_a_duplicated_row_is_one_line(release, tmp_path):
     data = store_table(release, "observations")
     rewrite_table(release, "observations", pa.concat_tables([data, data.slice(10, 1)]))
     one_error_line(
-        call(release, tmp_path / "cache", "list_points", {"site": "L8"}),
+        call(release, tmp_path / "cache", "list_points", {"site": first_site(release)}),
         "store/observations.parquet: table observations, column stream_id, ts",
         "hold a key another row holds too",
     )
@@ -122,7 +128,7 @@ def test_a_lone_surrogate_in_a_text_column_is_one_line(release, tmp_path):
     column = pa.Array.from_buffers(pa.string(), len(raw), raw.buffers())
     rewrite_table(release, "streams", data.set_column(data.schema.get_field_index("label"), "label", column))
     one_error_line(
-        call(release, tmp_path / "cache", "list_points", {"site": "L8"}),
+        call(release, tmp_path / "cache", "list_points", {"site": first_site(release)}),
         "store/streams.parquet: not a readable Parquet table",
         "not valid UTF8",
     )
@@ -142,7 +148,7 @@ def test_a_lone_surrogate_in_a_text_column_is_one_line(release, tmp_path):
 def test_wrong_parquet_types_or_columns_are_one_line(release, tmp_path, change):
     rewrite_table(release, "observations", change(store_table(release, "observations")))
     one_error_line(
-        call(release, tmp_path / "cache", "list_points", {"site": "L8"}),
+        call(release, tmp_path / "cache", "list_points", {"site": first_site(release)}),
         "store/observations.parquet: not the store's observations table",
     )
 

@@ -13,7 +13,9 @@ from hypothesis import strategies as st
 from pipeline.cli import main
 from pipeline.core.canonical import digest_value, pretty_json
 from pipeline.release.verify import verify_release
-from tests.helpers import fuzz_settings, poison_release, rehash_release, verify_cli
+from tests.helpers import SMALLEST, fuzz_settings, poison_release, rehash_release, verify_cli
+
+RELEASE_CORPUS = SMALLEST  # each case verifies a whole release (its store loaded too): the smallest release
 
 
 def edit(folder, change, *, redigest=False, name="release.json"):
@@ -338,3 +340,15 @@ def test_one_changed_byte_is_blamed_on_its_file_alone_with_or_without_expect(rel
     for expect in (None, f"sha256:{trusted}"):
         problems = verify_release(release, expect)
         assert problems and all(p.startswith(f"{path}: ") for p in problems), problems
+
+
+@pytest.mark.parametrize("split", ["train", "dev", "test"])
+def test_a_row_broken_by_one_byte_is_blamed_on_its_split_file_alone(release, split):
+    """A byte that makes a row no longer JSON is that split file's problem: the counts recomputed from the rows left
+    are not compared with release.json's, which would blame release.json for the split file's change."""
+    path = release / f"{split}.jsonl"
+    data = path.read_bytes()
+    path.write_bytes(data.replace(b'":', b'";', 1))
+    problems = verify_release(release)
+    assert any(p.startswith(f"{path}: row 1: not a valid episode") for p in problems), problems
+    assert all(p.startswith(f"{path}: ") for p in problems), problems
