@@ -9,13 +9,14 @@ the ground truth's planning steps and the agent's plan (its plan actions, else o
 from __future__ import annotations
 
 import contextlib
+import functools
 from collections import Counter, defaultdict
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from pydantic import ValidationError
 from rapidfuzz.distance import Levenshtein
-from rouge_score import rouge_scorer
 
 from contracts.ground_truth import Trajectory
 from pipeline.core.config import load_episodes_config, load_families
@@ -33,7 +34,16 @@ from pipeline.tools import refs, registry
 from pipeline.tools.access import ToolStore
 
 WEIGHTS = {"outcome": 0.5, "process": 0.3, "planning": 0.2}
-ROUGE = rouge_scorer.RougeScorer(["rouge1", "rouge2", "rougeL"], use_stemmer=False)
+ROUGE_KINDS = ("rouge1", "rouge2", "rougeL")
+
+
+@functools.cache
+def _rouge() -> Any:
+    """The ROUGE scorer, made when a row's planning is first scored: rouge_score imports nltk, SciPy and scikit-learn
+    (1.8 s), which a process that only wants failure modes (the report) never needs."""
+    from rouge_score import rouge_scorer
+
+    return rouge_scorer.RougeScorer(list(ROUGE_KINDS), use_stemmer=False)
 
 
 def _normal(value: Any) -> Any:
@@ -92,7 +102,26 @@ def _overlap(left: list, right: list) -> float:
     return matched / max(len(left), len(right))
 
 
-def evaluate_row(trajectory: dict, episode: Any, turns: list, store: ToolStore, keywords: dict) -> dict:
+@dataclass(frozen=True)
+class _Compared:
+    """A run beside its ground-truth trajectory: both call lists resolved, the agent's actions and plans, its score."""
+
+    gt_calls: list[tuple[str, str, dict]]
+    gt: list[tuple]
+    agent_calls: list[tuple[str, str, dict]]
+    agent: list[tuple]
+    actions: list[dict]
+    plans: list[str]
+    score: Any
+    answers: list[dict]
+    steps: list
+
+    def failure_modes(self, trajectory: dict) -> list[str]:
+        finished = bool(self.answers and self.answers[-1]) and len(self.answers) >= len(self.steps)
+        return failure_modes(self.gt_calls, self.gt, self.agent_calls, self.agent, trajectory, self.score, finished)
+
+
+def _compare(trajectory: dict, episode: Any, turns: list, store: ToolStore, keywords: dict) -> _Compared:
     gt_calls = _gt_calls(trajectory)
     gt_outputs: dict[str, Any] = {}
     for call_id, tool, arguments in gt_calls:
@@ -111,6 +140,18 @@ def evaluate_row(trajectory: dict, episode: Any, turns: list, store: ToolStore, 
     score = score_episode(episode, turns, keywords)
     answers = [a.get("fields") or {} for a in actions if a.get("kind") == "answer"]
     steps = [*episode.phases, *episode.follow_ups]
+    return _Compared(gt_calls, gt, agent_calls, agent, actions, plans, score, answers, steps)
+
+
+def row_failure_modes(trajectory: dict, episode: Any, turns: list, store: ToolStore, keywords: dict) -> list[str]:
+    """evaluate_row's failure modes alone (none of them needs the planning's ROUGE)."""
+    return _compare(trajectory, episode, turns, store, keywords).failure_modes(trajectory)
+
+
+def evaluate_row(trajectory: dict, episode: Any, turns: list, store: ToolStore, keywords: dict) -> dict:
+    c = _compare(trajectory, episode, turns, store, keywords)
+    gt_calls, gt, agent_calls, agent = c.gt_calls, c.gt, c.agent_calls, c.agent
+    score, answers, steps = c.score, c.answers, c.steps
     completeness = sum(1 for i in range(len(steps)) if i < len(answers) and answers[i]) / len(steps)
     rejected = {r.step for r in score.rejections}
     verification = sum(i < len(answers) and i not in rejected for i in range(len(steps))) / len(steps)
@@ -134,9 +175,9 @@ def evaluate_row(trajectory: dict, episode: Any, turns: list, store: ToolStore, 
     ]
     process = (sequence + _overlap(gt_signatures, agent_signatures) + _overlap(gt_edges, agent_edges)) / 3
     reference = "\n".join(p["instruction"] for p in trajectory["planning_steps"])
-    candidate = "\n".join(plans) if plans else "\n".join(render_action(a) for a in actions)
-    rouge = ROUGE.score(reference, candidate)
-    planning = sum(rouge[k].fmeasure for k in ("rouge1", "rouge2", "rougeL")) / 3
+    candidate = "\n".join(c.plans) if c.plans else "\n".join(render_action(a) for a in c.actions)
+    rouge = _rouge().score(reference, candidate)
+    planning = sum(rouge[k].fmeasure for k in ROUGE_KINDS) / 3
     final = WEIGHTS["outcome"] * outcome + WEIGHTS["process"] * process + WEIGHTS["planning"] * planning
     return {
         "episode_id": episode.id,
@@ -156,17 +197,9 @@ def evaluate_row(trajectory: dict, episode: Any, turns: list, store: ToolStore, 
         },
         "planning": {
             "score": round(planning, 4),
-            **{k: round(rouge[k].fmeasure, 4) for k in ("rouge1", "rouge2", "rougeL")},
+            **{k: round(rouge[k].fmeasure, 4) for k in ROUGE_KINDS},
         },
-        "failure_modes": failure_modes(
-            gt_calls,
-            gt,
-            agent_calls,
-            agent,
-            trajectory,
-            score,
-            bool(answers and answers[-1]) and len(answers) >= len(steps),
-        ),
+        "failure_modes": c.failure_modes(trajectory),
         "rejections": [r.model_dump() for r in score.rejections],
     }
 

@@ -12,7 +12,7 @@ from typing import Any
 
 from contracts.episodes import Episode
 from contracts.runtime import TurnRecord
-from pipeline.harness.evaluation import evaluate_row, resolved_signature
+from pipeline.harness.evaluation import resolved_signature, row_failure_modes
 from pipeline.harness.traces import Played
 from pipeline.release.ground_truth import execution, render_action
 from pipeline.runtime.agents import OracleAgent
@@ -284,7 +284,7 @@ def agent_conversation(
 
 def failure_modes_of(episode: Episode, turns: list[TurnRecord], store: ToolStore, keywords: Lexicon) -> tuple[str, ...]:
     """The evaluator's failure modes of one run against the episode's ground-truth trajectory."""
-    return tuple(evaluate_row(execution(episode), episode, turns, store, keywords)["failure_modes"])
+    return tuple(row_failure_modes(execution(episode), episode, turns, store, keywords))
 
 
 def played_conversation(
