@@ -37,7 +37,7 @@ def duplicated_sensor(tmp_path):
 @pytest.mark.slow
 def test_copies_are_reported_and_never_asked(tmp_path):
     ws = duplicated_sensor(tmp_path)
-    build(ws)
+    build(ws, until="audit")  # what is read: the ingest report, the store, the tasks and the audited episodes
     report = json.loads((ws.stage_dir("xai4heat", "ingest") / "report.json").read_text())
     assert ["L8__t_sup_prim", "L8__t_sup_prim_copy"] in report["duplicate_streams"]
     store = ToolStore(ws.stage_dir("xai4heat", "store") / "store.duckdb")
