@@ -100,3 +100,18 @@ def test_replay_matches_under_different_environments(tmp_path, monkeypatch):
         and "    README.md: missing" in stale.output
     )
     assert stale.output.count("built   built   True") == 6
+
+
+def test_a_failed_rebuild_ends_the_replay_in_one_error_naming_its_environment(tmp_path):
+    """The two rebuilds run at once: the one that fails is raised with its environment and its own error line, and
+    neither is left running (the replay's folder is removed with both ended)."""
+    from pipeline.core.errors import StageError
+
+    header = real_lines("xai4heat/xai4heat_scada_L8.csv", [])[0]
+    body = "\n".join([header.replace(header.split(",")[0], "not_the_time", 1), "x"]) + "\n"
+    ws = make_workspace(tmp_path, "xai4heat", xai_config(held_out_sites="[]"), {"xai4heat_scada_L8.csv": body})
+    with pytest.raises(StageError) as failed:
+        replay(ws, ["xai4heat"])
+    message = str(failed.value)
+    assert message.startswith("rebuild failed (TELEMETRY_BENCH_THREADS=1") and "error: " in message, message
+    assert "Traceback" not in message

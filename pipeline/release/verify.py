@@ -622,7 +622,8 @@ def _environments() -> tuple[dict[str, str], ...]:
     return first, second
 
 
-def _build(ws: Workspace, artifacts: Path, corpora: list[str], env: dict[str, str]) -> list[dict]:
+def _start(ws: Workspace, artifacts: Path, corpora: list[str], env: dict[str, str], log: Path) -> subprocess.Popen:
+    """One rebuild in a process of its own, its output and errors in `log`.json and `log`.err."""
     command = [
         sys.executable,
         "-m",
@@ -635,22 +636,34 @@ def _build(ws: Workspace, artifacts: Path, corpora: list[str], env: dict[str, st
         "--json",
         *[arg for c in corpora for arg in ("--corpus", c)],
     ]
-    done = subprocess.run(
-        command, capture_output=True, text=True, env={**os.environ, **env, "TELEMETRY_BENCH_QUIET": "1"}
-    )
-    if done.returncode != 0:
-        raise StageError(
-            f"rebuild failed ({' '.join(f'{k}={v}' for k, v in env.items())}): {done.stderr.strip()[-2000:]}"
+    with log.with_suffix(".json").open("wb") as out, log.with_suffix(".err").open("wb") as err:
+        return subprocess.Popen(
+            command, stdout=out, stderr=err, env={**os.environ, **env, "TELEMETRY_BENCH_QUIET": "1"}
         )
-    return json.loads(done.stdout)
+
+
+def _finish(process: subprocess.Popen, env: dict[str, str], log: Path) -> list[dict]:
+    if process.wait() != 0:
+        errors = log.with_suffix(".err").read_text(encoding="utf-8", errors="replace")
+        raise StageError(f"rebuild failed ({' '.join(f'{k}={v}' for k, v in env.items())}): {errors.strip()[-2000:]}")
+    return json.loads(log.with_suffix(".json").read_text(encoding="utf-8"))
 
 
 def replay(ws: Workspace, corpora: list[str]) -> dict:
     """Build twice from raw in fresh folders under different environments; compare runs and the committed release."""
     with tempfile.TemporaryDirectory(prefix="tb-verify-") as tmp:
         runs = [Path(tmp) / "a", Path(tmp) / "b"]
+        logs = [Path(tmp) / "a-build", Path(tmp) / "b-build"]
         environments = _environments()
-        outcomes = [_build(ws, folder, corpora, env) for folder, env in zip(runs, environments, strict=True)]
+        # both at once: the first is one thread, one worker, one partition, so that alone it leaves the other cores idle
+        started = [_start(ws, *each) for each in zip(runs, [corpora] * 2, environments, logs, strict=True)]
+        try:
+            outcomes = [_finish(*each) for each in zip(started, environments, logs, strict=True)]
+        finally:
+            for process in started:  # a failed rebuild ends the replay: the other is not left running
+                if process.poll() is None:
+                    process.kill()
+                    process.wait()
         rows = []
         for first, second in zip(outcomes[0], outcomes[1], strict=True):
             corpus, stage = first["corpus"], first["stage"]
