@@ -115,3 +115,18 @@ def test_a_failed_rebuild_ends_the_replay_in_one_error_naming_its_environment(tm
     message = str(failed.value)
     assert message.startswith("rebuild failed (TELEMETRY_BENCH_THREADS=1") and "error: " in message, message
     assert "Traceback" not in message
+
+
+def test_the_two_rebuilds_at_once_share_one_builds_memory_budget(monkeypatch):
+    """Each rebuild of a replay gets half of the budget a build would have: together they keep to it."""
+    from pipeline.core.errors import ConfigError
+    from pipeline.core.resources import DEFAULT_BUDGET, MEMORY_ENV
+    from pipeline.release.verify import _halved_budget
+
+    monkeypatch.delenv(MEMORY_ENV, raising=False)
+    assert _halved_budget() == {MEMORY_ENV: str(DEFAULT_BUDGET // 2)}
+    monkeypatch.setenv(MEMORY_ENV, "3GB")
+    assert _halved_budget() == {MEMORY_ENV: str(3 << 29)}
+    monkeypatch.setenv(MEMORY_ENV, "100MB")
+    with pytest.raises(ConfigError, match=r"TELEMETRY_BENCH_MEMORY=100MB: .* give at least 128MB"):
+        _halved_budget()

@@ -12,6 +12,8 @@ from pipeline.core.errors import ConfigError
 
 EXECUTORS = ("local", "ray")
 DEFAULT_BUDGET = 4 << 30
+MIN_BUDGET = 64 << 20  # below this no build runs
+MEMORY_ENV = "TELEMETRY_BENCH_MEMORY"  # the budget a build reads when --memory-budget is not given
 MAIN_RESERVE = 768 << 20
 WORKER_BASE = 256 << 20  # a worker's resident size after importing polars, pyarrow, duckdb and numpy
 _UNITS = {"": 1, "k": 1 << 10, "m": 1 << 20, "g": 1 << 30, "t": 1 << 40}
@@ -23,7 +25,7 @@ def parse_bytes(text: str) -> int:
     if not match:
         raise ConfigError(f"memory budget {text!r} is not a size; write it like 4GB, 512MB or 2g")
     value = float(match.group(1)) * _UNITS[match.group(2)]
-    if value < 64 << 20:
+    if value < MIN_BUDGET:
         raise ConfigError(f"memory budget {text!r} is below 64 MB; the build cannot run in that")
     return int(value)
 

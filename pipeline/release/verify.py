@@ -35,8 +35,9 @@ from pipeline.core.canonical import (
     pretty_json,
     read_bounded,
 )
-from pipeline.core.errors import StageError
+from pipeline.core.errors import ConfigError, StageError
 from pipeline.core.manifest import LOCAL_DIGESTS, StageIdentity
+from pipeline.core.resources import DEFAULT_BUDGET, MEMORY_ENV, MIN_BUDGET, parse_bytes
 from pipeline.core.workspace import Workspace
 from pipeline.release.ground_truth import trajectory
 from pipeline.release.playable import store_problems
@@ -622,6 +623,19 @@ def _environments() -> tuple[dict[str, str], ...]:
     return first, second
 
 
+def _halved_budget() -> dict[str, str]:
+    """The memory budget of each rebuild: half the build's (TELEMETRY_BENCH_MEMORY, else the default), since the two
+    run at once and together keep to what one build may use."""
+    given = os.environ.get(MEMORY_ENV)
+    budget = parse_bytes(given) if given else DEFAULT_BUDGET
+    if budget // 2 < MIN_BUDGET:
+        raise ConfigError(
+            f"{MEMORY_ENV}={given}: verify runs its two rebuilds at once, each on half of it; give at least "
+            f"{2 * MIN_BUDGET >> 20}MB"
+        )
+    return {MEMORY_ENV: str(budget // 2)}
+
+
 def _start(ws: Workspace, artifacts: Path, corpora: list[str], env: dict[str, str], log: Path) -> subprocess.Popen:
     """One rebuild in a process of its own, its output and errors in `log`.json and `log`.err."""
     command = [
@@ -654,7 +668,7 @@ def replay(ws: Workspace, corpora: list[str]) -> dict:
     with tempfile.TemporaryDirectory(prefix="tb-verify-") as tmp:
         runs = [Path(tmp) / "a", Path(tmp) / "b"]
         logs = [Path(tmp) / "a-build", Path(tmp) / "b-build"]
-        environments = _environments()
+        environments = tuple({**env, **_halved_budget()} for env in _environments())
         # both at once: the first is one thread, one worker, one partition, so that alone it leaves the other cores idle
         started = [_start(ws, *each) for each in zip(runs, [corpora] * 2, environments, logs, strict=True)]
         try:
