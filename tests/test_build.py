@@ -127,19 +127,18 @@ def test_threads_do_not_change_outputs(ws, tmp_path):
 
 
 def test_corpora_built_at_once_give_what_one_after_the_other_gives(ws, tmp_path):
-    """ws was built with both corpora at once (one worker each); one worker builds them one after the other. The
-    outcomes come back in corpus, then stage order either way, and every output is the same."""
+    """ws was built with both corpora at once (one worker each); one worker builds them stage by stage, every
+    corpus's ingest before any store. The outcomes come back in corpus, then stage order either way, and every output
+    is the same."""
     from pipeline.core.resources import Resources
 
     other = Workspace.from_root(ws.root, tmp_path / "other")
     seen = []
     outcomes = build(other, until="store", force=True, resources=Resources(workers=1), on_done=seen.append)
     order = [(o.corpus, o.stage) for o in outcomes]
-    assert (
-        order
-        == [(c, s) for c in ("hhw", "xai4heat") for s in ("ingest", "store")]
-        == [(o.corpus, o.stage) for o in seen]
-    )
+    assert order == [(c, s) for c in ("hhw", "xai4heat") for s in ("ingest", "store")]
+    assert [o.stage for o in seen] == ["ingest", "ingest", "store", "store"]
+    assert sorted((o.corpus, o.stage) for o in seen) == order
     for corpus in ("hhw", "xai4heat"):
         for stage in ("ingest", "store"):
             assert compare_folders(ws.stage_dir(corpus, stage), other.stage_dir(corpus, stage)) == [], (corpus, stage)

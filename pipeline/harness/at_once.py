@@ -1,5 +1,5 @@
-"""Corpora built at once: the native stages on threads of this process, the later (Python) stages in spawned
-processes, one corpus per worker, each on its share of the workers and of the memory budget.
+"""Corpora built at once: the native stages on threads of this process, stage by stage, the later (Python) stages in
+spawned processes, one corpus per worker, each on its share of the workers and of the memory budget.
 
 Each corpus writes only under its own artifacts folder and every stage is deterministic, so what corpora build at
 once is what they build one after the other, byte for byte. Outcomes are reported as each stage ends (a spawned
@@ -11,10 +11,11 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import heapq
 import multiprocessing
 import threading
 from collections.abc import Callable, Sequence
-from concurrent.futures import ProcessPoolExecutor, ThreadPoolExecutor, as_completed
+from concurrent.futures import FIRST_COMPLETED, Future, ProcessPoolExecutor, ThreadPoolExecutor, as_completed, wait
 from concurrent.futures.process import BrokenProcessPool
 from typing import Any, TypeVar
 
@@ -28,6 +29,10 @@ R = TypeVar("R")
 Report = Callable[[Any], None]
 # One corpus of the later stages: (the corpus, its share of the machine, report each outcome, stop before a stage)
 Job = Callable[[T, Resources, Report | None, Any], R]
+# One step of one item on a thread: (the item, the step's number, its share of the machine) -> the step's outcome
+Step = Callable[[T, int, Resources], R]
+# How large an item's step is (the larger first among ready steps): (the item, the step's number, its outcomes so far)
+Size = Callable[[T, int, list], float]
 
 
 def share(runtime: Resources, at_once: int) -> Resources:
@@ -41,35 +46,56 @@ def share(runtime: Resources, at_once: int) -> Resources:
     )
 
 
-def on_threads(job: Job, items: Sequence[T], runtime: Resources, on_done: Report | None) -> list[R]:
-    """job over items, up to one item per worker at once on threads of this process (work that releases the GIL)."""
+def steps_on_threads(
+    step: Step, items: Sequence[T], steps: int, runtime: Resources, on_done: Report | None, size: Size
+) -> list[list[R]]:
+    """Each item's `steps` steps in order, up to one step per worker at once on threads of this process (work that
+    releases the GIL), each on its share of the machine; one worker runs them on this thread.
+
+    A free worker takes the ready step with the lowest number, the largest first (`size` of the item at that step,
+    given the outcomes of its steps before): every item's first step is taken before any second one, so the second
+    steps, largest first, fill the workers to the end, where whole items on threads leave the last item's chain to
+    run on alone (the native stages of the four CSV corpora: 0.8 s of one core idle in 3.7 s). Outcomes are reported
+    as each step ends and come back in item order, then step order. A failure stops every item before its next step;
+    the first failure in item order is raised once the running steps have ended."""
     at_once = max(1, min(len(items), runtime.worker_count))
-    if at_once == 1:
-        return [job(item, runtime, on_done, None) for item in items]
-    mine = share(runtime, at_once)
-    reported = threading.Lock()
+    mine = share(runtime, at_once) if at_once > 1 else runtime
+    done: list[list[R]] = [[] for _ in items]
+    ready = [(0, -size(item, 0, []), index) for index, item in enumerate(items)] if steps else []
+    heapq.heapify(ready)
 
-    def report(outcome: Any) -> None:
-        with reported:
+    def finished(index: int, number: int, outcome: R) -> None:
+        done[index].append(outcome)
+        if on_done:
             on_done(outcome)
+        if number + 1 < steps:
+            heapq.heappush(ready, (number + 1, -size(items[index], number + 1, done[index]), index))
 
-    stop = threading.Event()  # a failed corpus stops the others after their running stage
-
-    def one(item: T) -> R:
-        try:
-            return job(item, mine, report if on_done else None, stop)
-        except BaseException:
-            stop.set()
-            raise
-
+    if at_once == 1:
+        while ready:
+            number, _, index = heapq.heappop(ready)
+            finished(index, number, step(items[index], number, mine))
+        return done
+    failures: dict[int, BaseException] = {}
     with ThreadPoolExecutor(max_workers=at_once, thread_name_prefix="corpus") as pool:
-        futures = [pool.submit(one, item) for item in items]
+        running: dict[Future, tuple[int, int]] = {}
         try:
-            return [future.result() for future in futures]
+            while running or (ready and not failures):
+                while ready and not failures and len(running) < at_once:
+                    number, _, index = heapq.heappop(ready)
+                    running[pool.submit(step, items[index], number, mine)] = (index, number)
+                for future in wait(running, return_when=FIRST_COMPLETED).done:
+                    index, number = running.pop(future)
+                    if future.exception() is not None:
+                        failures[index] = future.exception()
+                    else:
+                        finished(index, number, future.result())
         except BaseException:
-            stop.set()
             pool.shutdown(wait=True, cancel_futures=True)
             raise
+    if failures:
+        raise failures[min(failures)]
+    return done
 
 
 # A spawned corpus worker's link to the build: events go back over _events, _stop says the build failed elsewhere.

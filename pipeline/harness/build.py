@@ -402,10 +402,10 @@ def build(
     """Run every stage (up to `until`) for every selected corpus; unchanged stages are reported cached.
 
     Several corpora build at once, up to one per worker, each on its share of the workers and of the memory budget:
-    the native stages (ingest, store) on threads, then the later stages of large corpora in spawned processes
-    (pipeline/harness/at_once.py). `on_done` hears of each stage as it ends; the outcomes come back in corpus, then
-    stage order. A corpus whose raw data lives outside the project
-    (raw_env) and was not given is skipped with a note."""
+    the native stages (ingest, store) on threads, stage by stage, then the later stages of large corpora in spawned
+    processes (pipeline/harness/at_once.py). `on_done` hears of each stage as it ends; the outcomes come back in
+    corpus, then stage order. A corpus whose raw data lives outside the project (raw_env) and was not given is skipped
+    with a note."""
     if until is not None and until not in stage_names():
         raise ConfigError(f"unknown stage {until!r}: stages are {', '.join(stage_names())}")
     from pipeline.tasks.fit import corpus_rule
@@ -438,7 +438,8 @@ def build(
             session(runtime)  # on the main thread, before the corpora's threads (Ray's signal handlers need it)
         if native:
             jobs = [(ctx, native, force) for ctx in contexts]
-            for ctx, done in zip(contexts, at_once.on_threads(_corpus_stages, jobs, runtime, on_done), strict=True):
+            built = at_once.steps_on_threads(_native_stage, jobs, len(native), runtime, on_done, _native_size)
+            for ctx, done in zip(contexts, built, strict=True):
                 outcomes[ctx.corpus] += done
         if later:
             for ctx, done in zip(contexts, _later(contexts, later, runtime, force, on_done), strict=True):
@@ -465,6 +466,21 @@ def _run_stages(
         if on_done:
             on_done(outcome)
     return outcomes
+
+
+def _native_stage(job: tuple[Context, tuple[Stage, ...], bool], number: int, mine: Resources) -> StageOutcome:
+    """One native stage of one corpus on its share of the machine, as a step of pipeline.harness.at_once."""
+    ctx, stages, force = job
+    return _run_stages(dataclasses.replace(ctx, resources=mine), stages[number : number + 1], force, None)[0]
+
+
+def _native_size(job: tuple[Context, tuple[Stage, ...], bool], number: int, before: list[StageOutcome]) -> float:
+    """How large a corpus's native stage is, to start the largest first: the first, its raw files' bytes; a later one,
+    the rows the stage before it wrote."""
+    ctx = job[0]
+    if not before:
+        return float(sum(path.stat().st_size for path in ctx.raw.rglob("*") if path.is_file()))
+    return float(sum(before[-1].manifest.row_counts.values()))
 
 
 def _corpus_stages(job: tuple[Context, tuple[Stage, ...], bool], mine: Resources, report, stop):
