@@ -477,10 +477,14 @@ def _native_stage(job: tuple[Context, tuple[Stage, ...], bool], number: int, min
 def _native_size(job: tuple[Context, tuple[Stage, ...], bool], number: int, before: list[StageOutcome]) -> float:
     """How large a corpus's native stage is, to start the largest first: the first, its raw files' bytes; a later one,
     the rows the stage before it wrote."""
-    ctx = job[0]
-    if not before:
-        return float(sum(path.stat().st_size for path in ctx.raw.rglob("*") if path.is_file()))
-    return float(sum(before[-1].manifest.row_counts.values()))
+    if before:
+        return float(sum(before[-1].manifest.row_counts.values()))
+    total = 0
+    for folder, _, names in os.walk(job[0].raw):  # a folder or file gone while counted only changes the order
+        for name in names:
+            with contextlib.suppress(OSError):
+                total += os.stat(os.path.join(folder, name)).st_size
+    return float(total)
 
 
 def _corpus_stages(job: tuple[Context, tuple[Stage, ...], bool], mine: Resources, report, stop):
