@@ -116,15 +116,54 @@ def test_two_workers_start_no_second_step_while_a_first_one_waits():
 
 def test_a_failed_step_stops_every_item_before_its_next_step_and_the_first_failure_in_item_order_is_raised():
     heard, started = [], []
-    gate = threading.Barrier(2, timeout=60)  # the two largest first steps run at once, and both fail
+    later_failed = threading.Event()
 
     def fails(item: str, number: int, mine: Resources) -> str:
         started.append(f"{item}/{number}")
-        if number == 0 and item != "small":
-            gate.wait()
-            raise StageError(f"{item}: step 0 failed on purpose")
+        if item == "large":  # the later item in item order fails first
+            later_failed.set()
+            raise StageError("large: step 0 failed on purpose")
+        if item == "middle":
+            later_failed.wait(timeout=60)
+            time.sleep(0.2)
+            raise StageError("middle: step 0 failed on purpose")
         return f"{item}/{number}"
 
     with pytest.raises(StageError, match="^middle: step 0 failed on purpose$"):
         at_once.steps_on_threads(fails, ["middle", "large", "small"], 2, Resources(workers=2), heard.append, _size)
     assert heard == [] and sorted(started) == ["large/0", "middle/0"]  # small/0 waited, and never started
+
+
+def test_a_step_running_when_another_fails_ends_and_is_reported_before_the_failure_is_raised():
+    heard, ended = [], []
+
+    def step(item: str, number: int, mine: Resources) -> str:
+        if item == "large":
+            raise StageError("large: step 0 failed on purpose")
+        time.sleep(0.5)
+        ended.append(f"{item}/{number}")
+        return f"{item}/{number}"
+
+    with pytest.raises(StageError, match="^large: step 0 failed on purpose$"):
+        at_once.steps_on_threads(step, ["middle", "large", "small"], 2, Resources(workers=2), heard.append, _size)
+    assert ended == heard == ["middle/0"]
+
+
+def test_a_report_that_fails_is_its_items_failure_and_the_first_in_item_order_is_raised():
+    heard = []
+    reported = threading.Event()
+
+    def step(item: str, number: int, mine: Resources) -> str:
+        if item == "middle":  # the earlier item fails once the later one's report has failed
+            reported.wait(timeout=60)
+            raise StageError("middle: step 0 failed on purpose")
+        return f"{item}/{number}"
+
+    def report(outcome: str) -> None:
+        heard.append(outcome)
+        reported.set()
+        raise BrokenPipeError("the reader of the reports went away")
+
+    with pytest.raises(StageError, match="^middle: step 0 failed on purpose$"):
+        at_once.steps_on_threads(step, ["middle", "large", "small"], 2, Resources(workers=2), report, _size)
+    assert heard == ["large/0"]  # and no step started after it
