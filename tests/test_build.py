@@ -367,6 +367,27 @@ def test_an_unchanged_build_is_told_from_the_recorded_state_without_the_stages(w
     assert ("xai4heat", "ingest", "built") in [(r["corpus"], r["stage"], r["status"]) for r in rows]
 
 
+def test_a_copied_artifacts_folder_is_checked_as_itself(ws, tmp_path):
+    """The recorded state names its files by absolute path: a copy of the artifacts folder, state and all, built with
+    --artifacts, is checked against its own files (a stage missing from the copy is built there), never reported
+    cached because the original's files are intact."""
+
+    def cli_build(*extra: str) -> list[tuple[str, str, str]]:
+        result = CliRunner().invoke(main, ["--root", str(ws.root), *extra, "build", "--json"])
+        assert result.exit_code == 0, result.output
+        return [(r["corpus"], r["stage"], r["status"]) for r in json.loads(result.stdout)]
+
+    cli_build()  # records the state
+    assert cli_build() and (ws.artifacts_dir / ".build-state.json").is_file()
+    copy = tmp_path / "copy"
+    shutil.copytree(ws.artifacts_dir, copy, symlinks=True)
+    shutil.rmtree(copy / "xai4heat" / "release")
+    rows = cli_build("--artifacts", str(copy))
+    assert ("xai4heat", "release", "built") in rows and ("hhw", "release", "cached") in rows
+    assert (copy / "xai4heat" / "release" / "release.json").is_file()
+    assert {status for _, _, status in cli_build()} == {"cached"}  # the original's own state still holds
+
+
 def test_a_build_to_the_store_never_imports_pandas(ws):
     """pyarrow imports pandas (0.3 s, under the GIL) the first time it converts a Python or numpy value: ingest and
     store build their arrays from buffers instead (pipeline/core/arrow.py), so a whole build to the store, in a fresh

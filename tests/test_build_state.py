@@ -85,7 +85,7 @@ def _state(tmp_path: Path, code: Path) -> tuple[Path, dict]:
     (stage / "manifest.json").write_text(__import__("json").dumps(manifest), encoding="utf-8")
     for path in (stage / "out.txt", stage / "manifest.json", code / "a.py", code / "pkg" / "b.py"):
         _old(path)
-    key = build_state.state_key(tmp_path, None)
+    key = build_state.state_key(tmp_path, None, artifacts)
     section = {
         "stages": ["s1"],
         "env": {"RAW_ENV_OF_C1": None},

@@ -137,7 +137,9 @@ def _unchanged(ws, corpora: tuple[str, ...], until: str | None, raw: str | None,
     from pipeline.core import build_state
 
     selected = list(dict.fromkeys(corpora)) if corpora else ws.corpus_names()  # as select_corpora orders them
-    found = build_state.unchanged(ws.artifacts_dir, build_state.state_key(ws.root, raw), selected, until)
+    found = build_state.unchanged(
+        ws.artifacts_dir, build_state.state_key(ws.root, raw, ws.artifacts_dir), selected, until
+    )
     if found is None:
         return None
     for note in found.skipped:
@@ -155,7 +157,7 @@ def _build(ws, corpora, until: str | None, raw: str | None, force: bool, show, r
     from pipeline.harness.build import build as run_build
 
     resources = Resources(**{**runtime, "memory_budget": parse_bytes(runtime["memory_budget"])})
-    key = build_state.state_key(ws.root, raw)
+    key = build_state.state_key(ws.root, raw, ws.artifacts_dir)
     taken = state.snapshot(ws, corpora, raw)
     outcomes = run_build(
         ws,

@@ -142,11 +142,19 @@ def check(entries: dict, now_ns: int, seen: dict[str, bool]) -> bool:
     return refreshed
 
 
-def state_key(root: Path, raw: str | None) -> dict:
+def state_key(root: Path, raw: str | None, artifacts: Path) -> dict:
     """What a recorded state is valid for besides its files: the interpreter and its import path, the code's and the
-    project's folders, the raw folder given."""
+    project's folders, the raw folder given, and the artifacts folder it lies in. Its files are recorded by absolute
+    path, so a state copied with its artifacts folder (`cp -r artifacts elsewhere`, then `build --artifacts
+    elsewhere`) would vouch for the original's files, not the copy's: a copy's state is never read."""
     interpreter = {"executable": sys.executable, "version": sys.version, "path": sys.path[1:]}
-    return {"interpreter": interpreter, "package_root": str(PACKAGE_ROOT), "root": str(root), "raw": raw}
+    return {
+        "interpreter": interpreter,
+        "package_root": str(PACKAGE_ROOT),
+        "root": str(root),
+        "raw": raw,
+        "artifacts": os.path.abspath(artifacts),
+    }
 
 
 def read_state(artifacts: Path) -> dict | None:
