@@ -388,6 +388,36 @@ def test_a_copied_artifacts_folder_is_checked_as_itself(ws, tmp_path):
     assert {status for _, _, status in cli_build()} == {"cached"}  # the original's own state still holds
 
 
+def test_a_relative_raw_folder_is_the_one_it_names_from_the_working_folder(ws, tmp_path, monkeypatch):
+    """A raw folder given as a relative path (--raw, or a corpus's raw_env variable) is read from the working folder:
+    the same words from another folder name other data, which the next build reads, never reporting the first
+    folder's stages cached."""
+    config = ws.corpus_config("xai4heat")
+    config.write_text(config.read_text().replace('name = "xai4heat"', 'name = "xai4heat"\nraw_env = "TB_TEST_RAW"', 1))
+    original = ws.root / "data" / "raw" / "xai4heat" / "xai4heat_scada_L8.csv"
+    for here, lines in (("a", None), ("b", -40)):
+        (tmp_path / here / "raw").mkdir(parents=True)
+        kept = original.read_text().splitlines()[:lines]
+        (tmp_path / here / "raw" / original.name).write_text("\n".join(kept) + "\n")
+
+    def ingest(*extra: str) -> str:
+        result = CliRunner().invoke(main, ["--root", str(ws.root), "build", "--corpus", "xai4heat", "--until",
+                                           "ingest", "--json", *extra])  # fmt: skip
+        assert result.exit_code == 0, result.output
+        return json.loads(result.stdout)[0]["status"]
+
+    for given in (("--raw", "raw"), ()):  # the option, then the variable
+        monkeypatch.delenv("TB_TEST_RAW", raising=False)
+        if not given:
+            monkeypatch.setenv("TB_TEST_RAW", "raw")
+        monkeypatch.chdir(tmp_path / "a")
+        ingest(*given)
+        assert ingest(*given) == "cached"
+        monkeypatch.chdir(tmp_path / "b")  # the same words, other data
+        assert ingest(*given) == "built"
+        assert ingest(*given) == "cached"
+
+
 def test_a_build_to_the_store_never_imports_pandas(ws):
     """pyarrow imports pandas (0.3 s, under the GIL) the first time it converts a Python or numpy value: ingest and
     store build their arrays from buffers instead (pipeline/core/arrow.py), so a whole build to the store, in a fresh

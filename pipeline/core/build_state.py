@@ -142,6 +142,12 @@ def check(entries: dict, now_ns: int, seen: dict[str, bool]) -> bool:
     return refreshed
 
 
+def raw_given(value: str | None) -> str | None:
+    """A raw folder given by --raw or a corpus's environment variable, as the build reads it (a relative path from
+    the working folder, links followed): the same words from another folder, or a link moved, name other data."""
+    return os.path.realpath(value) if value else value
+
+
 def state_key(root: Path, raw: str | None, artifacts: Path) -> dict:
     """What a recorded state is valid for besides its files: the interpreter and its import path, the code's and the
     project's folders, the raw folder given, and the artifacts folder it lies in. Its files are recorded by absolute
@@ -152,7 +158,7 @@ def state_key(root: Path, raw: str | None, artifacts: Path) -> dict:
         "interpreter": interpreter,
         "package_root": str(PACKAGE_ROOT),
         "root": str(root),
-        "raw": raw,
+        "raw": raw_given(raw),
         "artifacts": os.path.abspath(artifacts),
     }
 
@@ -259,7 +265,7 @@ def unchanged(
     sections = [state["corpora"].get(corpus) for corpus in corpora]
     if any(s is None or s["stages"][: len(wanted)] != wanted for s in sections):
         return None
-    if any(environ.get(name) != value for s in sections for name, value in s["env"].items()):
+    if any(raw_given(environ.get(name)) != value for s in sections for name, value in s["env"].items()):
         return None
     if not all(_unlocked(artifacts, corpus) for corpus, s in zip(corpora, sections, strict=True) if not s["skipped"]):
         return None
