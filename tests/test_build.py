@@ -378,7 +378,8 @@ def test_a_copied_artifacts_folder_is_checked_as_itself(ws, tmp_path):
         return [(r["corpus"], r["stage"], r["status"]) for r in json.loads(result.stdout)]
 
     cli_build()  # records the state
-    assert cli_build() and (ws.artifacts_dir / ".build-state.json").is_file()
+    assert {status for _, _, status in cli_build()} == {"cached"}
+    assert (ws.artifacts_dir / ".build-state.json").is_file()
     copy = tmp_path / "copy"
     shutil.copytree(ws.artifacts_dir, copy, symlinks=True)
     shutil.rmtree(copy / "xai4heat" / "release")
@@ -416,6 +417,43 @@ def test_a_relative_raw_folder_is_the_one_it_names_from_the_working_folder(ws, t
         monkeypatch.chdir(tmp_path / "b")  # the same words, other data
         assert ingest(*given) == "built"
         assert ingest(*given) == "cached"
+
+
+def test_a_raw_or_config_folder_behind_a_link_is_read_where_the_link_points(ws, tmp_path):
+    """The raw folder of a corpus kept outside the project defaults to data/raw/<name>, read through a link to its
+    target: the link moved, the next build reads the other data. A linked folder inside configs/ is read through too:
+    no state is recorded over it, so an edit behind it is never reported cached."""
+    config = ws.corpus_config("xai4heat")
+    config.write_text(config.read_text().replace('name = "xai4heat"', 'name = "xai4heat"\nraw_env = "TB_UNSET_RAW"', 1))
+    raw = ws.root / "data" / "raw" / "xai4heat"
+    original = raw / "xai4heat_scada_L8.csv"
+    for here, lines in (("a", None), ("b", -40)):
+        (tmp_path / here).mkdir()
+        (tmp_path / here / original.name).write_text("\n".join(original.read_text().splitlines()[:lines]) + "\n")
+    shutil.rmtree(raw)
+    raw.symlink_to(tmp_path / "a", target_is_directory=True)
+
+    def statuses(corpus: str) -> dict[str, str]:
+        result = CliRunner().invoke(main, ["--root", str(ws.root), "build", "--corpus", corpus, "--until", "store",
+                                           "--json"])  # fmt: skip
+        assert result.exit_code == 0, result.output
+        return {r["stage"]: r["status"] for r in json.loads(result.stdout)}
+
+    statuses("xai4heat")
+    assert statuses("xai4heat")["ingest"] == "cached" and (ws.artifacts_dir / ".build-state.json").is_file()
+    raw.unlink()
+    raw.symlink_to(tmp_path / "b", target_is_directory=True)
+    assert statuses("xai4heat")["ingest"] == "built"
+
+    corpora = ws.root / "configs" / "corpora"
+    shutil.move(corpora, tmp_path / "corpora")
+    corpora.symlink_to(tmp_path / "corpora", target_is_directory=True)
+    statuses("hhw")
+    assert statuses("hhw") == {"ingest": "cached", "store": "cached"}
+    mapping = tmp_path / "corpora" / "hhw.toml"
+    bound = "Outside_Air_Temperature_Sensor = [-50.0, 60.0]"
+    mapping.write_text(mapping.read_text().replace(bound, "Outside_Air_Temperature_Sensor = [-50.0, 5.0]"))
+    assert statuses("hhw")["ingest"] == "built"
 
 
 def test_a_build_to_the_store_never_imports_pandas(ws):

@@ -6,8 +6,9 @@ of configs/ and of the corpus's raw folder, the installed libraries' metadata fi
 outputs, as (size, mtime_ns, ctime_ns, inode, xxh3); and the names in each of their folders (a file added counts).
 When every file stats as recorded, the stages are reported cached from their manifests. A file that stats otherwise is
 read and compared by digest (a checkout that rewrote it unchanged stays on this path); anything else that differs, a
-missing or unreadable state, or another interpreter, root or --raw, and the full identity check runs
-(pipeline/harness/build.py, which writes the state again). A file changed within RACY_NS of the state's writing may
+missing or unreadable state, or another interpreter, root, --raw, artifacts folder or raw folder behind a link, and the
+full identity check runs (pipeline/harness/build.py, which writes the state again). A tree with a linked folder below
+it is never recorded. A file changed within RACY_NS of the state's writing may
 change again within one timestamp tick unseen: it is always compared by digest (git's racily-clean rule).
 
 Only the standard library, xxhash and two small core modules: this runs before the rest of the pipeline is imported.
@@ -69,11 +70,19 @@ def dir_entry(path: Path) -> list:
     return [os.stat(path).st_mtime_ns, _names_digest(path)]
 
 
+class LinkedFolder(ValueError):
+    """A folder below a recorded tree is a link: the build reads through it, the state could not see it change."""
+
+
 def tree(folder: Path) -> tuple[list[Path], list[Path]]:
-    """Every file and folder below `folder` (itself included), bytecode folders left out; linked folders not entered."""
+    """Every file and folder below `folder` (itself included), bytecode folders left out; a linked folder below it
+    raises LinkedFolder (no state is recorded then: every build takes the full check)."""
     files, dirs = [], []
     for top, subdirs, names in os.walk(folder):
         subdirs[:] = sorted(d for d in subdirs if d not in SKIPPED_DIRS)
+        linked = [d for d in subdirs if os.path.islink(os.path.join(top, d))]
+        if linked:
+            raise LinkedFolder(f"{os.path.join(top, linked[0])} is a link to a folder")
         dirs.append(Path(top))
         files += [Path(top) / name for name in sorted(names)]
     return files, dirs
@@ -267,6 +276,8 @@ def unchanged(
         return None
     if any(raw_given(environ.get(name)) != value for s in sections for name, value in s["env"].items()):
         return None
+    if any(os.path.realpath(path) != target for s in sections for path, target in s.get("raw_links", [])):
+        return None  # the raw folder the build would read is behind a link that moved
     if not all(_unlocked(artifacts, corpus) for corpus, s in zip(corpora, sections, strict=True) if not s["skipped"]):
         return None
     seen: dict[str, bool] = {}

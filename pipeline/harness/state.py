@@ -59,6 +59,8 @@ def snapshot(ws: Workspace, corpora: tuple[str, ...] | list[str], raw: str | Non
             sections[corpus] = {
                 "inputs": inputs.as_json(),
                 "env": env,
+                # the folder the build reads, links followed (its files are recorded there): a link moved, other data
+                "raw_links": [[str(checked), os.path.realpath(checked)]] if folder is not None else [],
                 "skipped": skip_note(mapping) if folder is None else None,
                 "absent": [str(checked)] if folder is None else [],
             }
