@@ -17,6 +17,7 @@ from pipeline.audit.gates import gate_of
 from pipeline.audit.guessers import GUESSER_KINDS, Guesser
 from pipeline.audit.policies import ShortcutPolicy
 from pipeline.audit.probe import accuracy_gate, allowed_margin, artifact_probe, majority_share
+from pipeline.audit.shared import SharedPlays, outcome
 from pipeline.audit.trim import answer_balance_gate, commitment_mix_gate, mix_of, trim_to_mix
 from pipeline.core.manifest import StageResult, require_manifest, write_splits
 from pipeline.core.progress import bar
@@ -25,10 +26,8 @@ from pipeline.episodes.stage import Variants, read_episodes
 from pipeline.runtime.agents import Agent, OracleAgent
 from pipeline.runtime.preflight import preflight
 from pipeline.runtime.runner import run_episode
-from pipeline.runtime.scoring import score_episode
 from pipeline.runtime.simulator import slot_keywords
 from pipeline.store.reader import STORE_FILE
-from pipeline.tasks.grading import code
 from pipeline.tasks.probes import grid_rules
 from pipeline.tools.access import ToolStore
 
@@ -98,13 +97,9 @@ def phases_needing(episode: Episode, capability: str, cfg: AuditConfig) -> list[
 
 def play(agent: Agent, episode: Episode, store: ToolStore, keywords: dict) -> tuple[EpisodeScore, str | None]:
     """The agent's score on the episode, and the decision it gave at the commitment (None if none)."""
-    turns = [r for r in run_episode(agent, episode, store, keywords) if isinstance(r, TurnRecord)]
-    answers = [t.action.get("fields") or {} for t in turns if t.action and t.action.get("kind") == "answer"]
-    commit = len(episode.phases) - 1
-    decision = (
-        answers[commit].get("decision") if episode.phases[-1].type == "commitment" and commit < len(answers) else None
+    return outcome(
+        episode, [r for r in run_episode(agent, episode, store, keywords) if isinstance(r, TurnRecord)], keywords
     )
-    return score_episode(episode, turns, keywords), code(decision) if isinstance(decision, str) else None
 
 
 def accomplishes(agent: Agent, episode: Episode, store: ToolStore, keywords: dict) -> bool:
@@ -286,6 +281,7 @@ def _play_candidates(
     decisions: dict[str, dict[str, str | None]] = {p.name: {} for p in cfg.policies}
     excluded_by: Counter = Counter()
     needed, released = {}, []
+    shared = SharedPlays(store, keywords)  # a policy that plays as an earlier one did is not stepped again
     with bar(f"{label}: candidates played by the shortcut policies", len(candidates)) as progress:
         for episode in candidates:
             needed[episode.id] = required_capabilities(episode, cfg)
@@ -296,7 +292,7 @@ def _play_candidates(
                 for policy in (
                     by_name[spec.name] if looks_up else by_name[spec.name][:1]
                 ):  # grid rules differ only there
-                    score, decisions[spec.name][episode.id] = play(policy, episode, store, keywords)
+                    score, decisions[spec.name][episode.id] = shared.play(policy, episode)
                     accomplished = accomplished or score.accomplished
                     lookups = phases_needing(episode, spec.lacks, cfg) if policy.rule is not None else []
                     if lookups and all(score.phase_results[i] for i in lookups):  # the rule found every nearest reading

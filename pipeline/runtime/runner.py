@@ -181,7 +181,7 @@ def run_episode(
         agent = PythonAgent(agent, getattr(agent, "name", type(agent).__name__))
     session = EpisodeSession(episode, store, keywords, run, player)
     started = time.perf_counter()
-    fault = _guarded(agent.start, episode)
+    fault = guarded(agent.start, episode)
     if isinstance(
         fault, Fault
     ):  # the agent could not begin the episode (its process would not start, its start() raised)
@@ -189,14 +189,14 @@ def run_episode(
     while not session.done:
         session.observation.turn = session.turn
         started = time.perf_counter()
-        raw = _guarded(agent.act, session.observation)
+        raw = guarded(agent.act, session.observation)
         yield session.step(raw, (time.perf_counter() - started) * 1000)
     end = session.end()
-    _guarded(agent.finish, end)  # a failure to say goodbye changes nothing that was played
+    guarded(agent.finish, end)  # a failure to say goodbye changes nothing that was played
     yield end
 
 
-def _guarded(hook: Callable[[Any], Any], argument: Any) -> Any:
+def guarded(hook: Callable[[Any], Any], argument: Any) -> Any:
     """An agent hook's return value, or its failure as a Fault (a fatal error, e.g. a refused key, stops the run)."""
     try:
         return hook(argument)
