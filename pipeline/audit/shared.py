@@ -60,19 +60,23 @@ class _Play:
 
 
 def _judged(judged: dict[int, bool], kept: Any, output: Any) -> bool:
-    """Whether an earlier play's output at a turn is this one (_same), judged once per kept object."""
+    """Whether an earlier play's output at a turn is this one (_same), judged once per kept object; an output that
+    cannot be compared (an object of no JSON type) is another."""
     if id(kept) not in judged:
-        judged[id(kept)] = bool(kept == output) and _same(kept, output)  # == first: most differ, and it is quick
+        try:
+            judged[id(kept)] = bool(kept == output) and _same(kept, output)  # == first: most differ, and it is quick
+        except Exception:  # noqa: BLE001 (whatever an output's own comparison raises, it is not the same output)
+            judged[id(kept)] = False
     return judged[id(kept)]
 
 
 def _same(a: Any, b: Any) -> bool:
-    """The same output to the session: equal values of the same types all the way down, keys in the same order (1,
-    1.0 and True are equal in Python, not to the session's parser or its JSON; -0.0 and 0.0 neither)."""
+    """The same output to the session: equal values of the same types all the way down, keys of the same types in the
+    same order (1, 1.0 and True are equal in Python, not to the session's parser or its JSON; -0.0 and 0.0 neither)."""
     if type(a) is not type(b):
         return False
     if isinstance(a, dict):
-        return list(a) == list(b) and all(_same(a[k], b[k]) for k in a)
+        return _same(list(a), list(b)) and all(_same(a[k], b[k]) for k in a)
     if isinstance(a, list | tuple):
         return len(a) == len(b) and all(_same(x, y) for x, y in zip(a, b, strict=True))
     if isinstance(a, float):
@@ -81,15 +85,23 @@ def _same(a: Any, b: Any) -> bool:
 
 
 class SharedPlays:
-    """Policies' plays of episodes on one store; `play` gives what `pipeline.audit.stage.play` gives."""
+    """Policies' plays of one episode after another on one store; `play` gives what `pipeline.audit.stage.play`
+    gives, for agents that, as the audit's policies (pipeline/audit/policies.py), act on the values of the messages they
+    are shown and on their own state (which `start` resets) alone, and never change what they are shown. The plays of
+    an episode are kept until another episode is played."""
 
     def __init__(self, store: ToolStore, keywords: dict) -> None:
         self.store, self.keywords = store, keywords
         self.plays: dict[str, list[_Play]] = {}
 
     def play(self, agent: Agent, episode: Episode) -> Outcome:
-        earlier = self.plays.setdefault(episode.id, [])
-        if not earlier or isinstance(guarded(agent.start, episode), Fault):  # a failed start: played as it comes
+        if episode.id not in self.plays:
+            self.plays = {episode.id: []}
+        earlier = self.plays[episode.id]
+        fault = guarded(agent.start, episode)
+        if isinstance(fault, Fault):  # the agent could not begin: that is its first turn, as in run_episode
+            return self._record(agent, episode, [], fault, earlier).outcome
+        if not earlier:
             return self._record(agent, episode, [], _NOT_ASKED, earlier).outcome
         candidates, turn = earlier, 0
         while True:
@@ -104,26 +116,29 @@ class SharedPlays:
             candidates, turn = same, turn + 1
 
     def _record(self, agent: Agent, episode: Episode, before: list[Any], pending: Any, earlier: list[_Play]) -> _Play:
-        """A play stepped in a session of its own: `before` (an earlier play's outputs, which this agent gave too)
-        replayed, then `pending` (this agent's output at the next turn, if it was asked), then the agent asked turn by
-        turn, as pipeline.runtime.runner.run_episode does. Nothing before and nothing asked: the agent starts here."""
+        """A play of the started agent stepped in a session of its own: `before` (an earlier play's outputs, which this
+        agent gave too) replayed, then `pending` (this agent's output at the next turn, or the Fault of its start, if
+        any), then the agent asked turn by turn, as pipeline.runtime.runner.run_episode does. Kept among `earlier`
+        unless an output could not be copied (it is then stepped as it came, and shared with no one)."""
         session = EpisodeSession(episode, self.store, self.keywords)
         outputs: list[Any] = []
         seen: list[tuple[int, Any]] = []
         turns: list[TurnRecord] = []
+        shareable = True
 
         def step(output: Any, kept: Any = _NOT_ASKED) -> None:
+            nonlocal shareable
             seen.append((len(session.observation.messages), session.observation.answer_form))
-            # as it came (the session may take parts out of it): the earlier play's copy, shared, or a copy of its own
-            outputs.append(copy.deepcopy(output) if kept is _NOT_ASKED else kept)
+            if kept is _NOT_ASKED:  # as it came (the session may take parts out of it): a copy of its own
+                try:
+                    kept = copy.deepcopy(output)
+                except Exception:  # noqa: BLE001 (an object of no JSON type: the session says what is wrong with it)
+                    shareable = False
+            outputs.append(kept)
             turns.append(session.step(output))
 
-        if not before and pending is _NOT_ASKED:
-            fault = guarded(agent.start, episode)
-            if isinstance(fault, Fault):
-                step(fault)
         for output in before:
-            step(copy.deepcopy(output), output)
+            step(copy.deepcopy(output), output)  # the earlier play's copy, shared
         if pending is not _NOT_ASKED:
             step(pending)
         while not session.done:
@@ -132,5 +147,6 @@ class SharedPlays:
         end = session.end()
         guarded(agent.finish, end)
         play = _Play(outputs, seen, session.observation.messages, end, outcome(episode, turns, self.keywords))
-        earlier.append(play)
+        if shareable:
+            earlier.append(play)
         return play
