@@ -19,8 +19,8 @@ def sha256_file(path: Path, chunk: int = 1 << 22) -> str:
 
 
 def refuse_outside(folder: Path, path: Path) -> None:
-    """One line when `path` (a file symlink, or a file under a linked folder) resolves outside `folder`: a raw corpus
-    is what its folder holds, so such a link is never read, as the file walk never enters a linked folder."""
+    """One line when `path` (a file symlink) resolves outside `folder`: a raw corpus is what its folder holds, so such
+    a link is never read (a linked folder inside it is refused too, by list_files)."""
     target = path.resolve()
     if not target.is_relative_to(folder.resolve()):
         raise ChecksumError(
@@ -79,9 +79,16 @@ def verify(folder: Path) -> dict[str, str]:
 def list_files(folder: Path, sums: bool = False) -> list[str]:
     """The raw files below `folder` (relative paths, sorted; SHA256SUMS files too with `sums`, as a folder's identity
     has them); a name that is not UTF-8 is one line (it could not be recorded in a report or a manifest)."""
+    found = list(folder.rglob("*"))
+    linked = sorted(p for p in found if p.is_symlink() and p.is_dir())
+    if linked:  # the walk never enters it, a file pattern reads through it: data that no identity would hold
+        raise ChecksumError(
+            f"{linked[0]}: a link to the folder {linked[0].resolve()}, inside the corpus folder {folder}; a raw "
+            "corpus is what its folder holds: copy the files in place of the link, or remove it"
+        )
     files = sorted(
         p.relative_to(folder).as_posix()
-        for p in folder.rglob("*")
+        for p in found
         if p.is_file() and (sums or p.name != SUMS_NAME) and not p.name.startswith(".")
     )
     for rel in files:
