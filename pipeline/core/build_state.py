@@ -6,10 +6,11 @@ of configs/ and of the corpus's raw folder, the installed libraries' metadata fi
 outputs, as (size, mtime_ns, ctime_ns, inode, xxh3); and the names in each of their folders (a file added counts).
 When every file stats as recorded, the stages are reported cached from their manifests. A file that stats otherwise is
 read and compared by digest (a checkout that rewrote it unchanged stays on this path); anything else that differs, a
-missing or unreadable state, or another interpreter, root, --raw, artifacts folder or raw folder behind a link, and the
-full identity check runs (pipeline/harness/build.py, which writes the state again). A tree with a linked folder below
-it is never recorded. A file changed within RACY_NS of the state's writing may
-change again within one timestamp tick unseen: it is always compared by digest (git's racily-clean rule).
+missing or unreadable state, or another interpreter, root, --raw, artifacts folder, or a raw folder that now names
+other data (from another working folder, or behind a link that moved), and the full identity check runs
+(pipeline/harness/build.py, which writes the state again). A tree with a linked folder below it is never recorded. A
+file changed within RACY_NS of the state's writing may change again within one timestamp tick unseen: it is always
+compared by digest (git's racily-clean rule).
 
 Only the standard library, xxhash and two small core modules: this runs before the rest of the pipeline is imported.
 """
@@ -151,12 +152,6 @@ def check(entries: dict, now_ns: int, seen: dict[str, bool]) -> bool:
     return refreshed
 
 
-def raw_given(value: str | None) -> str | None:
-    """A raw folder given by --raw or a corpus's environment variable, as the build reads it (a relative path from
-    the working folder, links followed): the same words from another folder, or a link moved, name other data."""
-    return os.path.realpath(value) if value else value
-
-
 def state_key(root: Path, raw: str | None, artifacts: Path) -> dict:
     """What a recorded state is valid for besides its files: the interpreter and its import path, the code's and the
     project's folders, the raw folder given, and the artifacts folder it lies in. Its files are recorded by absolute
@@ -167,7 +162,7 @@ def state_key(root: Path, raw: str | None, artifacts: Path) -> dict:
         "interpreter": interpreter,
         "package_root": str(PACKAGE_ROOT),
         "root": str(root),
-        "raw": raw_given(raw),
+        "raw": raw,
         "artifacts": os.path.abspath(artifacts),
     }
 
@@ -274,10 +269,12 @@ def unchanged(
     sections = [state["corpora"].get(corpus) for corpus in corpora]
     if any(s is None or s["stages"][: len(wanted)] != wanted for s in sections):
         return None
-    if any(raw_given(environ.get(name)) != value for s in sections for name, value in s["env"].items()):
+    if any(environ.get(name) != value for s in sections for name, value in s["env"].items()):
         return None
+    # the raw folder as the build names it (--raw, the variable or data/raw/<name>) and where it led, links followed:
+    # a relative path from another working folder, or a link moved, names other data
     if any(os.path.realpath(path) != target for s in sections for path, target in s.get("raw_links", [])):
-        return None  # the raw folder the build would read is behind a link that moved
+        return None
     if not all(_unlocked(artifacts, corpus) for corpus, s in zip(corpora, sections, strict=True) if not s["skipped"]):
         return None
     seen: dict[str, bool] = {}

@@ -51,7 +51,7 @@ def snapshot(ws: Workspace, corpora: tuple[str, ...] | list[str], raw: str | Non
         for corpus in select_corpora(ws, corpora):
             mapping = load_mapping(ws.corpus_config(corpus))
             folder = raw_folder(ws, mapping, raw)
-            env = {mapping.raw_env: build_state.raw_given(os.environ.get(mapping.raw_env))} if mapping.raw_env else {}
+            env = {mapping.raw_env: os.environ.get(mapping.raw_env)} if mapping.raw_env else {}
             inputs = build_state.Entries()
             if folder is not None:
                 inputs.add_tree(folder, now_ns)
@@ -59,7 +59,7 @@ def snapshot(ws: Workspace, corpora: tuple[str, ...] | list[str], raw: str | Non
             sections[corpus] = {
                 "inputs": inputs.as_json(),
                 "env": env,
-                # the folder the build reads, links followed (its files are recorded there): a link moved, other data
+                # the folder the build reads as named and where it led (its files are recorded there), checked again
                 "raw_links": [[str(checked), os.path.realpath(checked)]] if folder is not None else [],
                 "skipped": skip_note(mapping) if folder is None else None,
                 "absent": [str(checked)] if folder is None else [],
